@@ -1,0 +1,41 @@
+# Weir — see README.md. `make help` lists the targets.
+GO            ?= go
+BIN           := bin/weir
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+TOOLS         := $(CURDIR)/bin/tools
+
+.PHONY: help build test lint bench proto run clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## build bin/weir (static, CGO_ENABLED=0)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/weir
+
+test: ## run every test with the race detector
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+lint: ## go vet, gofmt check, go mod tidy check
+	$(GO) vet ./...
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
+	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi
+
+bench: ## Go micro-benchmarks of the pure cores
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./bucket ./ring ./rulesraft/rules
+
+proto: ## regenerate proto/weirv1 from proto/weir/v1/*.proto (pinned generators)
+	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
+	PATH=$(TOOLS):$$PATH protoc -I proto \
+	  --go_out=proto --go_opt=module=github.com/weirlimit/weir/proto \
+	  --go-grpc_out=proto --go-grpc_opt=module=github.com/weirlimit/weir/proto \
+	  proto/weir/v1/weir.proto
+
+run: build ## start `weir dev`: one node with the example rules
+	./$(BIN) dev
+
+clean: ## remove build output
+	rm -rf bin

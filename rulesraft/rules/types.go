@@ -1,0 +1,119 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Key types a rule can limit by.
+const (
+	KeyAPIKey = "apikey"
+	KeyUser   = "user"
+	KeyIP     = "ip"
+	KeyGlobal = "global"
+	// KeyHeaderPrefix starts a header key type: "header:X-Tenant".
+	KeyHeaderPrefix = "header:"
+)
+
+// Algorithm names as written in rules files.
+const (
+	AlgTokenBucket   = "token_bucket"
+	AlgLeakyBucket   = "leaky_bucket"
+	AlgFixedWindow   = "fixed_window"
+	AlgSlidingWindow = "sliding_window"
+	AlgSlidingLog    = "sliding_log"
+)
+
+// Fail modes.
+const (
+	FailOpen   = "open"
+	FailClosed = "closed"
+)
+
+// DefaultTimeout is how long a gateway waits for the owner when a rule sets none.
+const DefaultTimeout = 5 * time.Millisecond
+
+// Rule is one limit as admins write it in rules.yaml. The zero values of
+// Algorithm, FailMode and Timeout mean token_bucket, open and 5ms.
+type Rule struct {
+	ID        string   `json:"id" yaml:"id"`
+	Match     Match    `json:"match" yaml:"match"`
+	Key       string   `json:"key" yaml:"key"`
+	Algorithm string   `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
+	Rate      int64    `json:"rate" yaml:"rate"`
+	Period    Duration `json:"period" yaml:"period"`
+	Burst     int64    `json:"burst,omitempty" yaml:"burst,omitempty"`
+	FailMode  string   `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
+	Timeout   Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty" yaml:"shadow,omitempty"`
+	Lease     int64    `json:"lease,omitempty" yaml:"lease,omitempty"`
+}
+
+// Match selects the requests a rule applies to. Route is exact, may hold
+// {param} segments, and may end in "*". Method and Plan default to "*".
+type Match struct {
+	Route  string `json:"route" yaml:"route"`
+	Method string `json:"method,omitempty" yaml:"method,omitempty"`
+	Plan   string `json:"plan,omitempty" yaml:"plan,omitempty"`
+}
+
+// Override changes one rule's limit for one limited key (e.g. a partner's
+// raised limit) until ExpiresAt. Block denies every request for the key.
+// ExpiresAt zero means it never expires.
+type Override struct {
+	Key       string    `json:"key" yaml:"key"`
+	Rule      string    `json:"rule" yaml:"rule"`
+	Rate      int64     `json:"rate,omitempty" yaml:"rate,omitempty"`
+	Burst     int64     `json:"burst,omitempty" yaml:"burst,omitempty"`
+	Block     bool      `json:"block,omitempty" yaml:"block,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitempty" yaml:"expires_at,omitempty"`
+}
+
+// File is the shape of a rules.yaml file.
+type File struct {
+	Rules []Rule `json:"rules" yaml:"rules"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1s", "5m")
+// in YAML and JSON.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration as a string such as "1m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string such as "1s" or "24h".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"1s\": %w", err)
+	}
+	return d.parse(s)
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"1s\": %w", err)
+	}
+	return d.parse(s)
+}
+
+func (d *Duration) parse(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a Go duration such as 1s, 30s, 5m, 1h, 24h)", s)
+	}
+	*d = Duration(v)
+	return nil
+}
