@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -82,8 +83,18 @@ type Duration time.Duration
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// String formats the duration like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String formats the duration like time.Duration, without zero trailing
+// units: "1m" rather than "1m0s", "1h30m" rather than "1h30m0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
 
 // MarshalJSON writes the duration as a string such as "1m0s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }

@@ -1,0 +1,191 @@
+package bucket
+
+import "time"
+
+// FixedWindow state words:
+//
+//	A  start of the window the count belongs to (ns, a multiple of Period)
+//	B  tokens taken in that window
+//	C  unused (0)
+//
+// A zero count means fresh, whatever A says.
+type fixedWin struct {
+	start int64 // window start
+	count int64 // tokens taken in it
+	eff   int64 // effective now (>= now)
+}
+
+// fixedRoll brings s to now. A clock that went back into an earlier window
+// stays in the state's window (no time elapsed).
+func fixedRoll(s State, l Limit, now int64) fixedWin {
+	p := int64(l.Period)
+	if s.B <= 0 {
+		return fixedWin{start: windowStart(now, p), eff: now}
+	}
+	eff := max(now, s.A)
+	ws := windowStart(eff, p)
+	if ws > s.A {
+		return fixedWin{start: ws, eff: eff}
+	}
+	// Same window (or a start that is not aligned to this period: a state
+	// written under another limit; keep its count until its window ends).
+	return fixedWin{start: s.A, count: min(s.B, l.Rate), eff: eff}
+}
+
+func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
+	w := fixedRoll(s, l, now)
+	p := time.Duration(l.Period)
+	end := time.Duration(w.start-now) + p // window end, from now
+	res := Result{Limit: l.Rate}
+	if w.count > 0 {
+		res.ResetAfter = end
+	}
+	switch {
+	case cost < 0 || cost > l.Rate:
+		res.Remaining = l.Rate - w.count
+		res.RetryAfter = Never
+		return s, res
+	case w.count+cost > l.Rate:
+		res.Remaining = l.Rate - w.count
+		res.RetryAfter = end
+		return s, res
+	}
+	res.Allowed = true
+	res.Remaining = l.Rate - w.count - cost
+	if cost == 0 {
+		return s, res
+	}
+	res.ResetAfter = end
+	return State{A: w.start, B: w.count + cost}, res
+}
+
+func fixedRefund(s State, l Limit, cost int64, now int64) State {
+	w := fixedRoll(s, l, now)
+	n := max(w.count-cost, 0)
+	if n == 0 {
+		return State{}
+	}
+	return State{A: w.start, B: n}
+}
+
+// SlidingWindow state words:
+//
+//	A  start of the current window (ns, a multiple of Period)
+//	B  tokens taken in the current window
+//	C  tokens taken in the previous window [A-Period, A)
+//
+// At now, with e = now - A, the estimated use of the sliding window
+// (now-Period, now] is C×(Period-e)/Period + B: the previous window counts in
+// proportion to its overlap, as if its tokens had been spread evenly. Both
+// counts zero means fresh, whatever A says.
+type slidingWin struct {
+	start     int64 // current window start
+	cur, prev int64
+	eff       int64 // effective now (>= now), start <= eff < start+Period
+}
+
+// slidingRoll brings s to now. A clock that went back into an earlier window
+// stays at the start of the state's window (no time elapsed; the previous
+// window then weighs fully, which is the most conservative reading).
+func slidingRoll(s State, l Limit, now int64) slidingWin {
+	p := int64(l.Period)
+	if s.B <= 0 && s.C <= 0 {
+		return slidingWin{start: windowStart(now, p), eff: now}
+	}
+	eff := max(now, s.A)
+	ws := windowStart(eff, p)
+	cur, prev := min(max(s.B, 0), l.Rate), min(max(s.C, 0), l.Rate)
+	switch {
+	case ws <= s.A:
+		// Same window (or a start not aligned to this period, see fixedRoll).
+		return slidingWin{start: s.A, cur: cur, prev: prev, eff: eff}
+	case uint64(ws)-uint64(s.A) < 2*uint64(p):
+		return slidingWin{start: ws, prev: cur, eff: eff}
+	default:
+		return slidingWin{start: ws, eff: eff}
+	}
+}
+
+// weighted is prev × (Period - e): the previous window's share, × Period.
+func (w slidingWin) weighted(p uint64, e uint64) u128 {
+	return mul(uint64(w.prev), p-e)
+}
+
+func slidingDecide(s State, l Limit, cost int64, now int64) (State, Result) {
+	w := slidingRoll(s, l, now)
+	p := uint64(l.Period)
+	e := uint64(w.eff) - uint64(w.start)
+	rateP := mul(uint64(l.Rate), p)
+	// used = prev×(P-e) + cur×P, in tokens × Period.
+	used := w.weighted(p, e).add(mul(uint64(w.cur), p))
+	res := Result{Limit: l.Rate, ResetAfter: w.resetAfter(l, now)}
+	remaining := func(used u128) int64 {
+		q, _ := rateP.sub(used).divmod(p)
+		return sat(q)
+	}
+	if cost < 0 || cost > l.Rate {
+		res.Remaining = remaining(used)
+		res.RetryAfter = Never
+		return s, res
+	}
+	used2 := used.add(mul(uint64(cost), p))
+	if rateP.less(used2) {
+		res.Remaining = remaining(used)
+		res.RetryAfter = time.Duration(w.passAt(l, cost) - now)
+		return s, res
+	}
+	res.Allowed = true
+	res.Remaining = remaining(used2)
+	if cost == 0 {
+		return s, res
+	}
+	w.cur += cost
+	res.ResetAfter = w.resetAfter(l, now)
+	return State{A: w.start, B: w.cur, C: w.prev}, res
+}
+
+// resetAfter is the time from now until both counts have rolled out.
+func (w slidingWin) resetAfter(l Limit, now int64) time.Duration {
+	switch {
+	case w.cur > 0:
+		return time.Duration(w.start-now) + 2*l.Period
+	case w.prev > 0:
+		return time.Duration(w.start-now) + l.Period
+	}
+	return 0
+}
+
+// passAt is the earliest time (on the state's clock) at which cost tokens
+// pass, for a cost that does not pass at w.eff and is at most Rate.
+func (w slidingWin) passAt(l Limit, cost int64) int64 {
+	p := uint64(l.Period)
+	// Later in this window: prev×(P-e) <= (rate-cur-cost)×P, i.e.
+	// e >= P - floor((rate-cur-cost)×P/prev).
+	if free := l.Rate - w.cur - cost; free >= 0 && w.prev > 0 {
+		if k, _ := mul(uint64(free), p).divmod(uint64(w.prev)); k > 0 && k < p {
+			return w.start + int64(p-k)
+		}
+	}
+	// In the next window the current count becomes the previous one:
+	// cur×(P-e) <= (rate-cost)×P. At the window after that, both are 0.
+	next := w.start + int64(p)
+	if w.cur == 0 {
+		return next
+	}
+	k, _ := mul(uint64(l.Rate-cost), p).divmod(uint64(w.cur))
+	if k >= p {
+		return next
+	}
+	return next + int64(p-k)
+}
+
+func slidingRefund(s State, l Limit, cost int64, now int64) State {
+	w := slidingRoll(s, l, now)
+	take := min(cost, w.cur)
+	w.cur -= take
+	w.prev = max(w.prev-(cost-take), 0)
+	if w.cur == 0 && w.prev == 0 {
+		return State{}
+	}
+	return State{A: w.start, B: w.cur, C: w.prev}
+}

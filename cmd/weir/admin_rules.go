@@ -1,0 +1,485 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/weirlimit/weir/rulesraft/rules"
+)
+
+// errInvalidFile is matched by every local validation failure of a file.
+var errInvalidFile = errors.New("weir: invalid file")
+
+// maxFile caps a file read by -f; the node caps request bodies (1 MiB by
+// default) on its own, and says so.
+const maxFile = 16 << 20
+
+// fileError lists every problem found in a file; nothing was sent.
+type fileError struct {
+	name     string
+	problems []string
+}
+
+func (e *fileError) Error() string {
+	var b strings.Builder
+	if len(e.problems) == 1 {
+		fmt.Fprintf(&b, "%s is invalid; nothing was sent: %s", e.name, e.problems[0])
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s has %d problems; nothing was sent:", e.name, len(e.problems))
+	for _, p := range e.problems {
+		b.WriteString("\n  ")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func (e *fileError) Unwrap() error { return errInvalidFile }
+
+// newFileError turns a rules package error into a fileError.
+func newFileError(name string, err error) error {
+	var ve *rules.ValidationError
+	if errors.As(err, &ve) && len(ve.Problems) > 0 {
+		ps := make([]string, len(ve.Problems))
+		for i, p := range ve.Problems {
+			ps[i] = p.String()
+		}
+		return &fileError{name: name, problems: ps}
+	}
+	return &fileError{name: name, problems: []string{err.Error()}}
+}
+
+const rulesUsage = `usage: weir rules <subcommand> [flags] [args]
+
+Subcommands:
+  list [--at V] [--consistent]     list the rules (as of version V)
+  get ID                           show one rule
+  put [ID] -f FILE                 create or replace one rule (YAML or JSON; - for stdin)
+  apply -f FILE [--dry-run] [--replace]
+                                   apply a rules file; prints the diff and the new version
+  delete ID                        delete one rule
+  history [--limit N]              list the versions of the rule set, newest first
+  diff V1 V2                       show how version V2 differs from V1
+  rollback V                       restore the rule set of version V (as a new version)
+
+Every subcommand takes --addr, --token, -o table|json and --timeout;
+run 'weir rules <subcommand> -h' for its flags.
+`
+
+// rules runs `weir rules SUB ...`.
+func (c *cli) rules(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(c.stderr, rulesUsage)
+		return &usageError{msg: "weir rules: missing subcommand"}
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "list", "ls":
+		return c.rulesList(ctx, rest)
+	case "get", "show":
+		return c.rulesGet(ctx, rest)
+	case "put":
+		return c.rulesPut(ctx, rest)
+	case "apply":
+		return c.rulesApply(ctx, rest)
+	case "delete", "rm":
+		return c.rulesDelete(ctx, rest)
+	case "history":
+		return c.rulesHistory(ctx, rest)
+	case "diff":
+		return c.rulesDiff(ctx, rest)
+	case "rollback":
+		return c.rulesRollback(ctx, rest)
+	case "help", "-h", "-help", "--help":
+		return &helpShown{text: rulesUsage}
+	}
+	return &usageError{msg: fmt.Sprintf("weir rules: unknown subcommand %q", sub), help: "weir help rules"}
+}
+
+func (c *cli) rulesList(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules list", "[flags]", "List the rules of the current version, or of version --at.")
+	o := c.adminFlags(fs)
+	at := fs.Uint64("at", 0, "show the rules as of this `version` (from history)")
+	consistent := fs.Bool("consistent", false, "read through the Raft leader instead of the answering node")
+	if _, err := fs.parse(args); err != nil {
+		return err
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := api.listRules(ctx, *at, *consistent)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	return formatRules(c.stdout, a.Version, a.Rules)
+}
+
+func (c *cli) rulesGet(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules get", "ID [flags]", "Show one rule.")
+	o := c.adminFlags(fs)
+	pos, err := fs.parse(args, "rule ID")
+	if err != nil {
+		return err
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := api.getRule(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	return formatRule(c.stdout, a.Version, a.Rule)
+}
+
+func (c *cli) rulesPut(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules put", "[ID] -f FILE [flags]",
+		"Create or replace one rule, read from FILE (YAML or JSON; - reads stdin).\n"+
+			"The file holds one rule (id: ..., match: ..., key: ..., rate: ..., period: ...),\n"+
+			"or a rules file with exactly one rule. It is validated locally first and every\n"+
+			"problem is listed; nothing is sent unless it is valid. ID, if given, must be\n"+
+			"the rule's id.")
+	o := c.adminFlags(fs)
+	file := fs.String("f", "", "the `file` holding the rule (- for stdin)")
+	pos, err := fs.parse(args, "rule ID?")
+	if err != nil {
+		return err
+	}
+	if *file == "" {
+		return fs.usageErr("missing -f FILE")
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	name, data, err := c.readFile(*file)
+	if err != nil {
+		return err
+	}
+	r, err := parseOneRule(name, data)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 1 && r.ID != pos[0] {
+		return fs.usageErr("the rule in %s has id %q, not %q", name, r.ID, pos[0])
+	}
+	a, raw, err := api.putRule(ctx, r)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	fmt.Fprintf(c.stdout, "rule %s saved: rules version %d\n", r.ID, a.Version)
+	return nil
+}
+
+// parseOneRule reads one rule from a YAML or JSON document: either the
+// rule itself, or a rules file ("rules:" list) holding exactly one rule.
+// It goes through rules.ParseFile, so a rule is read as strictly as in a
+// rules file and every problem is listed, with its line.
+func parseOneRule(name string, data []byte) (rules.Rule, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return rules.Rule{}, &fileError{name: name, problems: []string{
+			"file is empty; want one rule (id: ..., match: ..., key: ..., rate: ..., period: ...)"}}
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil && isRulesFile(&doc) {
+		rs, err := rules.ParseFile(data)
+		if err != nil {
+			return rules.Rule{}, newFileError(name, err)
+		}
+		if len(rs) != 1 {
+			return rules.Rule{}, &fileError{name: name, problems: []string{fmt.Sprintf(
+				"holds %d rules; `weir rules put` takes one (use `weir rules apply -f` for a whole file)", len(rs))}}
+		}
+		return rs[0], nil
+	}
+	// Wrap the rule as the only item of a rules file. "-" on a line of its
+	// own followed by the rule indented is a valid list item for any YAML
+	// or JSON value, and it moves every line down by exactly two.
+	const shift = 2
+	var b bytes.Buffer
+	b.WriteString("rules:\n-\n")
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		if len(line) > 0 {
+			b.WriteString("  ")
+			b.Write(line)
+		}
+	}
+	rs, err := rules.ParseFile(b.Bytes())
+	if err != nil {
+		var ve *rules.ValidationError
+		if !errors.As(err, &ve) {
+			return rules.Rule{}, newFileError(name, err)
+		}
+		ps := make([]string, len(ve.Problems))
+		for i, p := range ve.Problems {
+			p.Line -= shift
+			if p.Line < 1 {
+				p.Line = 0
+			}
+			p.Field = strings.TrimPrefix(strings.TrimPrefix(p.Field, "rules[0]"), ".")
+			if strings.Contains(p.Msg, "must be a mapping (id:") {
+				p.Msg = "must hold one rule as a mapping (id: ..., match: ..., key: ..., rate: ..., period: ...)"
+			}
+			ps[i] = p.String()
+		}
+		return rules.Rule{}, &fileError{name: name, problems: ps}
+	}
+	return rs[0], nil
+}
+
+// isRulesFile reports whether doc is a mapping with a top-level "rules" key.
+func isRulesFile(doc *yaml.Node) bool {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return false
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "rules" {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *cli) rulesApply(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules apply", "-f FILE [--dry-run] [--replace] [flags]",
+		"Apply a rules file (YAML or JSON with a top-level \"rules:\" list; - reads stdin).\n"+
+			"The file is validated locally first and every problem is listed; nothing is\n"+
+			"sent unless it is valid. Prints the diff and the new rules version.")
+	o := c.adminFlags(fs)
+	file := fs.String("f", "", "the rules `file` (- for stdin)")
+	dryRun := fs.Bool("dry-run", false, "print the diff only; change nothing")
+	replace := fs.Bool("replace", false, "also delete the rules the file does not hold")
+	allowEmpty := fs.Bool("allow-empty", false, "with --replace, allow a file with no rules (deletes every rule)")
+	if _, err := fs.parse(args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return fs.usageErr("missing -f FILE")
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	name, data, err := c.readFile(*file)
+	if err != nil {
+		return err
+	}
+	rs, err := rules.ParseFile(data)
+	if err != nil {
+		return newFileError(name, err)
+	}
+	if *replace && len(rs) == 0 && !*allowEmpty {
+		return fs.usageErr("%s holds no rules: --replace would delete every rule (add --allow-empty if that is what you want)", name)
+	}
+	a, raw, err := api.applyRules(ctx, data, *dryRun, *replace)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	formatDiff(c.stdout, a.Diff)
+	if a.DryRun || *dryRun {
+		fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
+	return nil
+}
+
+func (c *cli) rulesDelete(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules delete", "ID [flags]", "Delete one rule.")
+	o := c.adminFlags(fs)
+	pos, err := fs.parse(args, "rule ID")
+	if err != nil {
+		return err
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := api.deleteRule(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	fmt.Fprintf(c.stdout, "rule %s deleted: rules version %d\n", pos[0], a.Version)
+	return nil
+}
+
+func (c *cli) rulesHistory(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules history", "[--limit N] [flags]", "List the versions of the rule set, newest first.")
+	o := c.adminFlags(fs)
+	limit := fs.Int("limit", 0, "show at most `N` entries (default: the node's)")
+	if _, err := fs.parse(args); err != nil {
+		return err
+	}
+	if *limit < 0 {
+		return fs.usageErr("--limit %d: must be > 0", *limit)
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := api.history(ctx, *limit)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	return formatHistory(c.stdout, a.Entries)
+}
+
+// diffOutput is what `rules diff -o json` prints.
+type diffOutput struct {
+	From uint64   `json:"from"`
+	To   uint64   `json:"to"`
+	Diff []string `json:"diff"`
+}
+
+func (c *cli) rulesDiff(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules diff", "V1 V2 [flags]", "Show how the rules of version V2 differ from those of version V1.")
+	o := c.adminFlags(fs)
+	pos, err := fs.parse(args, "version V1", "version V2")
+	if err != nil {
+		return err
+	}
+	v1, err := parseVersion(fs, pos[0])
+	if err != nil {
+		return err
+	}
+	v2, err := parseVersion(fs, pos[1])
+	if err != nil {
+		return err
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, _, err := api.listRules(ctx, v1, false)
+	if err != nil {
+		return fmt.Errorf("version %d: %w", v1, err)
+	}
+	b, _, err := api.listRules(ctx, v2, false)
+	if err != nil {
+		return fmt.Errorf("version %d: %w", v2, err)
+	}
+	diff := rules.DiffSets(a.Rules, b.Rules)
+	if o.json() {
+		if diff == nil {
+			diff = []string{}
+		}
+		return writeJSON(c.stdout, nil, diffOutput{From: v1, To: v2, Diff: diff})
+	}
+	fmt.Fprintf(c.stdout, "rules version %d -> %d:\n", v1, v2)
+	formatDiff(c.stdout, diff)
+	return nil
+}
+
+func (c *cli) rulesRollback(ctx context.Context, args []string) error {
+	fs := newFlagSet("weir rules rollback", "V [flags]",
+		"Restore the rule set (rules and overrides) of version V. The restore is a new version;\n"+
+			"history keeps everything.")
+	o := c.adminFlags(fs)
+	pos, err := fs.parse(args, "version V")
+	if err != nil {
+		return err
+	}
+	v, err := parseVersion(fs, pos[0])
+	if err != nil {
+		return err
+	}
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := api.rollback(ctx, v)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	fmt.Fprintf(c.stdout, "rolled back to version %d: rules version %d\n", v, a.Version)
+	return nil
+}
+
+func parseVersion(fs *flagSet, s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fs.usageErr("%q is not a version (want a positive whole number, see `weir rules history`)", s)
+	}
+	return v, nil
+}
+
+// readFile reads -f FILE, "-" meaning stdin. It returns the name to use in
+// messages.
+func (c *cli) readFile(path string) (string, []byte, error) {
+	var rd io.Reader
+	name := path
+	if path == "-" {
+		name = "stdin"
+		if c.stdin == nil {
+			return name, nil, fmt.Errorf("weir: no stdin to read the file from")
+		}
+		rd = c.stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return name, nil, fmt.Errorf("weir: cannot read %s: %w", path, unwrapPathError(err))
+		}
+		defer f.Close()
+		rd = f
+	}
+	data, err := io.ReadAll(io.LimitReader(rd, maxFile+1))
+	if err != nil {
+		return name, nil, fmt.Errorf("weir: cannot read %s: %w", name, unwrapPathError(err))
+	}
+	if len(data) > maxFile {
+		return name, nil, fmt.Errorf("weir: %s is over %d MiB", name, maxFile>>20)
+	}
+	return name, data, nil
+}
+
+// unwrapPathError drops *fs.PathError's "open x:" prefix (the name is
+// already in the sentence).
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

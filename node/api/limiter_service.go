@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirlimit/weir/proto/weirv1"
+)
+
+// limiterService implements weirv1.LimiterServer.
+type limiterService struct {
+	weirv1.UnimplementedLimiterServer
+	s *Server
+}
+
+var _ weirv1.LimiterServer = (*limiterService)(nil)
+
+// itemProblem describes what is wrong with an item's shape, or "".
+func itemProblem(it *weirv1.CheckItem) string {
+	switch {
+	case it == nil:
+		return "item is missing"
+	case it.GetKey() == "":
+		return "key: must not be empty"
+	case len(it.GetKey()) > MaxKeyLen:
+		return fmt.Sprintf("key: is %d bytes long; at most %d", len(it.GetKey()), MaxKeyLen)
+	case it.GetRule() == "":
+		return "rule: must not be empty"
+	case it.GetCost() < 0:
+		return fmt.Sprintf("cost: %d is negative (0 peeks, more takes tokens)", it.GetCost())
+	}
+	return ""
+}
+
+// Check validates each item's shape and sends the well-formed ones to the
+// Backend; malformed items get an INVALID_ARGUMENT result of their own.
+func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
+	items := req.GetItems()
+	if len(items) > MaxItems {
+		return nil, status.Errorf(codes.InvalidArgument, "items: %d in one request; at most %d (split the batch)", len(items), MaxItems)
+	}
+	results := make([]*weirv1.CheckResult, len(items))
+	valid := make([]*weirv1.CheckItem, 0, len(items))
+	where := make([]int, 0, len(items))
+	for i, it := range items {
+		if p := itemProblem(it); p != "" {
+			results[i] = &weirv1.CheckResult{ErrorCode: weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Error: p, RetryAfterMs: -1}
+			continue
+		}
+		valid = append(valid, it)
+		where = append(where, i)
+	}
+	if len(valid) > 0 {
+		got, err := l.s.b.Check(ctx, valid)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		if len(got) != len(valid) {
+			return nil, status.Errorf(codes.Internal, "backend answered %d results for %d items", len(got), len(valid))
+		}
+		for j, r := range got {
+			results[where[j]] = r
+		}
+	}
+	return &weirv1.CheckResponse{Results: results}, nil
+}
+
+// GetLimits reports a key's quota under every rule, taking nothing.
+func (l *limiterService) GetLimits(ctx context.Context, req *weirv1.GetLimitsRequest) (*weirv1.GetLimitsResponse, error) {
+	if p := itemProblem(&weirv1.CheckItem{Key: req.GetKey(), Rule: "-"}); p != "" {
+		return nil, status.Error(codes.InvalidArgument, p)
+	}
+	ls, err := l.s.b.GetLimits(ctx, req.GetKey())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &weirv1.GetLimitsResponse{Limits: ls}, nil
+}

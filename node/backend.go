@@ -1,0 +1,116 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// backend is what node/api needs from the node.
+type backend struct{ n *Node }
+
+func (b backend) Check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	return b.n.Check(ctx, items)
+}
+
+func (b backend) GetLimits(ctx context.Context, key string) ([]*weirv1.KeyLimit, error) {
+	return b.n.GetLimits(ctx, key)
+}
+
+func (b backend) Members(ctx context.Context) (*weirv1.MembersResponse, error) {
+	return b.n.Members(), nil
+}
+
+func (b backend) Store() *rulesraft.Store { return b.n.store }
+
+func (b backend) LeaderGRPC() (string, bool) {
+	id, _ := b.n.store.Leader()
+	if id == "" {
+		return "", false
+	}
+	v := b.n.view.Load()
+	if v == nil {
+		return "", false
+	}
+	return v.addr(id)
+}
+
+func (b backend) Ready() error { return b.n.Ready() }
+
+func (b backend) Gateways() uint32 { return b.n.gateways.Load() }
+
+// Ready reports why the node cannot serve yet (nil when it can): it needs a
+// ring, a Raft leader and the rule set.
+func (n *Node) Ready() error {
+	if n.leaving.Load() {
+		return errors.New("node is leaving the cluster")
+	}
+	if n.view.Load() == nil {
+		return errors.New("no cluster view yet")
+	}
+	if id, _ := n.store.Leader(); id == "" {
+		return errors.New("no raft leader yet")
+	}
+	if n.store.Current() == nil {
+		return errors.New("rules not loaded yet")
+	}
+	if p := n.parts.pending(); p > 0 {
+		return errors.New("waiting for partition hand-off")
+	}
+	return nil
+}
+
+// Members describes the cluster as this node sees it.
+func (n *Node) Members() *weirv1.MembersResponse {
+	v := n.view.Load()
+	out := &weirv1.MembersResponse{
+		PartitionCount:    uint32(n.cfg.Ring.PartitionCount),
+		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
+		Load:              n.cfg.Ring.Load,
+		Gateways:          n.gateways.Load(),
+	}
+	if v == nil {
+		return out
+	}
+	out.RingVersion = v.version
+	leader, _ := n.store.Leader()
+	roles := map[string]string{}
+	if cfg, err := n.store.Configuration(); err == nil {
+		for _, s := range cfg {
+			if s.Voter {
+				roles[s.ID] = "follower"
+			} else {
+				roles[s.ID] = "nonvoter"
+			}
+		}
+	}
+	if leader != "" {
+		roles[leader] = "leader"
+	}
+	for id, m := range v.members {
+		role := roles[id]
+		if role == "" {
+			role = "none"
+		}
+		out.Members = append(out.Members, &weirv1.Member{
+			Id:              id,
+			GrpcAddr:        m.GRPC,
+			HttpAddr:        m.HTTP,
+			RaftAddr:        m.Raft,
+			GossipAddr:      m.Gossip,
+			State:           m.State,
+			PartitionsOwned: uint32(len(v.ring.OwnedBy(id))),
+			ReplicasHeld:    uint32(len(v.ring.HeldBy(id))),
+			RaftRole:        role,
+		})
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Id < out.Members[j].Id })
+	return out
+}
+
+func sortKeyLimits(l []*weirv1.KeyLimit) {
+	sort.Slice(l, func(i, j int) bool { return l[i].Rule < l[j].Rule })
+}

@@ -1,0 +1,355 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/node/shard"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/rulesraft/rules"
+)
+
+// MaxKeyLen caps a limited key, in bytes.
+const MaxKeyLen = 256
+
+// ruleView is the rule set compiled for the check path, rebuilt when the
+// Raft FSM publishes a new version.
+type ruleView struct {
+	version   uint64
+	rules     map[string]*compiledRule
+	overrides map[ovKey]rules.Override
+}
+
+type ovKey struct{ rule, key string }
+
+type compiledRule struct {
+	rule  rules.Rule
+	limit bucket.Limit
+}
+
+// rules returns the compiled view of the current rule set.
+func (n *Node) rules() *ruleView {
+	set := n.store.Current()
+	var ver uint64
+	if set != nil {
+		ver = set.Version
+	}
+	if v := n.rview.Load(); v != nil && v.version == ver {
+		return v
+	}
+	n.rviewMu.Lock()
+	defer n.rviewMu.Unlock()
+	if v := n.rview.Load(); v != nil && v.version == ver {
+		return v
+	}
+	v := &ruleView{version: ver, rules: map[string]*compiledRule{}, overrides: map[ovKey]rules.Override{}}
+	if set != nil {
+		for _, r := range set.Rules {
+			r = rules.Normalize(r)
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit()}
+		}
+		for _, o := range set.Overrides {
+			v.overrides[ovKey{o.Rule, o.Key}] = o
+		}
+	}
+	n.rview.Store(v)
+	return v
+}
+
+// effective resolves a rule's limit for key at now, honouring an active
+// override. blockedFor is the time until a block ends (Never: forever).
+func (v *ruleView) effective(cr *compiledRule, key string, now time.Time) (lim bucket.Limit, blocked bool, blockedFor time.Duration) {
+	if len(v.overrides) > 0 {
+		if o, ok := v.overrides[ovKey{cr.rule.ID, key}]; ok && o.Active(now) {
+			lim, blocked = rules.Effective(&cr.rule, &o)
+			if blocked {
+				if o.ExpiresAt.IsZero() {
+					return lim, true, bucket.Never
+				}
+				return lim, true, o.ExpiresAt.Sub(now)
+			}
+			return lim, false, 0
+		}
+	}
+	return cr.limit, false, 0
+}
+
+// counterID names one (rule, key) counter.
+func counterID(rule, key string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(rule)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(key)
+	return d.Sum64()
+}
+
+func validateItem(it *weirv1.CheckItem) error {
+	switch {
+	case it == nil:
+		return errors.New("item is empty")
+	case it.Key == "":
+		return errors.New("key is empty")
+	case len(it.Key) > MaxKeyLen:
+		return fmt.Errorf("key is %d bytes; the limit is %d", len(it.Key), MaxKeyLen)
+	case it.Rule == "":
+		return errors.New("rule is empty")
+	case it.Cost < 0:
+		return fmt.Errorf("cost %d is negative", it.Cost)
+	}
+	return nil
+}
+
+// Check decides items: locally for partitions this node serves, otherwise
+// forwarded (coalesced) to the owner. Groups are all-or-nothing: tokens an
+// item took are given back when another item of its group is denied.
+func (n *Node) Check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	start := time.Now()
+	res, err := n.check(ctx, items, false)
+	if err != nil {
+		return nil, err
+	}
+	n.settleGroups(ctx, items, res)
+	n.met.observeChecks(items, res, time.Since(start))
+	return res, nil
+}
+
+// check decides or routes every item. forwarded is true when the items came
+// from a peer that believes this node owns them.
+func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded bool) ([]*weirv1.CheckResult, error) {
+	if n.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	v := n.view.Load()
+	if v == nil {
+		return nil, fmt.Errorf("%w: no ring yet", errUnavailable)
+	}
+	rv := n.rules()
+	nowNS := n.now()
+	now := time.Unix(0, nowNS)
+
+	res := make([]*weirv1.CheckResult, len(items))
+	var (
+		local    []shard.Item
+		localIdx []int
+		remote   map[string][]int
+		waits    map[uint32]bool
+	)
+	for i, it := range items {
+		r := &weirv1.CheckResult{}
+		res[i] = r
+		if err := validateItem(it); err != nil {
+			r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, err.Error()
+			continue
+		}
+		cr := rv.rules[it.Rule]
+		if cr == nil {
+			r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE, fmt.Sprintf("unknown rule %q", it.Rule)
+			continue
+		}
+		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
+		r.Limit = lim.Capacity()
+		r.WindowMs = cr.rule.Period.D().Milliseconds()
+		r.Shadow = cr.rule.Shadow
+		if blocked {
+			r.Allowed = false
+			r.RetryAfterMs = durMS(blockedFor)
+			continue
+		}
+		p := v.ring.Partition(it.Key)
+		dest, isLocal, wait := n.route(p, v, forwarded)
+		if wait {
+			if waits == nil {
+				waits = map[uint32]bool{}
+			}
+			waits[p] = true
+		}
+		if !isLocal {
+			if dest == "" {
+				r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "no owner for key"
+				continue
+			}
+			if remote == nil {
+				remote = map[string][]int{}
+			}
+			remote[dest] = append(remote[dest], i)
+			continue
+		}
+		group := it.Group
+		if cr.rule.Shadow {
+			group = 0 // shadow rules never block their group
+		}
+		local = append(local, shard.Item{
+			ID:        counterID(it.Rule, it.Key),
+			Partition: p,
+			Limit:     lim,
+			Cost:      it.Cost,
+			Refund:    it.Refund,
+			Group:     group,
+		})
+		localIdx = append(localIdx, i)
+	}
+
+	// Partitions waiting for hand-off with no live previous holder.
+	for p := range waits {
+		select {
+		case <-n.parts.readyChan(p):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+
+	var wg sync.WaitGroup
+	for dest, idx := range remote {
+		wg.Add(1)
+		go func(dest string, idx []int) {
+			defer wg.Done()
+			sub := make([]*weirv1.CheckItem, len(idx))
+			for j, i := range idx {
+				sub[j] = items[i]
+			}
+			out, err := n.forwarder(dest).do(ctx, sub)
+			for j, i := range idx {
+				if err != nil {
+					res[i].ErrorCode, res[i].Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "owner "+dest+" unreachable: "+err.Error()
+					continue
+				}
+				res[i] = out[j]
+			}
+		}(dest, idx)
+	}
+	if len(local) > 0 {
+		out := make([]bucket.Result, len(local))
+		if err := n.engine.Check(ctx, local, out); err != nil {
+			wg.Wait()
+			return nil, err
+		}
+		for j, i := range localIdx {
+			fillResult(res[i], out[j])
+		}
+	}
+	wg.Wait()
+	return res, nil
+}
+
+// route says where partition p is decided: locally, at dest, or locally
+// after waiting for a hand-off that has no live source to forward to.
+func (n *Node) route(p uint32, v *clusterView, forwarded bool) (dest string, local, wait bool) {
+	st, peer := n.parts.get(p)
+	switch st {
+	case partReady:
+		return "", true, false
+	case partPending:
+		if forwarded || peer == "" {
+			return "", true, true
+		}
+		if _, ok := v.members[peer]; !ok {
+			return "", true, true
+		}
+		return peer, false, false
+	case partMoved:
+		return peer, false, false
+	}
+	owner := v.ring.PartitionOwner(p)
+	if owner == n.cfg.ID || forwarded {
+		// A peer with a different ring view sent it here: decide rather than
+		// bounce it around.
+		return "", true, false
+	}
+	return owner, false, false
+}
+
+func fillResult(r *weirv1.CheckResult, b bucket.Result) {
+	r.Allowed = b.Allowed
+	r.Remaining = b.Remaining
+	r.Limit = b.Limit
+	r.ResetMs = durMS(b.ResetAfter)
+	r.RetryAfterMs = durMS(b.RetryAfter)
+}
+
+// durMS rounds a duration up to whole milliseconds; Never stays -1.
+func durMS(d time.Duration) int64 {
+	if d == bucket.Never {
+		return -1
+	}
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// settleGroups enforces all-or-nothing across keys and nodes: when any
+// non-shadow item of a group is denied, the others give their tokens back
+// and are reported denied.
+func (n *Node) settleGroups(ctx context.Context, items []*weirv1.CheckItem, res []*weirv1.CheckResult) {
+	var denied map[uint32]bool
+	for i, it := range items {
+		if it == nil || it.Group == 0 || res[i].Shadow || it.Refund {
+			continue
+		}
+		if !res[i].Allowed {
+			if denied == nil {
+				denied = map[uint32]bool{}
+			}
+			denied[it.Group] = true
+		}
+	}
+	if len(denied) == 0 {
+		return
+	}
+	var refunds []*weirv1.CheckItem
+	for i, it := range items {
+		if it == nil || !denied[it.Group] || res[i].Shadow || it.Refund {
+			continue
+		}
+		if res[i].Allowed {
+			res[i].Allowed = false
+			if it.Cost > 0 {
+				refunds = append(refunds, &weirv1.CheckItem{Key: it.Key, Rule: it.Rule, Cost: it.Cost, Refund: true})
+			}
+		}
+	}
+	if len(refunds) > 0 {
+		if _, err := n.check(ctx, refunds, false); err != nil {
+			n.log.Warn("group refund failed", "items", len(refunds), "err", err)
+		}
+	}
+}
+
+// GetLimits peeks every rule that applies to key's type (cost 0).
+func (n *Node) GetLimits(ctx context.Context, key string) ([]*weirv1.KeyLimit, error) {
+	rv := n.rules()
+	var items []*weirv1.CheckItem
+	for id, cr := range rv.rules {
+		kt := cr.rule.Key
+		if kt == rules.KeyGlobal || strings.HasPrefix(key, kt+":") {
+			items = append(items, &weirv1.CheckItem{Key: key, Rule: id, Cost: 0})
+		}
+	}
+	if len(items) == 0 {
+		for id := range rv.rules {
+			items = append(items, &weirv1.CheckItem{Key: key, Rule: id, Cost: 0})
+		}
+	}
+	res, err := n.check(ctx, items, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*weirv1.KeyLimit, len(items))
+	for i := range items {
+		out[i] = &weirv1.KeyLimit{Rule: items[i].Rule, Result: res[i]}
+	}
+	sortKeyLimits(out)
+	return out, nil
+}
+
+var errUnavailable = errors.New("node: unavailable")

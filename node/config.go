@@ -1,0 +1,136 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirlimit/weir/ring"
+)
+
+// ErrConfig reports an invalid Config.
+var ErrConfig = errors.New("node: invalid config")
+
+// Config is everything a node needs. Addresses may use port 0 (tests); the
+// node reports the bound addresses. Environment and flags are parsed in cmd.
+type Config struct {
+	ID      string
+	DataDir string
+
+	HTTPAddr   string // HTTP/JSON API, /metrics, /healthz, /readyz
+	GRPCAddr   string // gRPC API and peer traffic
+	RaftAddr   string // Raft transport (TCP)
+	GossipAddr string // memberlist (TCP+UDP)
+
+	// Join lists gossip addresses of existing members.
+	Join []string
+	// BootstrapExpect: wait for this many members and bootstrap the Raft
+	// group once (0: never bootstrap; join an existing group).
+	BootstrapExpect int
+	// AdminToken, when set, is required for rule writes.
+	AdminToken string
+
+	Ring ring.Config
+	// Shards is the number of decision goroutines (default GOMAXPROCS).
+	Shards int
+
+	// ReplicationInterval is how often changed counters are shipped.
+	ReplicationInterval time.Duration
+	// ForwardTimeout bounds one forwarded batch to the owner.
+	ForwardTimeout time.Duration
+	// ForwardMaxBatch caps the items coalesced in one forwarded RPC.
+	ForwardMaxBatch int
+	// ForwardInflight caps concurrent forwarded RPCs per destination.
+	ForwardInflight int
+
+	// Gossip timing; DefaultConfig is tuned for a LAN.
+	GossipProbeInterval time.Duration
+	GossipProbeTimeout  time.Duration
+	GossipInterval      time.Duration
+	GossipSuspicionMult int
+
+	// Raft timing (LAN defaults).
+	RaftHeartbeatTimeout time.Duration
+	RaftElectionTimeout  time.Duration
+
+	// LeaveTimeout bounds a graceful leave (hand-off of owned partitions).
+	LeaveTimeout time.Duration
+
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Now is the owner's clock in unix ns (tests may pass a fake).
+	Now func() int64
+}
+
+// DefaultConfig returns a config for one node on loopback with the given id.
+func DefaultConfig(id string) Config {
+	return Config{
+		ID:                   id,
+		HTTPAddr:             "127.0.0.1:8080",
+		GRPCAddr:             "127.0.0.1:9090",
+		RaftAddr:             "127.0.0.1:7000",
+		GossipAddr:           "127.0.0.1:7946",
+		Ring:                 ring.DefaultConfig(),
+		Shards:               runtime.GOMAXPROCS(0),
+		ReplicationInterval:  5 * time.Millisecond,
+		ForwardTimeout:       500 * time.Millisecond,
+		ForwardMaxBatch:      1024,
+		ForwardInflight:      4,
+		GossipProbeInterval:  500 * time.Millisecond,
+		GossipProbeTimeout:   200 * time.Millisecond,
+		GossipInterval:       100 * time.Millisecond,
+		GossipSuspicionMult:  3,
+		RaftHeartbeatTimeout: 500 * time.Millisecond,
+		RaftElectionTimeout:  500 * time.Millisecond,
+		LeaveTimeout:         10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: id is required", ErrConfig)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: data dir is required", ErrConfig)
+	}
+	for name, a := range map[string]string{"http": c.HTTPAddr, "grpc": c.GRPCAddr, "raft": c.RaftAddr, "gossip": c.GossipAddr} {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: %s address %q: %v", ErrConfig, name, a, err)
+		}
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)
+	}
+	if err := c.Ring.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.Shards < 1 {
+		return fmt.Errorf("%w: shards must be >= 1", ErrConfig)
+	}
+	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 {
+		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)
+	}
+	if c.ForwardMaxBatch < 1 || c.ForwardInflight < 1 {
+		return fmt.Errorf("%w: forward batch and inflight must be >= 1", ErrConfig)
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return h, port, nil
+}

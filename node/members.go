@@ -1,0 +1,379 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/ring"
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// memberMeta is what a node gossips about itself.
+type memberMeta struct {
+	GRPC    string `json:"g"`
+	HTTP    string `json:"h"`
+	Raft    string `json:"r"`
+	Leaving bool   `json:"l,omitempty"` // handing partitions off; not in the ring
+}
+
+// member is one node as seen through gossip.
+type member struct {
+	ID     string
+	Gossip string
+	State  string
+	memberMeta
+}
+
+// clusterView is an immutable snapshot: the member set and the ring built
+// from it. The cluster loop swaps it atomically.
+type clusterView struct {
+	version uint64
+	ring    *ring.Ring
+	members map[string]member
+}
+
+func (v *clusterView) addr(id string) (string, bool) {
+	m, ok := v.members[id]
+	if !ok || m.GRPC == "" {
+		return "", false
+	}
+	return m.GRPC, true
+}
+
+// delegate implements memberlist's Delegate and EventDelegate. Callbacks
+// never block: events only signal the cluster loop.
+type delegate struct{ n *Node }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	m := d.n.meta
+	m.Leaving = d.n.leaving.Load()
+	b, _ := json.Marshal(m)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d delegate) NotifyMsg([]byte)                           {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d delegate) NotifyJoin(m *memberlist.Node) {
+	d.n.noteDeparture(m, false)
+	d.n.signalChanged()
+}
+func (d delegate) NotifyLeave(m *memberlist.Node) {
+	d.n.noteDeparture(m, true)
+	d.n.signalChanged()
+}
+func (d delegate) NotifyUpdate(*memberlist.Node) { d.n.signalChanged() }
+
+func (n *Node) signalChanged() {
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+}
+
+// slogWriter adapts memberlist's *log.Logger output to slog (debug level;
+// memberlist's own "[WARN]" lines become warnings).
+type slogWriter struct{ n *Node }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	s := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(s, "[ERR]"):
+		w.n.log.Error(s, "component", "gossip")
+	case strings.Contains(s, "[WARN]"):
+		w.n.log.Warn(s, "component", "gossip")
+	default:
+		w.n.log.Debug(s, "component", "gossip")
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = slogWriter{}
+
+func (n *Node) startMemberlist() error {
+	host, port, err := splitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("node: gossip address: %w", err)
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.cfg.ID
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	mc.ProbeInterval = n.cfg.GossipProbeInterval
+	mc.ProbeTimeout = n.cfg.GossipProbeTimeout
+	mc.GossipInterval = n.cfg.GossipInterval
+	mc.SuspicionMult = n.cfg.GossipSuspicionMult
+	mc.PushPullInterval = 5 * time.Second
+	mc.TCPTimeout = 2 * time.Second
+	mc.Delegate = delegate{n}
+	mc.Events = delegate{n}
+	mc.Logger = log.New(slogWriter{n}, "", 0)
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("node: gossip: %w", err)
+	}
+	n.ml = ml
+	return nil
+}
+
+func (n *Node) memberCount() int {
+	v := n.view.Load()
+	if v == nil {
+		return 1
+	}
+	return len(v.members)
+}
+
+// readMembers returns the live members (alive or suspect) by id.
+func (n *Node) readMembers() map[string]member {
+	out := map[string]member{}
+	for _, m := range n.ml.Members() {
+		mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(m.State)}
+		if len(m.Meta) > 0 {
+			_ = json.Unmarshal(m.Meta, &mm.memberMeta)
+		}
+		out[m.Name] = mm
+	}
+	return out
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// clusterLoop owns ring changes, hand-off planning and Raft group
+// management. It re-reads the member list on every signal and on a timer.
+func (n *Node) clusterLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		n.refreshView()
+		n.manageRaft()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.changed:
+		case <-t.C:
+		}
+	}
+}
+
+// refreshView builds a new ring when the member set changed and starts the
+// hand-off of moved partitions.
+func (n *Node) refreshView() {
+	members := n.readMembers()
+	if n.leaving.Load() {
+		m := members[n.cfg.ID]
+		m.Leaving = true
+		members[n.cfg.ID] = m
+	}
+	old := n.view.Load()
+	if old != nil && sameRing(old.members, members) {
+		// Metadata-only changes (addresses) still need a new view.
+		if sameMeta(old.members, members) {
+			return
+		}
+		nv := &clusterView{version: old.version, ring: old.ring, members: members}
+		n.view.Store(nv)
+		return
+	}
+	ids := make([]string, 0, len(members))
+	for id, m := range members {
+		if !m.Leaving {
+			ids = append(ids, id)
+		}
+	}
+	r, err := ring.New(ids, n.cfg.Ring)
+	if err != nil {
+		n.log.Error("ring rebuild failed", "err", err)
+		return
+	}
+	var version uint64 = 1
+	var oldRing *ring.Ring
+	if old != nil {
+		version = old.version + 1
+		oldRing = old.ring
+	}
+	nv := &clusterView{version: version, ring: r, members: members}
+	n.applyRingChange(oldRing, nv, old)
+	n.view.Store(nv)
+	n.met.members.Set(float64(len(members)))
+	n.met.ringVersion.Set(float64(version))
+	n.met.partitionsOwned.Set(float64(len(r.OwnedBy(n.cfg.ID))))
+	n.log.Info("ring changed", "version", version, "members", len(members))
+}
+
+// sameRing reports whether a and b put the same members in the ring.
+func sameRing(a, b map[string]member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, ma := range a {
+		mb, ok := b[id]
+		if !ok || ma.Leaving != mb.Leaving {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMeta(a, b map[string]member) bool {
+	for id, m := range a {
+		if b[id] != m {
+			return false
+		}
+	}
+	return true
+}
+
+// applyRingChange marks partitions this node gains as pending (served by
+// their previous holder until hand-off completes) and starts the hand-off.
+func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *clusterView) {
+	self := n.cfg.ID
+	if oldRing == nil {
+		// First view. The cluster existed before without this node: compare
+		// with the ring of the other members, so partitions this node takes
+		// over are pulled from their owners before it answers for them.
+		var others []string
+		for id, m := range nv.members {
+			if id != self && !m.Leaving {
+				others = append(others, id)
+			}
+		}
+		if len(others) == 0 {
+			for _, p := range nv.ring.OwnedBy(self) {
+				n.parts.setReady(p)
+			}
+			return
+		}
+		r, err := ring.New(others, n.cfg.Ring)
+		if err != nil {
+			n.log.Error("ring rebuild failed", "err", err)
+			return
+		}
+		oldRing = r
+	}
+	moves := ring.Diff(oldRing, nv.ring)
+	rm := make([]replication.Move, len(moves))
+	for i, m := range moves {
+		rm[i] = replication.Move{Partition: m.Partition, OldOwner: m.OldOwner, NewOwner: m.NewOwner, OldReplicas: m.OldReplicas, NewReplicas: m.NewReplicas}
+	}
+	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
+	gain, lose, dropReplica := replication.PlanHandoff(self, rm, alive)
+	if len(dropReplica) > 0 {
+		n.replicas.Drop(dropReplica)
+	}
+	// Lost partitions are routed by the ring from now on; their counters
+	// stay in the engine until the new owner pulls them (items it forwards
+	// here meanwhile are still decided here).
+	for _, p := range lose {
+		n.parts.setNone(p)
+	}
+	if len(gain) == 0 {
+		return
+	}
+	for _, g := range gain {
+		n.parts.setPending(g.Partition, firstAlive(g.From, self, alive))
+	}
+	n.goFunc(func() { n.pullPartitions(gain, nv) })
+}
+
+func firstAlive(from []string, self string, alive func(string) bool) string {
+	for _, f := range from {
+		if f != self && alive(f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// manageRaft bootstraps the group once enough members are present and, on
+// the leader, reconciles the Raft configuration with gossip membership.
+func (n *Node) manageRaft() {
+	v := n.view.Load()
+	if v == nil {
+		return
+	}
+	if n.cfg.BootstrapExpect > 0 && !n.boot.Load() {
+		var servers []rulesraft.Server
+		for _, m := range v.members {
+			if m.Raft != "" {
+				servers = append(servers, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+			}
+		}
+		if len(servers) >= n.cfg.BootstrapExpect {
+			sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+			servers = servers[:n.cfg.BootstrapExpect]
+			err := n.store.Bootstrap(servers)
+			if err != nil && !isAlreadyBootstrapped(err) {
+				n.log.Warn("raft bootstrap", "err", err)
+			} else {
+				n.boot.Store(true)
+			}
+		}
+	}
+	if !n.store.IsLeader() {
+		return
+	}
+	var alive []rulesraft.Server
+	for _, m := range v.members {
+		if m.Raft != "" && m.State == "alive" {
+			alive = append(alive, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+		}
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	gone := n.leftMembers()
+	if err := n.store.Reconcile(n.ctx, alive, gone); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("raft reconcile", "err", err)
+	}
+}
+
+// leftMembers lists members that left gracefully (so the leader removes
+// them from Raft at once instead of waiting for the voter grace period).
+func (n *Node) leftMembers() []string {
+	n.departedMu.Lock()
+	defer n.departedMu.Unlock()
+	var out []string
+	for id, st := range n.departed {
+		if st == memberlist.StateLeft {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (n *Node) noteDeparture(m *memberlist.Node, gone bool) {
+	n.departedMu.Lock()
+	defer n.departedMu.Unlock()
+	if gone {
+		n.departed[m.Name] = m.State
+	} else {
+		delete(n.departed, m.Name)
+	}
+}
+
+func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }

@@ -1,0 +1,65 @@
+package node
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+)
+
+// metrics are per node, registered on the registry passed in Config.
+type metrics struct {
+	checks          *prometheus.CounterVec
+	latency         prometheus.Histogram
+	forwarded       prometheus.Counter
+	forwardBatch    prometheus.Histogram
+	members         prometheus.Gauge
+	ringVersion     prometheus.Gauge
+	partitionsOwned prometheus.Gauge
+	handedOff       prometheus.Counter
+	promoted        prometheus.Counter
+}
+
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_checks_total", Help: "Checks by rule and decision (allowed, denied, error).",
+		}, []string{"rule", "decision"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "weir_check_seconds", Help: "Time to answer a Check batch on the entry node.",
+			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3},
+		}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_forwarded_items_total", Help: "Items forwarded to their owner.",
+		}),
+		forwardBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "weir_forward_batch_items", Help: "Items per forwarded RPC.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 7),
+		}),
+		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
+		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Local ring version."}),
+		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
+		handedOff:       prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_partitions_handed_off_total", Help: "Partitions handed to a new owner."}),
+		promoted:        prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_replica_states_promoted_total", Help: "Replica counter copies promoted after an owner died."}),
+	}
+	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned, m.handedOff, m.promoted)
+	return m
+}
+
+func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckResult, d time.Duration) {
+	m.latency.Observe(d.Seconds())
+	for i, r := range res {
+		if items[i] == nil {
+			continue
+		}
+		dec := "denied"
+		switch {
+		case r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+			dec = "error"
+		case r.Allowed:
+			dec = "allowed"
+		}
+		m.checks.WithLabelValues(items[i].Rule, dec).Inc()
+	}
+}

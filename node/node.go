@@ -1,0 +1,340 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/shard"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// ErrClosed is returned by a node that is shutting down.
+var ErrClosed = errors.New("node: closed")
+
+// Node is one Weir process: membership, ring, shards, replication, rules and
+// the servers in front of them.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	now func() int64
+
+	store    *rulesraft.Store
+	engine   *shard.Engine
+	repl     *replication.Replicator
+	replicas *replication.Store
+	api      *api.Server
+	ml       *memberlist.Memberlist
+	peers    *peerPool
+	met      *metrics
+
+	grpcSrv  *grpc.Server
+	httpSrv  *http.Server
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	meta     memberMeta
+	changed  chan struct{} // non-blocking "members changed" signal
+	view     atomic.Pointer[clusterView]
+	rview    atomic.Pointer[ruleView]
+	rviewMu  sync.Mutex
+	parts    *partitionTable
+	fwdMu    sync.Mutex
+	fwd      map[string]*forwarder
+	leaving  atomic.Bool
+	boot     atomic.Bool // Raft bootstrapped (or joined an existing group)
+	gateways atomic.Uint32
+
+	departedMu sync.Mutex
+	departed   map[string]memberlist.NodeStateType // dead or left, by id
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New validates cfg, opens the Raft store and binds every listener. Call
+// Start to begin serving.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.ID),
+		now:      cfg.Now,
+		changed:  make(chan struct{}, 1),
+		fwd:      map[string]*forwarder{},
+		departed: map[string]memberlist.NodeStateType{},
+		parts:    newPartitionTable(cfg.Ring.PartitionCount),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.met = newMetrics(cfg.Registry)
+	n.peers = newPeerPool()
+
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeResources()
+		}
+	}()
+
+	var err error
+	n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("node: grpc listen: %w", err)
+	}
+	n.httpLis, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("node: http listen: %w", err)
+	}
+
+	rc := rulesraft.DefaultConfig()
+	rc.ID = cfg.ID
+	rc.DataDir = filepath.Join(cfg.DataDir, "raft")
+	rc.BindAddr = cfg.RaftAddr
+	rc.Logger = n.log.With("component", "raft")
+	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
+	rc.ElectionTimeout = cfg.RaftElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
+	n.store, err = rulesraft.Open(rc)
+	if err != nil {
+		return nil, fmt.Errorf("node: rules store: %w", err)
+	}
+
+	sc := shard.DefaultConfig()
+	sc.Shards = cfg.Shards
+	sc.Now = cfg.Now
+	sc.OnChange = func(states []replication.State) { n.repl.Enqueue(states) }
+	n.engine, err = shard.New(sc)
+	if err != nil {
+		return nil, fmt.Errorf("node: shards: %w", err)
+	}
+	rcfg := replication.DefaultConfig()
+	rcfg.Self = cfg.ID
+	rcfg.Interval = cfg.ReplicationInterval
+	rcfg.Logger = n.log.With("component", "replication")
+	n.repl, err = replication.NewReplicator(rcfg, peerTransport{n}, n.replicaPlacement)
+	if err != nil {
+		return nil, fmt.Errorf("node: replicator: %w", err)
+	}
+	n.replicas = replication.NewStore()
+
+	n.api, err = api.New(api.Config{
+		AdminToken:   cfg.AdminToken,
+		MaxBodyBytes: 1 << 20,
+		MaxWait:      60 * time.Second,
+		Logger:       n.log.With("component", "api"),
+		Registry:     cfg.Registry,
+		Now:          time.Now,
+	}, backend{n})
+	if err != nil {
+		return nil, fmt.Errorf("node: api: %w", err)
+	}
+	n.grpcSrv = grpc.NewServer()
+	n.api.Register(n.grpcSrv)
+	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+
+	mux := http.NewServeMux()
+	mux.Handle("/", n.api.Handler())
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	n.meta = memberMeta{
+		GRPC: n.grpcLis.Addr().String(),
+		HTTP: n.httpLis.Addr().String(),
+		Raft: n.store.Addr(),
+	}
+	if err := n.startMemberlist(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return n, nil
+}
+
+// Start serves the APIs and runs the membership, replication and shard loops.
+func (n *Node) Start() error {
+	n.engine.Start()
+	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
+	n.goFunc(func() {
+		if err := n.grpcSrv.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			n.log.Error("grpc server stopped", "err", err)
+		}
+	})
+	n.goFunc(func() {
+		if err := n.httpSrv.Serve(n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server stopped", "err", err)
+		}
+	})
+	n.goFunc(n.clusterLoop)
+	if len(n.cfg.Join) > 0 {
+		if _, err := n.ml.Join(n.cfg.Join); err != nil {
+			n.log.Warn("gossip join failed; will retry", "err", err)
+			n.goFunc(n.retryJoin)
+		}
+	}
+	n.signalChanged()
+	return nil
+}
+
+func (n *Node) retryJoin() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			if n.ml.NumMembers() > 1 {
+				return
+			}
+			if _, err := n.ml.Join(n.cfg.Join); err == nil {
+				return
+			}
+		}
+	}
+}
+
+// goFunc runs f on a goroutine the node joins on Close.
+func (n *Node) goFunc(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// HTTPAddr is the bound HTTP address.
+func (n *Node) HTTPAddr() string { return n.meta.HTTP }
+
+// GRPCAddr is the bound gRPC address.
+func (n *Node) GRPCAddr() string { return n.meta.GRPC }
+
+// GossipAddr is the bound memberlist address.
+func (n *Node) GossipAddr() string {
+	a := n.ml.LocalNode().FullAddress()
+	return a.Addr
+}
+
+// RaftAddr is the bound Raft address.
+func (n *Node) RaftAddr() string { return n.meta.Raft }
+
+// Store exposes the local rules store (reads; writes on the leader).
+func (n *Node) Store() *rulesraft.Store { return n.store }
+
+// Leave hands owned partitions to their next owners and leaves the cluster
+// gracefully: gossip marks this node as leaving (it drops out of everyone's
+// ring but stays reachable), the new owners pull its partitions, then it
+// leaves gossip and the Raft leader removes it. It returns when the hand-off
+// finished or LeaveTimeout passed. Close is still needed afterwards.
+func (n *Node) Leave(ctx context.Context) error {
+	if !n.leaving.CompareAndSwap(false, true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
+	defer cancel()
+	var owned []uint32
+	if v := n.view.Load(); v != nil && len(v.members) > 1 {
+		owned = v.ring.OwnedBy(n.cfg.ID)
+	}
+	if err := n.ml.UpdateNode(n.cfg.LeaveTimeout / 4); err != nil {
+		n.log.Warn("gossip update", "err", err)
+	}
+	n.signalChanged()
+	// Wait until every partition this node owned has been pulled.
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var err error
+wait:
+	for {
+		left := 0
+		for _, p := range owned {
+			if n.parts.state(p) != partMoved {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ctx.Err())
+			break wait
+		case <-t.C:
+		}
+	}
+	if lerr := n.ml.Leave(time.Second); lerr != nil {
+		n.log.Warn("gossip leave", "err", lerr)
+	}
+	return err
+}
+
+// Close stops the node hard (no hand-off): servers, loops, gossip, Raft.
+func (n *Node) Close() error {
+	n.closed.Do(func() {
+		n.cancel()
+		n.api.Close()
+		n.grpcSrv.Stop()
+		sctx, c := context.WithTimeout(context.Background(), time.Second)
+		_ = n.httpSrv.Shutdown(sctx)
+		c()
+		n.wg.Wait()
+		n.closeForwarders()
+		n.closeResources()
+	})
+	return nil
+}
+
+// closeResources releases what New opened; safe on a partly built node.
+func (n *Node) closeResources() {
+	if n.ml != nil {
+		_ = n.ml.Shutdown()
+	}
+	if n.engine != nil {
+		n.engine.Close()
+	}
+	if n.store != nil {
+		_ = n.store.Close()
+	}
+	if n.peers != nil {
+		n.peers.close()
+	}
+	if n.grpcLis != nil {
+		_ = n.grpcLis.Close()
+	}
+	if n.httpLis != nil {
+		_ = n.httpLis.Close()
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+}

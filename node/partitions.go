@@ -1,0 +1,126 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Partition states, as this node sees them.
+const (
+	partNone    uint32 = iota // not ours: route by the ring
+	partReady                 // ours (or still ours until pulled): decide locally
+	partPending               // ours by the ring, waiting for hand-off: forward to the previous holder
+	partMoved                 // handed off: forward to the node that pulled it
+)
+
+// partitionTable holds each partition's state. The check path reads it
+// without locks; the cluster loop and hand-off change it.
+type partitionTable struct {
+	slots []partSlot
+}
+
+type partSlot struct {
+	state atomic.Uint32
+	peer  atomic.Pointer[string] // pending: previous holder; moved: new owner
+
+	mu    sync.Mutex
+	ready chan struct{} // closed when a pending partition becomes ready
+}
+
+func newPartitionTable(n int) *partitionTable {
+	t := &partitionTable{slots: make([]partSlot, n)}
+	for i := range t.slots {
+		t.slots[i].ready = closedChan()
+	}
+	return t
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func (t *partitionTable) get(p uint32) (uint32, string) {
+	s := &t.slots[p]
+	st := s.state.Load()
+	var peer string
+	if ptr := s.peer.Load(); ptr != nil {
+		peer = *ptr
+	}
+	return st, peer
+}
+
+func (t *partitionTable) setReady(p uint32) {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.Store(partReady)
+	s.peer.Store(nil)
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+}
+
+func (t *partitionTable) setPending(p uint32, from string) {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() == partPending {
+		s.peer.Store(&from)
+		return
+	}
+	s.ready = make(chan struct{})
+	s.peer.Store(&from)
+	s.state.Store(partPending)
+}
+
+// setMoved marks p handed off to `to`. A partition this node is itself
+// waiting for is left alone (reported false).
+func (t *partitionTable) setMoved(p uint32, to string) bool {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() == partPending {
+		return false
+	}
+	s.peer.Store(&to)
+	s.state.Store(partMoved)
+	return true
+}
+
+// setNone forgets p's state (route by the ring) unless it is moved: a
+// moved partition keeps pointing at the node that pulled it.
+func (t *partitionTable) setNone(p uint32) {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() == partReady {
+		s.state.Store(partNone)
+		s.peer.Store(nil)
+	}
+}
+
+// state returns p's state.
+func (t *partitionTable) state(p uint32) uint32 { return t.slots[p].state.Load() }
+
+// readyChan returns the channel closed when p is ready.
+func (t *partitionTable) readyChan(p uint32) <-chan struct{} {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+
+func (t *partitionTable) pending() int {
+	n := 0
+	for i := range t.slots {
+		if t.slots[i].state.Load() == partPending {
+			n++
+		}
+	}
+	return n
+}

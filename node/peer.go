@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/replication"
+)
+
+// peerServer is node-to-node gRPC traffic.
+type peerServer struct {
+	weirv1.UnimplementedPeerServer
+	n *Node
+}
+
+// Forward decides items a peer believes this node owns.
+func (s *peerServer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
+	res, err := s.n.check(ctx, req.Items, true)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &weirv1.CheckResponse{Results: res}, nil
+}
+
+// Replicate stores counter copies shipped by an owner.
+func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
+	s.n.replicas.Apply(req.From, statesFromProto(req.States))
+	return &weirv1.ReplicateResponse{}, nil
+}
+
+// Handoff gives the caller the partitions it now owns: partitions this node
+// serves are marked moved (later items are forwarded to the caller), exported
+// and dropped; partitions held as replica copies are copied.
+func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
+	n := s.n
+	if req.To == "" || req.To == n.cfg.ID {
+		return nil, status.Error(codes.InvalidArgument, "handoff: bad requester")
+	}
+	var owned []uint32
+	for _, p := range req.Partitions {
+		if int(p) >= len(n.parts.slots) {
+			return nil, status.Errorf(codes.InvalidArgument, "handoff: partition %d out of range", p)
+		}
+		if n.parts.setMoved(p, req.To) {
+			owned = append(owned, p)
+		}
+	}
+	// Counters this node decided (as owner, or for a peer that forwarded
+	// to it) plus any replica copies it holds.
+	var states []replication.State
+	if len(owned) > 0 {
+		st, err := n.engine.Export(ctx, owned)
+		if err != nil {
+			return nil, grpcErr(err)
+		}
+		states = append(states, st...)
+		if err := n.engine.Drop(ctx, owned); err != nil {
+			return nil, grpcErr(err)
+		}
+	}
+	states = append(states, n.replicas.Peek(req.Partitions)...)
+	n.met.handedOff.Add(float64(len(owned)))
+	n.log.Info("handed off partitions", "to", req.To, "partitions", len(owned), "states", len(states))
+	return &weirv1.HandoffResponse{States: statesToProto(states)}, nil
+}
+
+// pullPartitions fetches the state of partitions this node gained, from
+// their previous holders in order, then marks them ready.
+func (n *Node) pullPartitions(gain []replication.Source, v *clusterView) {
+	bySource := map[string][]uint32{}
+	var local []uint32
+	alive := func(id string) bool { _, ok := v.members[id]; return ok }
+	for _, g := range gain {
+		src := firstAlive(g.From, n.cfg.ID, alive)
+		if src == "" {
+			local = append(local, g.Partition)
+			continue
+		}
+		bySource[src] = append(bySource[src], g.Partition)
+	}
+	for src, parts := range bySource {
+		if err := n.pullFrom(src, parts); err != nil {
+			n.log.Warn("hand-off failed; promoting replica copies", "from", src, "partitions", len(parts), "err", err)
+			local = append(local, parts...)
+			continue
+		}
+		n.replicas.Drop(parts)
+		for _, p := range parts {
+			n.parts.setReady(p)
+		}
+	}
+	if len(local) > 0 {
+		// Promote this node's replica copies (the owner is gone).
+		states := n.replicas.Take(local)
+		if len(states) > 0 {
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			if err := n.engine.Import(ctx, states); err != nil {
+				n.log.Warn("promote replica copies", "err", err)
+			}
+			cancel()
+		}
+		n.met.promoted.Add(float64(len(states)))
+		for _, p := range local {
+			n.parts.setReady(p)
+		}
+	}
+}
+
+func (n *Node) pullFrom(src string, parts []uint32) error {
+	cl, err := n.peerClient(src)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cl.Handoff(ctx, &weirv1.HandoffRequest{To: n.cfg.ID, Partitions: parts})
+	if err != nil {
+		return err
+	}
+	return n.engine.Import(ctx, statesFromProto(resp.States))
+}
+
+// replicaPlacement lists where a partition's copies go (not this node).
+func (n *Node) replicaPlacement(p uint32) []string {
+	v := n.view.Load()
+	if v == nil {
+		return nil
+	}
+	reps := v.ring.PartitionReplicas(p)
+	out := make([]string, 0, len(reps))
+	for _, id := range reps {
+		if id != n.cfg.ID {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// peerTransport ships replication batches over gRPC.
+type peerTransport struct{ n *Node }
+
+func (t peerTransport) Replicate(ctx context.Context, to, from string, states []replication.State) error {
+	cl, err := t.n.peerClient(to)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Replicate(ctx, &weirv1.ReplicateRequest{From: from, States: statesToProto(states)})
+	return err
+}
+
+func statesToProto(in []replication.State) []*weirv1.CounterState {
+	out := make([]*weirv1.CounterState, len(in))
+	for i, s := range in {
+		out[i] = &weirv1.CounterState{Id: s.ID, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log}
+	}
+	return out
+}
+
+func statesFromProto(in []*weirv1.CounterState) []replication.State {
+	out := make([]replication.State, 0, len(in))
+	for _, s := range in {
+		if s == nil {
+			continue
+		}
+		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log})
+	}
+	return out
+}
+
+// grpcErr maps node errors to gRPC status codes (the only place that does).
+func grpcErr(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, ErrClosed), errors.Is(err, errUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

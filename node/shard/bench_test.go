@@ -1,0 +1,48 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/node/shard"
+)
+
+// BenchmarkCheck: parallel callers, each Check carrying `batch` items for
+// random keys among 100,000 spread over 1024 partitions.
+func BenchmarkCheck(b *testing.B) {
+	for _, batch := range []int{1, 32} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			e, err := shard.New(shard.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			e.Start()
+			defer e.Close()
+			l := bucket.Limit{Rate: 1_000_000, Period: time.Second}
+			const nkeys = 100_000
+			b.SetParallelism(16)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
+				items := make([]shard.Item, batch)
+				out := make([]bucket.Result, batch)
+				for pb.Next() {
+					for j := range items {
+						id := mix(rng.Uint64N(nkeys))
+						items[j] = shard.Item{ID: id, Partition: uint32(id % 1024), Limit: l, Cost: 1}
+					}
+					if err := e.Check(context.Background(), items, out); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "items/s")
+		})
+	}
+}

@@ -1,0 +1,101 @@
+package shard
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/weirlimit/weir/replication"
+)
+
+// Config configures an Engine. Zero fields take the DefaultConfig value in
+// New; Validate rejects negative or otherwise unusable values.
+type Config struct {
+	// Shards is the number of shard goroutines. Partition p belongs to
+	// shard p % Shards. Default GOMAXPROCS.
+	Shards int
+	// QueueLen is the capacity of each shard's request channel. Default 1024.
+	QueueLen int
+	// MaxBatch is how many queued requests a shard drains and decides in
+	// one go (one clock read, one OnChange call). Default 256.
+	MaxBatch int
+	// Now returns the owner's clock in unix nanoseconds. It is the only
+	// place the engine reads a clock. Default time.Now().UnixNano.
+	Now func() int64
+	// OnChange, if not nil, is called by a shard goroutine after each
+	// batch with the states that batch changed (decisions, refunds,
+	// imports). It must not block. The slice and every Log in it are
+	// reused by the shard after the call returns: copy what you keep.
+	OnChange func(states []replication.State)
+	// SweepEvery is how often each shard runs one incremental idle-expiry
+	// step. Default 1s.
+	SweepEvery time.Duration
+	// SweepBudget is how many counters one sweep step examines (at least
+	// one whole partition is examined per step). Default 16384.
+	SweepBudget int
+	// ImportIdle is how long an imported counter that is never decided
+	// again is kept: the engine does not know its limit, so it cannot
+	// compute its real idle deadline until the next decision. Default 24h.
+	ImportIdle time.Duration
+}
+
+// DefaultConfig returns the defaults described on Config.
+func DefaultConfig() Config {
+	return Config{
+		Shards:      runtime.GOMAXPROCS(0),
+		QueueLen:    1024,
+		MaxBatch:    256,
+		Now:         func() int64 { return time.Now().UnixNano() },
+		SweepEvery:  time.Second,
+		SweepBudget: 16384,
+		ImportIdle:  24 * time.Hour,
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Shards == 0 {
+		c.Shards = d.Shards
+	}
+	if c.QueueLen == 0 {
+		c.QueueLen = d.QueueLen
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = d.SweepEvery
+	}
+	if c.SweepBudget == 0 {
+		c.SweepBudget = d.SweepBudget
+	}
+	if c.ImportIdle == 0 {
+		c.ImportIdle = d.ImportIdle
+	}
+	return c
+}
+
+// Validate reports the first unusable field, wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Shards < 1:
+		return fmt.Errorf("%w: Shards %d < 1", ErrInvalidConfig, c.Shards)
+	case c.QueueLen < 1:
+		return fmt.Errorf("%w: QueueLen %d < 1", ErrInvalidConfig, c.QueueLen)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalidConfig, c.MaxBatch)
+	case c.Now == nil:
+		return fmt.Errorf("%w: Now is nil", ErrInvalidConfig)
+	case c.SweepEvery <= 0:
+		return fmt.Errorf("%w: SweepEvery %v <= 0", ErrInvalidConfig, c.SweepEvery)
+	case c.SweepBudget < 1:
+		return fmt.Errorf("%w: SweepBudget %d < 1", ErrInvalidConfig, c.SweepBudget)
+	case c.ImportIdle <= 0:
+		return fmt.Errorf("%w: ImportIdle %v <= 0", ErrInvalidConfig, c.ImportIdle)
+	}
+	return nil
+}

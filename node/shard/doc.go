@@ -1,0 +1,64 @@
+// Package shard is the in-memory decision engine of a Weir node.
+//
+// # Ownership
+//
+// An Engine runs Config.Shards goroutines. Partition p belongs to shard
+// p % Shards, and that shard's goroutine is the only one that ever reads or
+// writes the counters of p: each shard owns a map partition → (counter id →
+// entry) and every scratch buffer it uses. Other goroutines talk to a shard
+// only through its bounded request channel (Check, Export, Import, Drop all
+// queue there, in order) and read its statistics through atomics. There are
+// no locks on the decision path.
+//
+// # Batching
+//
+// Check splits its items by shard and sends one request per shard. A shard
+// takes a request, drains up to MaxBatch more that are already queued, reads
+// the clock once (Config.Now is the only clock), decides them in order with
+// the pure bucket package, calls OnChange once with the states the batch
+// changed, and then replies. OnChange runs on the shard goroutine, must not
+// block, and must copy what it keeps: the slice and its Log slices are
+// reused. Expiry of idle counters is not reported (an expired counter is
+// equal to a fresh one); Drop is not reported.
+//
+// # All-or-nothing
+//
+// The non-refund items of one Check call with the same non-zero Group that
+// land on the same shard are decided together, at the position of the
+// group's first item: each is decided on a copy of its counter (items with
+// the same ID share one copy and see each other's consumption), and the
+// copies are committed only if every item was allowed. A denied group takes
+// nothing; all its items report Allowed=false. Items of one group on
+// different shards (different partitions, i.e. different keys) are NOT
+// atomic inside the engine: the caller must refund the parts that were
+// allowed when another part was denied. All rules of one key share its
+// partition, so the multi-window case (per second + per minute on one key)
+// is atomic. Refund items ignore Group and are always applied.
+//
+// # Idle expiry
+//
+// Each counter stores, beside its 24-byte bucket.State, an idle deadline:
+// the time after which its state is certainly full again (last decision +
+// Limit.IdleAfter, never moved earlier). Every SweepEvery a shard examines
+// about SweepBudget counters, continuing from where it stopped, and drops
+// those past their deadline; a step always examines whole partitions, so a
+// step's pause is bounded by max(SweepBudget, largest partition). Go maps do
+// not shrink, so an emptied partition is deleted and a partition that fell
+// to a quarter of its peak is rebuilt, which gives the memory back.
+//
+// # Import
+//
+// Import installs a state only when the counter is missing locally; an
+// existing local counter is kept as it is (the engine does not know the
+// limit at import time, so it cannot compare remaining capacity; keeping
+// the local one never depends on the remote side). Zero states and empty
+// logs are fresh counters and are not stored. An imported counter that is
+// never decided again expires after Config.ImportIdle.
+//
+// # Time and cancellation
+//
+// Close stops and joins every shard goroutine; calls made afterwards, and
+// calls still waiting, return ErrClosed. A Check whose ctx ends returns
+// ctx.Err(); a shard skips a request whose ctx already ended, but the parts
+// of a call that were decided before stay decided.
+package shard

@@ -1,0 +1,136 @@
+package shard_test
+
+import (
+	"context"
+	"flag"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/node/shard"
+)
+
+var memKeys = flag.Int("memkeys", 100_000, "distinct counters TestMemoryPerKey inserts")
+
+// memPartitions is the partition count used by the memory measurements:
+// keys spread over partitions as the ring spreads them.
+const memPartitions = 1024
+
+func heapAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestMemoryPerKey inserts -memkeys distinct counters, reports the heap
+// bytes they cost, lets them idle out and reports how much came back.
+func TestMemoryPerKey(t *testing.T) {
+	n := *memKeys
+	clk := newClock()
+	e, err := shard.New(shard.Config{Now: clk.Now, SweepEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	defer e.Close()
+	const batch = 256
+	items := make([]shard.Item, batch)
+	out := make([]bucket.Result, batch)
+	l := perSecond(10)
+	ctx := context.Background()
+
+	before := heapAlloc()
+	for i := 0; i < n; i += batch {
+		k := min(batch, n-i)
+		for j := range k {
+			id := mix(uint64(i + j))
+			items[j] = shard.Item{ID: id, Partition: uint32(id % memPartitions), Limit: l, Cost: 1}
+		}
+		if err := e.Check(ctx, items[:k], out[:k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keys(t, e); got != n {
+		t.Fatalf("Keys = %d, want %d", got, n)
+	}
+	after := heapAlloc()
+	per := float64(after-before) / float64(n)
+	t.Logf("%d counters over %d partitions: %d bytes, %.1f bytes/counter", n, memPartitions, after-before, per)
+	if per > 100 {
+		t.Errorf("%.1f bytes per counter, target <= 100", per)
+	}
+
+	clk.Add(time.Hour)
+	waitFor(t, "every counter to idle out", func() bool { return keys(t, e) == 0 })
+	final := heapAlloc()
+	var returned uint64
+	if after > final {
+		returned = after - final
+	}
+	t.Logf("after idle expiry: %d bytes returned (%.0f%% of what the counters took)",
+		returned, 100*float64(returned)/float64(after-before))
+	if final > before+(after-before)/10 {
+		t.Errorf("heap %d after expiry, want within 10%% of %d before insert", final, before)
+	}
+}
+
+// TestEntryLayout measures the two candidate per-counter layouts in bare
+// maps: state + idle deadline (chosen) versus state + the last Limit.
+func TestEntryLayout(t *testing.T) {
+	n := *memKeys
+	type withDeadline struct {
+		s    bucket.State
+		idle int64
+	}
+	type withLimit struct {
+		s bucket.State
+		l bucket.Limit
+	}
+	measure := func(fill func(maps int)) float64 {
+		b := heapAlloc()
+		fill(memPartitions)
+		return float64(heapAlloc()-b) / float64(n)
+	}
+	var keep1 []map[uint64]withDeadline
+	d := measure(func(maps int) {
+		keep1 = make([]map[uint64]withDeadline, maps)
+		for i := range n {
+			id := mix(uint64(i))
+			m := &keep1[id%uint64(maps)]
+			if *m == nil {
+				*m = map[uint64]withDeadline{}
+			}
+			(*m)[id] = withDeadline{}
+		}
+	})
+	runtime.KeepAlive(keep1)
+	keep1 = nil
+	var keep2 []map[uint64]withLimit
+	w := measure(func(maps int) {
+		keep2 = make([]map[uint64]withLimit, maps)
+		for i := range n {
+			id := mix(uint64(i))
+			m := &keep2[id%uint64(maps)]
+			if *m == nil {
+				*m = map[uint64]withLimit{}
+			}
+			(*m)[id] = withLimit{}
+		}
+	})
+	runtime.KeepAlive(keep2)
+	t.Logf("%d counters: state+deadline %.1f B/counter, state+limit %.1f B/counter", n, d, w)
+	if d >= w {
+		t.Errorf("deadline layout (%.1f) not smaller than limit layout (%.1f)", d, w)
+	}
+}
+
+// mix is splitmix64: distinct, well-spread counter ids.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

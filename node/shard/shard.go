@@ -1,0 +1,576 @@
+package shard
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/replication"
+)
+
+type opKind uint8
+
+const (
+	opCheck opKind = iota
+	opExport
+	opImport
+	opDrop
+)
+
+// request is what travels on a shard's channel. The sender fills it, the
+// shard goroutine decides it, writes out/states/err and sends on done
+// (buffered, so the shard never blocks on a caller that gave up).
+type request struct {
+	op     opKind
+	ctx    context.Context
+	items  []Item
+	pos    []int // index in the caller's items of each item (multi-shard Check)
+	out    []bucket.Result
+	parts  []uint32
+	states []replication.State
+	err    error
+	done   chan struct{}
+}
+
+// logEntry is one sliding_log counter.
+type logEntry struct {
+	log  []int64
+	idle int64
+}
+
+// part holds one partition's counters. Only the owning shard goroutine
+// touches it.
+type part struct {
+	t    table
+	logs map[uint64]logEntry // nil unless the partition has sliding_log counters
+}
+
+func (p *part) live() int { return p.t.n + len(p.logs) }
+
+type dirtyKey struct {
+	id  uint64
+	log bool
+}
+
+type dirtyRef struct {
+	pid uint32
+	dirtyKey
+}
+
+// tentative is a group member's counter evaluated on a copy.
+type tentative struct {
+	pid     uint32
+	key     dirtyKey
+	existed bool
+	s       bucket.State
+	lg      []int64
+	idle    int64
+}
+
+type shard struct {
+	in          chan *request
+	now         func() int64
+	onChange    func([]replication.State)
+	maxBatch    int
+	sweepEvery  time.Duration
+	sweepBudget int
+	importIdle  int64
+
+	// Owned by the shard goroutine only.
+	parts    map[uint32]*part
+	live     int
+	batch    []*request
+	dirty    []dirtyRef
+	dirtySet map[dirtyKey]struct{}
+	changes  []replication.State
+	tent     []tentative
+	seen     []bool
+	order    []uint32 // partitions of the current sweep pass
+	cursor   int      // index in order of the partition being swept
+	slotPos  int      // next slot of that partition's table to examine
+	emptyLog []int64
+
+	// Written by the shard goroutine, read by Stats.
+	keys    atomic.Int64
+	batches atomic.Uint64
+	items   atomic.Uint64
+}
+
+func newShard(cfg *Config) *shard {
+	return &shard{
+		in:          make(chan *request, cfg.QueueLen),
+		now:         cfg.Now,
+		onChange:    cfg.OnChange,
+		maxBatch:    cfg.MaxBatch,
+		sweepEvery:  cfg.SweepEvery,
+		sweepBudget: cfg.SweepBudget,
+		importIdle:  int64(cfg.ImportIdle),
+		parts:       make(map[uint32]*part),
+		dirtySet:    make(map[dirtyKey]struct{}),
+		emptyLog:    make([]int64, 0),
+	}
+}
+
+func (s *shard) run(quit <-chan struct{}) {
+	t := time.NewTicker(s.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case r := <-s.in:
+			s.batch = append(s.batch[:0], r)
+		drain:
+			for len(s.batch) < s.maxBatch {
+				select {
+				case r := <-s.in:
+					s.batch = append(s.batch, r)
+				default:
+					break drain
+				}
+			}
+			s.process(s.batch)
+			clear(s.batch)
+		case <-t.C:
+			s.sweep(s.now())
+			s.keys.Store(int64(s.live))
+		}
+	}
+}
+
+// process decides one drained batch: one clock read, one OnChange call,
+// then the replies.
+func (s *shard) process(batch []*request) {
+	now := s.now()
+	var n uint64
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		switch r.op {
+		case opCheck:
+			s.check(r.items, r.out, now)
+			n += uint64(len(r.items))
+		case opExport:
+			s.export(r)
+		case opImport:
+			s.importStates(r.states, now)
+			r.states = nil
+		case opDrop:
+			s.drop(r.parts)
+		}
+	}
+	s.flush()
+	s.keys.Store(int64(s.live))
+	s.batches.Add(1)
+	s.items.Add(n)
+	for _, r := range batch {
+		r.done <- struct{}{}
+	}
+}
+
+// flush hands the batch's changed states to OnChange.
+func (s *shard) flush() {
+	if len(s.dirty) == 0 {
+		return
+	}
+	for _, d := range s.dirty {
+		p := s.parts[d.pid]
+		if p == nil {
+			continue // dropped in this batch: no longer ours to report
+		}
+		st := replication.State{Partition: d.pid, ID: d.id}
+		if d.log {
+			st.Log = p.logs[d.id].log
+			if st.Log == nil {
+				st.Log = s.emptyLog
+			}
+		} else {
+			if i := p.t.find(d.id); i >= 0 {
+				sl := &p.t.slots[i]
+				st.A, st.B, st.C = sl.s.A, sl.s.B, sl.s.C
+			}
+		}
+		s.changes = append(s.changes, st)
+	}
+	if len(s.changes) > 0 {
+		s.onChange(s.changes)
+	}
+	clear(s.changes)
+	s.changes = s.changes[:0]
+	s.dirty = s.dirty[:0]
+	clear(s.dirtySet)
+}
+
+func (s *shard) markDirty(pid uint32, k dirtyKey) {
+	if s.onChange == nil {
+		return
+	}
+	if _, ok := s.dirtySet[k]; ok {
+		return
+	}
+	s.dirtySet[k] = struct{}{}
+	s.dirty = append(s.dirty, dirtyRef{pid: pid, dirtyKey: k})
+}
+
+func (s *shard) partFor(pid uint32) *part {
+	p := s.parts[pid]
+	if p == nil {
+		p = &part{}
+		s.parts[pid] = p
+	}
+	return p
+}
+
+// idleAt is when a counter decided with l at now is certainly fresh again;
+// at least 1, because 0 marks an empty table slot.
+func idleAt(l bucket.Limit, now int64) int64 { return max(1, now+int64(l.IdleAfter())) }
+
+// putCounter stores the new state of a counter (deleting it when fresh).
+// i is the counter's index in its partition's table, or -1 if it is not
+// stored; it must still be valid (no insert or removal since the lookup).
+func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64) {
+	k := dirtyKey{id: id}
+	if i >= 0 {
+		p := s.parts[pid]
+		sl := &p.t.slots[i]
+		switch {
+		case ns == (bucket.State{}):
+			p.t.remove(i)
+			s.live--
+			s.markDirty(pid, k)
+		case ns != sl.s:
+			sl.s, sl.idle = ns, max(sl.idle, idle)
+			s.markDirty(pid, k)
+		default:
+			sl.idle = max(sl.idle, idle)
+		}
+		return
+	}
+	if ns == (bucket.State{}) {
+		return
+	}
+	s.partFor(pid).t.insert(slot{id: id, s: ns, idle: idle})
+	s.live++
+	s.markDirty(pid, k)
+}
+
+// putLog stores the new log of a sliding_log counter (deleting it when
+// empty).
+func (s *shard) putLog(pid uint32, id uint64, existed bool, oldIdle int64, lg []int64, idle int64, changed bool) {
+	k := dirtyKey{id: id, log: true}
+	if len(lg) == 0 {
+		if existed {
+			p := s.parts[pid]
+			delete(p.logs, id)
+			if len(p.logs) == 0 {
+				p.logs = nil // Go maps never shrink
+			}
+			s.live--
+			s.markDirty(pid, k)
+		}
+		return
+	}
+	p := s.partFor(pid)
+	if p.logs == nil {
+		p.logs = make(map[uint64]logEntry)
+	}
+	if existed {
+		p.logs[id] = logEntry{log: lg, idle: max(oldIdle, idle)}
+		if changed {
+			s.markDirty(pid, k)
+		}
+		return
+	}
+	p.logs[id] = logEntry{log: lg, idle: idle}
+	s.live++
+	s.markDirty(pid, k)
+}
+
+func (s *shard) check(items []Item, out []bucket.Result, now int64) {
+	var seen []bool
+	for i := range items {
+		it := &items[i]
+		if it.Group == 0 || it.Refund {
+			out[i] = s.one(it, now)
+			continue
+		}
+		if seen == nil {
+			seen = s.seenBuf(len(items))
+		}
+		if !seen[i] {
+			s.group(items, out, seen, i, now)
+		}
+	}
+}
+
+func (s *shard) seenBuf(n int) []bool {
+	if cap(s.seen) < n {
+		s.seen = make([]bool, n)
+	}
+	s.seen = s.seen[:n]
+	clear(s.seen)
+	return s.seen
+}
+
+// one decides (or refunds) a single item against the stored counter.
+func (s *shard) one(it *Item, now int64) bucket.Result {
+	p := s.parts[it.Partition]
+	if it.Limit.Algorithm == bucket.SlidingLog {
+		var le logEntry
+		var ok bool
+		if p != nil {
+			le, ok = p.logs[it.ID]
+		}
+		oldLen := len(le.log)
+		var lg []int64
+		var res bucket.Result
+		if it.Refund {
+			lg = bucket.RefundLog(le.log, it.Cost)
+			lg, res = bucket.DecideLog(lg, it.Limit, 0, now)
+			res.Allowed = true
+		} else {
+			lg, res = bucket.DecideLog(le.log, it.Limit, it.Cost, now)
+		}
+		changed := it.Refund || res.Allowed || len(lg) != oldLen
+		s.putLog(it.Partition, it.ID, ok, le.idle, lg, idleAt(it.Limit, now), changed)
+		return res
+	}
+	i := -1
+	var old bucket.State
+	if p != nil {
+		if i = p.t.find(it.ID); i >= 0 {
+			old = p.t.slots[i].s
+		}
+	}
+	var ns bucket.State
+	var res bucket.Result
+	if it.Refund {
+		ns = bucket.Refund(old, it.Limit, it.Cost, now)
+		_, res = bucket.Decide(ns, it.Limit, 0, now)
+		res.Allowed = true
+	} else {
+		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
+	}
+	s.putCounter(it.Partition, it.ID, i, ns, idleAt(it.Limit, now))
+	return res
+}
+
+// group decides every non-refund item of items[first]'s group on copies of
+// their counters (same-ID items share one copy, so they see each other's
+// consumption) and commits the copies only if every item was allowed.
+func (s *shard) group(items []Item, out []bucket.Result, seen []bool, first int, now int64) {
+	g := items[first].Group
+	s.tent = s.tent[:0]
+	all := true
+	for j := first; j < len(items); j++ {
+		it := &items[j]
+		if it.Group != g || it.Refund || seen[j] {
+			continue
+		}
+		seen[j] = true
+		t := s.tentFor(it)
+		var res bucket.Result
+		if t.key.log {
+			t.lg, res = bucket.DecideLog(t.lg, it.Limit, it.Cost, now)
+		} else {
+			t.s, res = bucket.Decide(t.s, it.Limit, it.Cost, now)
+		}
+		t.idle = max(t.idle, idleAt(it.Limit, now))
+		out[j] = res
+		all = all && res.Allowed
+	}
+	if !all {
+		// Nothing is taken: report every item as denied, and give back in
+		// Remaining what the allowed ones would have taken.
+		for j := first; j < len(items); j++ {
+			it := &items[j]
+			if it.Group != g || it.Refund || !out[j].Allowed {
+				continue
+			}
+			out[j].Allowed = false
+			out[j].Remaining += it.Cost
+		}
+		s.tent = s.tent[:0]
+		return
+	}
+	for i := range s.tent {
+		t := &s.tent[i]
+		if t.key.log {
+			var oldIdle int64
+			if t.existed {
+				oldIdle = s.parts[t.pid].logs[t.key.id].idle
+			}
+			s.putLog(t.pid, t.key.id, t.existed, oldIdle, t.lg, t.idle, true)
+		} else {
+			// Look up again: earlier commits may have moved slots.
+			i := -1
+			if p := s.parts[t.pid]; p != nil {
+				i = p.t.find(t.key.id)
+			}
+			s.putCounter(t.pid, t.key.id, i, t.s, t.idle)
+		}
+	}
+	clear(s.tent)
+	s.tent = s.tent[:0]
+}
+
+// tentFor returns the group copy of it's counter, loading it on first use.
+func (s *shard) tentFor(it *Item) *tentative {
+	k := dirtyKey{id: it.ID, log: it.Limit.Algorithm == bucket.SlidingLog}
+	for i := range s.tent {
+		if s.tent[i].key == k && s.tent[i].pid == it.Partition {
+			return &s.tent[i]
+		}
+	}
+	t := tentative{pid: it.Partition, key: k}
+	if p := s.parts[it.Partition]; p != nil {
+		if k.log {
+			if le, ok := p.logs[it.ID]; ok {
+				t.existed = true
+				t.lg = append([]int64(nil), le.log...) // DecideLog may reuse its input
+			}
+		} else if i := p.t.find(it.ID); i >= 0 {
+			t.existed, t.s = true, p.t.slots[i].s
+		}
+	}
+	s.tent = append(s.tent, t)
+	return &s.tent[len(s.tent)-1]
+}
+
+func (s *shard) export(r *request) {
+	var out []replication.State
+	for _, pid := range r.parts {
+		p := s.parts[pid]
+		if p == nil {
+			continue
+		}
+		for _, sl := range p.t.slots {
+			if sl.idle != 0 {
+				out = append(out, replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C})
+			}
+		}
+		for id, le := range p.logs {
+			out = append(out, replication.State{Partition: pid, ID: id, Log: append([]int64{}, le.log...)})
+		}
+	}
+	r.states = out
+}
+
+// importStates installs states whose counter is missing; existing local
+// counters win.
+func (s *shard) importStates(states []replication.State, now int64) {
+	idle := max(1, now+s.importIdle)
+	for i := range states {
+		st := &states[i]
+		p := s.parts[st.Partition]
+		if st.Log != nil {
+			if len(st.Log) == 0 {
+				continue
+			}
+			if p != nil {
+				if _, ok := p.logs[st.ID]; ok {
+					continue
+				}
+			}
+			s.putLog(st.Partition, st.ID, false, 0, append([]int64(nil), st.Log...), idle, true)
+			continue
+		}
+		ns := bucket.State{A: st.A, B: st.B, C: st.C}
+		if ns == (bucket.State{}) {
+			continue
+		}
+		if p != nil && p.t.find(st.ID) >= 0 {
+			continue
+		}
+		s.putCounter(st.Partition, st.ID, -1, ns, idle)
+	}
+}
+
+func (s *shard) drop(parts []uint32) {
+	for _, pid := range parts {
+		if p := s.parts[pid]; p != nil {
+			s.live -= p.live()
+			delete(s.parts, pid)
+		}
+	}
+}
+
+// sweep runs one incremental idle-expiry step: it walks partitions and
+// their table slots from where the previous step stopped, examines about
+// sweepBudget slots and drops counters whose idle deadline passed. A
+// partition's sliding logs (a Go map, rare) are examined whole when the walk
+// enters the partition. It starts at most one new pass per step.
+func (s *shard) sweep(now int64) {
+	budget := s.sweepBudget
+	restarted := false
+	for budget > 0 {
+		if s.cursor >= len(s.order) {
+			if restarted {
+				return
+			}
+			restarted = true
+			s.order = s.order[:0]
+			for pid := range s.parts {
+				s.order = append(s.order, pid)
+			}
+			s.cursor, s.slotPos = 0, 0
+			if len(s.order) == 0 {
+				return
+			}
+		}
+		pid := s.order[s.cursor]
+		p := s.parts[pid]
+		if p == nil {
+			s.cursor, s.slotPos = s.cursor+1, 0
+			continue
+		}
+		if s.slotPos == 0 {
+			budget -= 1 + s.sweepLogs(p, now)
+		}
+		budget -= s.sweepSlots(p, now, max(budget, 1))
+		if s.slotPos >= len(p.t.slots) {
+			// Partition done: give memory back.
+			p.t.shrink()
+			if p.live() == 0 {
+				delete(s.parts, pid)
+			}
+			s.cursor, s.slotPos = s.cursor+1, 0
+		}
+	}
+}
+
+// sweepSlots examines up to budget slots of p's table from slotPos. After a
+// removal the same slot is examined again, since a later entry moved into
+// it. (If the table was resized since the previous step, the walk goes on
+// at the same index; entries it misses are found by the next pass.)
+func (s *shard) sweepSlots(p *part, now int64, budget int) int {
+	i, examined := s.slotPos, 0
+	for i < len(p.t.slots) && examined < budget {
+		examined++
+		if idle := p.t.slots[i].idle; idle != 0 && idle <= now {
+			p.t.remove(i)
+			s.live--
+			continue
+		}
+		i++
+	}
+	s.slotPos = i
+	return examined
+}
+
+func (s *shard) sweepLogs(p *part, now int64) int {
+	n := len(p.logs)
+	for id, le := range p.logs {
+		if le.idle <= now {
+			delete(p.logs, id)
+			s.live--
+		}
+	}
+	if len(p.logs) == 0 {
+		p.logs = nil
+	}
+	return n
+}

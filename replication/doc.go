@@ -1,0 +1,67 @@
+// Package replication ships counter states from a partition's owner to its
+// replicas, holds the copies a replica receives until they are promoted or
+// handed off, and plans hand-offs when the ring changes. It never interprets
+// the state words (State.A, B, C, Log) and knows no rule semantics; it does
+// not import ring, rulesraft or node.
+//
+// # Parts
+//
+//   - Replicator (owner side): shard goroutines call Enqueue after each
+//     batch; Run flushes every Config.Interval, or early once MaxBatch
+//     changes are pending, grouping them by destination via Placement and
+//     sending each group with Transport.
+//   - Store (replica side): Apply is called by the peer gRPC handler; Take,
+//     Peek and Drop by the node on promotion, hand-off and ring change.
+//   - PlanHandoff: a pure function from ring moves and liveness to the
+//     partitions to fetch, give away and forget. No I/O, no clock.
+//
+// # Goroutines and ownership
+//
+// Enqueue runs on any goroutine and never blocks on Run or the network: it
+// takes the Replicator's mutex for the length of one batch to coalesce into
+// the current inbox generation (a bounded FIFO ring plus an id index).
+// Run is the single goroutine that owns everything else: the spare inbox
+// generation (swapped with the current one under the mutex in O(1) at each
+// flush), the per-destination queues and the Placement cache. It starts at
+// most one send goroutine per destination; each reports its result back to
+// Run on a channel and is joined (WaitGroup) before Run returns, so no
+// goroutine outlives Run. Stats reads atomics that Run publishes, plus the
+// inbox under the mutex. Store guards its map with its own mutex (it is not
+// on a check's path). Lock order: the Replicator's mutex and its stats mutex
+// are never held together.
+//
+// # Invariants
+//
+//   - Newest wins: for each counter id a destination is sent only the latest
+//     state known at flush time; a refused send is retried at the next flush
+//     with whatever is newest then, never queued behind newer states.
+//   - Bounded memory: the inbox holds at most QueueLen distinct ids (beyond
+//     it the oldest is evicted), and each destination's queue at most
+//     QueueLen; every change given up this way is counted in Dropped.
+//     States refused by a destination that is no longer placed for their
+//     partition are discarded at the next flush (the new replica gets them
+//     from later changes or from hand-off).
+//   - Enqueue copies what it keeps, Log slices included; the slices handed to
+//     Transport are never written afterwards.
+//
+// # Ordering
+//
+// A destination has at most one send in flight, and a newer state for an id
+// is only sent after the send carrying the older one has returned, so a
+// replica applies each counter's states in change order, some skipped
+// (coalesced). Across counters there is no order. One exception: a send that
+// timed out on the owner's side may still be applied late by the replica,
+// after the next send; the replica then holds a stale copy of those counters
+// until they change again. Sends to different destinations are independent.
+//
+// # What a failover loses
+//
+// Replication is asynchronous. When an owner dies, the promoted replica
+// lacks the changes the owner had not yet had acknowledged: normally those
+// of the last Interval plus one send time (5ms + an RPC with the defaults);
+// while a destination refuses sends, everything since its oldest refused
+// change (Stats().Lag measures exactly this window). Lost changes are
+// decrements that did happen, so a limit can over-admit by at most the
+// traffic of that window for the partitions the dead node owned. Dropped
+// changes widen it the same way.
+package replication

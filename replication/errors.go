@@ -1,0 +1,15 @@
+package replication
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is wrapped by Config.Validate and NewReplicator when a
+	// Config field is out of range.
+	ErrInvalidConfig = errors.New("replication: invalid config")
+	// ErrRunning is returned by Run when another Run of the same Replicator
+	// has not returned yet.
+	ErrRunning = errors.New("replication: already running")
+	// ErrNilDependency is returned by NewReplicator for a nil Transport or
+	// Placement.
+	ErrNilDependency = errors.New("replication: nil dependency")
+)

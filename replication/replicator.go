@@ -1,0 +1,409 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Transport ships states to one peer. The node implements it with the peer
+// gRPC Replicate call. It must honour ctx, must not retain states after it
+// returns, and may be called concurrently for different destinations (never
+// concurrently for the same one).
+type Transport interface {
+	Replicate(ctx context.Context, to string, from string, states []State) error
+}
+
+// Placement returns the nodes that hold replicas of a partition, excluding
+// the local node (which is filtered out anyway). It is called afresh at every
+// flush, so the caller may swap rings underneath; it must not block.
+type Placement func(partition uint32) []string
+
+// ReplStats is a snapshot of a Replicator's progress.
+type ReplStats struct {
+	// Pending counts changes not yet acknowledged: once per counter id in the
+	// inbox, plus once per destination copy waiting for or in a send.
+	Pending int
+	// Sent and Failed count state copies acknowledged by, or refused by
+	// (error or timeout), a destination. A refused copy is retried at the
+	// next flush unless a newer change replaced it.
+	Sent, Failed uint64
+	// Dropped counts changes given up because a queue was full.
+	Dropped uint64
+	// Lag is the age of the oldest change not yet acknowledged by every
+	// destination it was placed on; 0 when everything is shipped.
+	Lag time.Duration
+	// LastSuccess is, per destination with recent traffic, when its last
+	// send succeeded (zero if none has yet).
+	LastSuccess map[string]time.Time
+}
+
+// forgetAfter is how long an idle destination (nothing queued or in flight)
+// is remembered, so destinations of departed nodes do not pile up.
+const forgetAfter = time.Minute
+
+// Replicator ships counter states from this owner to the partitions'
+// replicas. Enqueue is safe from any goroutine; Run is the one goroutine
+// that owns the destinations' queues.
+type Replicator struct {
+	cfg   Config
+	t     Transport
+	place Placement
+	log   *slog.Logger
+	now   func() time.Time
+	kick  chan struct{}
+
+	mu  sync.Mutex // guards cur only; held for O(batch) in Enqueue, O(1) in flush and Stats
+	cur *inbox
+
+	running     atomic.Bool
+	sent        atomic.Uint64
+	failed      atomic.Uint64
+	dropped     atomic.Uint64
+	flushOldest atomic.Int64 // oldest change taken out of the inbox and not yet queued per destination
+	flushLen    atomic.Int64 // how many such changes
+	destOldest  atomic.Int64 // oldest change queued or in flight for any destination
+	destPending atomic.Int64
+
+	statsMu     sync.Mutex
+	lastSuccess map[string]time.Time
+
+	// Owned by the goroutine in Run.
+	spare   *inbox
+	dests   map[string]*dest
+	places  map[uint32][]string // per-flush Placement cache
+	results chan result
+	wg      sync.WaitGroup
+}
+
+// dest is one destination's queue; owned by Run.
+type dest struct {
+	id             string
+	pending        map[uint64]State // newest state per id, not yet sent
+	pendingOldest  int64
+	inflight       int // states in the one outstanding send; 0 when none
+	inflightOldest int64
+	retried        bool // pending holds refused states: re-check placement before resending
+	failing        bool
+	lastActive     int64
+}
+
+type result struct {
+	d      *dest
+	sent   int
+	failed []State // unsent remainder when err != nil
+	err    error
+}
+
+// NewReplicator checks cfg and returns a Replicator; call Run to ship.
+func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if t == nil || p == nil {
+		return nil, fmt.Errorf("%w: Transport and Placement are required", ErrNilDependency)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Replicator{
+		cfg:         cfg,
+		t:           t,
+		place:       p,
+		log:         cfg.Logger,
+		now:         cfg.Now,
+		kick:        make(chan struct{}, 1),
+		cur:         newInbox(),
+		spare:       newInbox(),
+		lastSuccess: make(map[string]time.Time),
+		dests:       make(map[string]*dest),
+		places:      make(map[uint32][]string),
+		results:     make(chan result),
+	}, nil
+}
+
+// Enqueue records changed counter states for shipping. It never blocks on
+// Run or the network: it copies what it keeps (Log included), coalesces by
+// counter id until the next flush (the latest state wins), and when
+// QueueLen distinct ids are waiting it evicts the oldest one and counts it
+// in Dropped. It may be called concurrently and while Run is not running.
+func (r *Replicator) Enqueue(states []State) {
+	if len(states) == 0 {
+		return
+	}
+	since := r.now().UnixNano()
+	var evicted uint64
+	r.mu.Lock()
+	b := r.cur
+	for i := range states {
+		if b.push(&states[i], since, r.cfg.QueueLen) {
+			evicted++
+		}
+	}
+	full := b.n >= r.cfg.MaxBatch
+	r.mu.Unlock()
+	if evicted > 0 {
+		r.dropped.Add(evicted)
+	}
+	if full {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run ships pending changes every Interval (or as soon as MaxBatch are
+// pending) until ctx is done, then waits for its sends to return and
+// returns nil. Each destination has at most one send in flight, so a slow
+// or dead destination delays only itself; states it refuses are retried at
+// the next flush, replaced by any newer change to the same counter.
+// Only one Run may be active at a time (ErrRunning otherwise).
+func (r *Replicator) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer r.running.Store(false)
+	tick := time.NewTicker(r.cfg.Interval)
+	defer tick.Stop()
+	inflight := 0
+	for {
+		select {
+		case <-ctx.Done():
+			for ; inflight > 0; inflight-- {
+				r.finish(<-r.results)
+			}
+			r.wg.Wait()
+			r.publish()
+			return nil
+		case <-tick.C:
+			inflight += r.flush(ctx)
+		case <-r.kick:
+			inflight += r.flush(ctx)
+		case res := <-r.results:
+			inflight--
+			r.finish(res)
+		}
+	}
+}
+
+// flush moves the inbox into the destinations' queues and starts a send to
+// every destination that has none in flight. It returns the sends started.
+func (r *Replicator) flush(ctx context.Context) (started int) {
+	now := r.now().UnixNano()
+	r.mu.Lock()
+	b := r.cur
+	r.cur, r.spare = r.spare, b
+	r.flushOldest.Store(b.oldest())
+	r.flushLen.Store(int64(b.n))
+	r.mu.Unlock()
+
+	clear(r.places)
+	var dropped uint64
+	for i := 0; i < b.n; i++ {
+		sl := b.at(i)
+		for _, to := range r.placement(sl.st.Partition) {
+			d := r.dests[to]
+			if d == nil {
+				d = &dest{id: to, pending: make(map[uint64]State)}
+				r.dests[to] = d
+			}
+			d.lastActive = now
+			if !d.add(sl.st, sl.since, r.cfg.QueueLen) {
+				dropped++
+			}
+		}
+	}
+	b.reset()
+	if dropped > 0 {
+		r.dropped.Add(dropped)
+	}
+
+	for id, d := range r.dests {
+		if d.inflight > 0 {
+			continue
+		}
+		if len(d.pending) == 0 {
+			if now-d.lastActive > int64(forgetAfter) {
+				delete(r.dests, id)
+				r.statsMu.Lock()
+				delete(r.lastSuccess, id)
+				r.statsMu.Unlock()
+			}
+			continue
+		}
+		batch := make([]State, 0, len(d.pending))
+		for _, st := range d.pending {
+			if d.retried && !r.placedAt(st.Partition, d.id) {
+				continue // the partition moved away while the send was failing
+			}
+			batch = append(batch, st)
+		}
+		oldest := d.pendingOldest
+		clear(d.pending)
+		d.pendingOldest, d.retried = 0, false
+		if len(batch) == 0 {
+			continue
+		}
+		d.inflight, d.inflightOldest = len(batch), oldest
+		r.wg.Add(1)
+		go r.send(ctx, d, batch)
+		started++
+	}
+	r.publish()
+	r.flushOldest.Store(0)
+	r.flushLen.Store(0)
+	return started
+}
+
+// placement returns the partition's destinations without Self, cached for
+// the current flush.
+func (r *Replicator) placement(p uint32) []string {
+	if to, ok := r.places[p]; ok {
+		return to
+	}
+	var to []string
+	for _, id := range r.place(p) {
+		if id != r.cfg.Self && id != "" {
+			to = append(to, id)
+		}
+	}
+	r.places[p] = to
+	return to
+}
+
+func (r *Replicator) placedAt(p uint32, id string) bool {
+	for _, to := range r.placement(p) {
+		if to == id {
+			return true
+		}
+	}
+	return false
+}
+
+// add queues st unless the queue is full of other ids.
+func (d *dest) add(st State, since int64, maxLen int) bool {
+	if _, ok := d.pending[st.ID]; !ok && len(d.pending) >= maxLen {
+		return false
+	}
+	d.pending[st.ID] = st
+	d.pendingOldest = minTime(d.pendingOldest, since)
+	return true
+}
+
+// send runs in its own goroutine, one per destination at a time, and
+// reports to Run. It reads only d.id, which never changes.
+func (r *Replicator) send(ctx context.Context, d *dest, batch []State) {
+	defer r.wg.Done()
+	res := result{d: d}
+	for len(batch) > 0 {
+		n := min(len(batch), r.cfg.MaxBatch)
+		sctx, cancel := context.WithTimeout(ctx, r.cfg.SendTimeout)
+		err := r.t.Replicate(sctx, d.id, r.cfg.Self, batch[:n])
+		cancel()
+		if err != nil {
+			res.err, res.failed = err, batch
+			break
+		}
+		res.sent += n
+		batch = batch[n:]
+	}
+	r.results <- res
+}
+
+// finish records a send's outcome; refused states go back to the queue
+// unless a newer state for the same id is already waiting.
+func (r *Replicator) finish(res result) {
+	d := res.d
+	since := d.inflightOldest
+	d.inflight, d.inflightOldest = 0, 0
+	r.sent.Add(uint64(res.sent))
+	if res.err == nil {
+		now := r.now()
+		r.statsMu.Lock()
+		r.lastSuccess[d.id] = now
+		r.statsMu.Unlock()
+		if d.failing {
+			d.failing = false
+			r.log.Info("replication: destination recovered", "to", d.id)
+		}
+		r.publish()
+		return
+	}
+	r.failed.Add(uint64(len(res.failed)))
+	if !d.failing {
+		d.failing = true
+		r.log.Warn("replication: send failed; retrying with newest states", "to", d.id, "states", len(res.failed), "err", res.err)
+	}
+	var dropped uint64
+	for _, st := range res.failed {
+		if _, newer := d.pending[st.ID]; newer {
+			continue
+		}
+		if !d.add(st, since, r.cfg.QueueLen) {
+			dropped++
+		}
+	}
+	// The refused changes stay unshipped even where a newer one replaced them.
+	d.pendingOldest = minTime(d.pendingOldest, since)
+	d.retried = true
+	if dropped > 0 {
+		r.dropped.Add(dropped)
+	}
+	r.publish()
+}
+
+// publish exposes Run's view for Stats.
+func (r *Replicator) publish() {
+	var oldest, pending int64
+	for _, d := range r.dests {
+		oldest = minTime(oldest, d.pendingOldest)
+		oldest = minTime(oldest, d.inflightOldest)
+		pending += int64(len(d.pending) + d.inflight)
+	}
+	r.destOldest.Store(oldest)
+	r.destPending.Store(pending)
+}
+
+// Stats returns a snapshot; safe from any goroutine.
+func (r *Replicator) Stats() ReplStats {
+	r.mu.Lock()
+	n, oldest := r.cur.n, r.cur.oldest()
+	n += int(r.flushLen.Load())
+	oldest = minTime(oldest, r.flushOldest.Load())
+	r.mu.Unlock()
+	oldest = minTime(oldest, r.destOldest.Load())
+	s := ReplStats{
+		Pending: n + int(r.destPending.Load()),
+		Sent:    r.sent.Load(),
+		Failed:  r.failed.Load(),
+		Dropped: r.dropped.Load(),
+	}
+	if oldest != 0 {
+		s.Lag = max(0, time.Duration(r.now().UnixNano()-oldest))
+	}
+	r.statsMu.Lock()
+	s.LastSuccess = make(map[string]time.Time, len(r.lastSuccess))
+	for id, t := range r.lastSuccess {
+		s.LastSuccess[id] = t
+	}
+	r.statsMu.Unlock()
+	return s
+}
+
+// minTime is the earlier of two unix-ns stamps where 0 means "none".
+func minTime(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}

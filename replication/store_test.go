@@ -1,0 +1,89 @@
+package replication
+
+import (
+	"context"
+	"reflect"
+	"testing"
+)
+
+func TestStoreApplyTakePeekDrop(t *testing.T) {
+	s := NewStore()
+	if s.Len() != 0 || s.Partitions() != 0 {
+		t.Fatal("new store not empty")
+	}
+	log := []int64{5, 6}
+	s.Apply("n1", []State{st(1, 20, 1), st(1, 10, 1), st(2, 30, 1), {Partition: 3, ID: 40, Log: log}})
+	s.Apply("n1", []State{st(1, 10, 2)}) // newest by arrival wins
+	s.Apply("n2", []State{st(2, 31, 1)})
+	log[0] = 99 // Apply copied it
+	if s.Len() != 5 || s.Partitions() != 3 {
+		t.Fatalf("Len %d Partitions %d, want 5 and 3", s.Len(), s.Partitions())
+	}
+	if from, ok := s.From(2); !ok || from != "n2" {
+		t.Errorf("From(2) = %q %v, want n2", from, ok)
+	}
+	if _, ok := s.From(9); ok {
+		t.Error("From of an unknown partition")
+	}
+
+	peek := s.Peek([]uint32{3, 1, 1, 9})
+	want := []State{{Partition: 3, ID: 40, Log: []int64{5, 6}}, st(1, 10, 2), st(1, 20, 1)}
+	if !reflect.DeepEqual(peek, want) {
+		t.Fatalf("Peek = %+v\nwant %+v", peek, want)
+	}
+	peek[0].Log[0] = -1 // Peek returns copies
+	if again := s.Peek([]uint32{3}); again[0].Log[0] != 5 {
+		t.Errorf("Peek result aliases the store: %v", again[0].Log)
+	}
+	if s.Len() != 5 {
+		t.Errorf("Peek removed states: Len %d", s.Len())
+	}
+
+	took := s.Take([]uint32{1})
+	if !reflect.DeepEqual(took, []State{st(1, 10, 2), st(1, 20, 1)}) {
+		t.Errorf("Take(1) = %+v", took)
+	}
+	if got := s.Take([]uint32{1}); len(got) != 0 {
+		t.Errorf("second Take(1) = %+v, want nothing", got)
+	}
+	if s.Len() != 3 || s.Partitions() != 2 {
+		t.Errorf("after Take: Len %d Partitions %d, want 3 and 2", s.Len(), s.Partitions())
+	}
+
+	s.Drop([]uint32{2, 7})
+	if s.Len() != 1 || s.Partitions() != 1 {
+		t.Errorf("after Drop: Len %d Partitions %d, want 1 and 1", s.Len(), s.Partitions())
+	}
+	if got := s.Peek([]uint32{2}); len(got) != 0 {
+		t.Errorf("dropped partition still has %+v", got)
+	}
+}
+
+// TestReplicatorToStore runs the real owner and replica sides together over
+// an in-process link.
+func TestReplicatorToStore(t *testing.T) {
+	replica := NewStore()
+	p := &places{m: map[uint32][]string{4: {"r"}}}
+	r, err := NewReplicator(testConfig(), storeLink{"r": replica}, p.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, r)
+	r.Enqueue([]State{st(4, 1, 1), st(4, 2, 1)})
+	r.Enqueue([]State{st(4, 1, 2)})
+	waitFor(t, "replica holds both", func() bool { return replica.Len() == 2 && r.Stats().Pending == 0 })
+	got := replica.Take([]uint32{4})
+	if !reflect.DeepEqual(got, []State{st(4, 1, 2), st(4, 2, 1)}) {
+		t.Errorf("promoted %+v", got)
+	}
+	if from, _ := replica.From(4); from != "" {
+		t.Errorf("From after Take = %q", from)
+	}
+}
+
+type storeLink map[string]*Store
+
+func (l storeLink) Replicate(_ context.Context, to, from string, states []State) error {
+	l[to].Apply(from, states)
+	return nil
+}

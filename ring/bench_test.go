@@ -1,0 +1,43 @@
+package ring
+
+import (
+	"fmt"
+	"testing"
+)
+
+func BenchmarkOwner(b *testing.B) {
+	r := mustNew(b, ids(0, 5), DefaultConfig())
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("apikey:ak_%d", i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = r.Owner(keys[i&1023])
+		i++
+	}
+}
+
+func BenchmarkNew(b *testing.B) {
+	for _, n := range []int{5, 50} {
+		members := ids(0, n)
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := New(members, DefaultConfig()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDiff(b *testing.B) {
+	old := mustNew(b, ids(0, 5), DefaultConfig())
+	new := mustNew(b, ids(0, 6), DefaultConfig())
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Diff(old, new)
+	}
+}

@@ -1,0 +1,127 @@
+package ring
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestDiffFromNothing(t *testing.T) {
+	r := mustNew(t, []string{"a", "b", "c"}, DefaultConfig())
+	moves := Diff(nil, r)
+	if len(moves) != 271 {
+		t.Fatalf("Diff(nil, r) has %d moves, want all 271 partitions", len(moves))
+	}
+	for i, m := range moves {
+		if m.Partition != uint32(i) || m.OldOwner != "" || m.OldReplicas != nil {
+			t.Fatalf("move %d = %+v, want partition %d from nothing", i, m, i)
+		}
+		if m.NewOwner != r.PartitionOwner(m.Partition) || !slices.Equal(m.NewReplicas, r.PartitionReplicas(m.Partition)) {
+			t.Fatalf("move %+v disagrees with the ring", m)
+		}
+		if !m.OwnerChanged() || !slices.Equal(m.Gained(), m.NewReplicas) || m.Lost() != nil {
+			t.Fatalf("move %+v: Gained %v Lost %v", m, m.Gained(), m.Lost())
+		}
+	}
+	if got := Diff(nil, mustNew(t, nil, DefaultConfig())); got != nil {
+		t.Errorf("Diff(nil, empty) = %v, want nothing", got)
+	}
+	if got := Diff(nil, nil); got != nil {
+		t.Errorf("Diff(nil, nil) = %v", got)
+	}
+}
+
+func TestDiffToNothing(t *testing.T) {
+	r := mustNew(t, []string{"a", "b"}, DefaultConfig())
+	for _, to := range []*Ring{nil, mustNew(t, nil, DefaultConfig())} {
+		moves := Diff(r, to)
+		if len(moves) != 271 {
+			t.Fatalf("Diff(r, empty) has %d moves, want 271", len(moves))
+		}
+		for _, m := range moves {
+			if m.NewOwner != "" || m.NewReplicas != nil || !slices.Equal(m.Lost(), m.OldReplicas) {
+				t.Fatalf("move %+v should lose everything", m)
+			}
+		}
+	}
+}
+
+func TestDiffSameMembersIsEmpty(t *testing.T) {
+	a := mustNew(t, []string{"x", "y", "z"}, DefaultConfig())
+	b := mustNew(t, []string{"z", "x", "y"}, DefaultConfig())
+	if d := Diff(a, b); d != nil {
+		t.Fatalf("Diff of the same member set = %d moves", len(d))
+	}
+}
+
+// TestDiffListsExactlyTheChanges walks every partition of a join and a
+// leave: a partition is listed iff its owner or replica list differs, and
+// the move carries both sides as the rings report them.
+func TestDiffListsExactlyTheChanges(t *testing.T) {
+	cfg := Config{Replicas: 3}
+	members := ids(0, 6)
+	steps := []struct{ from, to []string }{
+		{members[:5], members}, // node-5 joins
+		{members, append(slices.Clone(members[:2]), members[3:]...)}, // node-2 leaves
+	}
+	for _, st := range steps {
+		old, new := mustNew(t, st.from, cfg), mustNew(t, st.to, cfg)
+		moves := Diff(old, new)
+		byPart := map[uint32]Move{}
+		for i, m := range moves {
+			if i > 0 && moves[i-1].Partition >= m.Partition {
+				t.Fatalf("moves not in ascending partition order at %d", i)
+			}
+			byPart[m.Partition] = m
+		}
+		ownerMoves := 0
+		for p := range uint32(271) {
+			oldR, newR := old.PartitionReplicas(p), new.PartitionReplicas(p)
+			m, listed := byPart[p]
+			if changed := !slices.Equal(oldR, newR); changed != listed {
+				t.Fatalf("partition %d: replicas %v -> %v, listed=%v", p, oldR, newR, listed)
+			}
+			if !listed {
+				continue
+			}
+			if m.OldOwner != oldR[0] || m.NewOwner != newR[0] || !slices.Equal(m.OldReplicas, oldR) || !slices.Equal(m.NewReplicas, newR) {
+				t.Fatalf("move %+v, rings say %v -> %v", m, oldR, newR)
+			}
+			for _, id := range m.Gained() {
+				if slices.Contains(oldR, id) || !slices.Contains(newR, id) {
+					t.Fatalf("move %+v: Gained %v wrong", m, m.Gained())
+				}
+			}
+			for _, id := range m.Lost() {
+				if !slices.Contains(oldR, id) || slices.Contains(newR, id) {
+					t.Fatalf("move %+v: Lost %v wrong", m, m.Lost())
+				}
+			}
+			if m.OwnerChanged() {
+				ownerMoves++
+			}
+		}
+		if ownerMoves == 0 || len(moves) < ownerMoves {
+			t.Fatalf("%d moves, %d owner changes: a membership change should move something", len(moves), ownerMoves)
+		}
+	}
+}
+
+func TestDiffMovesDoNotAliasRings(t *testing.T) {
+	old := mustNew(t, ids(0, 2), DefaultConfig())
+	new := mustNew(t, ids(0, 3), DefaultConfig())
+	m := Diff(old, new)[0]
+	want := new.PartitionReplicas(m.Partition)
+	m.NewReplicas[0] = "mutated"
+	if got := new.PartitionReplicas(m.Partition); !slices.Equal(got, want) {
+		t.Fatalf("mutating a Move changed the ring: %v", got)
+	}
+}
+
+func TestDiffDifferentPartitionCountsPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Diff of rings with different partition counts did not panic")
+		}
+	}()
+	Diff(mustNew(t, []string{"a"}, Config{PartitionCount: 7}), mustNew(t, []string{"a"}, DefaultConfig()))
+}

@@ -1,0 +1,114 @@
+package rulesraft
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a Store. Build it from DefaultConfig and set ID and
+// DataDir at least.
+type Config struct {
+	// ID names this member in the Raft group; it must be unique and stable.
+	ID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// BindAddr is the Raft TCP listen address; port 0 picks a free port
+	// (Store.Addr reports it).
+	BindAddr string
+	// AdvertiseAddr is the address peers dial, when it differs from
+	// BindAddr (needed when binding 0.0.0.0). It needs a real port.
+	AdvertiseAddr string
+
+	// HistoryLimit is how many versions are kept for history, diff and
+	// rollback. It must be equal on every member of the group.
+	HistoryLimit int
+	// ApplyTimeout bounds Apply, Barrier and membership changes when the
+	// context has no earlier deadline.
+	ApplyTimeout time.Duration
+
+	// Raft timing, sized for a LAN.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold is how many log entries trigger a snapshot, checked
+	// every SnapshotInterval; TrailingLogs entries stay after one.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	// VoterGrace is how long a voter may be missing from Reconcile's alive
+	// list before a healthy non-voter is promoted in its place.
+	VoterGrace time.Duration
+
+	// Logger receives Store and Raft logs; nil discards them.
+	Logger *slog.Logger
+	// Clock stamps commands and times missing voters; nil means time.Now.
+	Clock func() time.Time
+}
+
+// DefaultConfig returns the defaults: loopback with a free port, 1,000
+// versions of history, LAN timing (500ms heartbeat and election, 250ms
+// leader lease) and a 30s voter grace.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:           "127.0.0.1:0",
+		HistoryLimit:       DefaultHistoryLimit,
+		ApplyTimeout:       5 * time.Second,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		SnapshotThreshold:  1024,
+		SnapshotInterval:   30 * time.Second,
+		TrailingLogs:       1024,
+		VoterGrace:         30 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c, wrapping ErrConfig.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.ID == "":
+		return bad("ID is empty")
+	case c.DataDir == "":
+		return bad("DataDir is empty")
+	case c.HistoryLimit < 1:
+		return bad("HistoryLimit %d must be at least 1", c.HistoryLimit)
+	case c.ApplyTimeout <= 0:
+		return bad("ApplyTimeout must be positive")
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout %s is below 5ms", c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout %s must be between 5ms and HeartbeatTimeout", c.LeaderLeaseTimeout)
+	case c.SnapshotThreshold < 1:
+		return bad("SnapshotThreshold must be at least 1")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval %s is below 5ms", c.SnapshotInterval)
+	case c.VoterGrace <= 0:
+		return bad("VoterGrace must be positive")
+	}
+	bind, err := net.ResolveTCPAddr("tcp", c.BindAddr)
+	if err != nil {
+		return bad("BindAddr %q: %v", c.BindAddr, err)
+	}
+	if c.AdvertiseAddr == "" {
+		if bind.IP == nil || bind.IP.IsUnspecified() {
+			return bad("BindAddr %q listens on every address; set AdvertiseAddr", c.BindAddr)
+		}
+		return nil
+	}
+	adv, err := net.ResolveTCPAddr("tcp", c.AdvertiseAddr)
+	if err != nil {
+		return bad("AdvertiseAddr %q: %v", c.AdvertiseAddr, err)
+	}
+	if adv.IP == nil || adv.IP.IsUnspecified() || adv.Port == 0 {
+		return bad("AdvertiseAddr %q needs a host and a port", c.AdvertiseAddr)
+	}
+	return nil
+}

@@ -1,0 +1,459 @@
+package rulesraft
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/weirlimit/weir/rulesraft/rules"
+)
+
+// DefaultHistoryLimit is how many versions the FSM keeps when none is set.
+const DefaultHistoryLimit = 1000
+
+var _ raft.FSM = (*FSM)(nil)
+
+// HistoryEntry describes one version: who made it, when (the leader's stamp)
+// and what it did.
+type HistoryEntry struct {
+	Version uint64    `json:"version"`
+	Author  string    `json:"author,omitempty"`
+	At      time.Time `json:"at"`
+	Summary string    `json:"summary"`
+}
+
+// version is one immutable state of the rule set. Rules and overrides are
+// held by pointer so consecutive versions share every rule they did not
+// change, and a slice that did not change at all is shared whole.
+type version struct {
+	HistoryEntry
+	prev      uint64            // the version this one was made from (0: none)
+	rules     []*rules.Rule     // sorted by ID; never mutated once published
+	overrides []*rules.Override // sorted by Rule, Key; never mutated once published
+}
+
+func (v *version) set() *rules.Set {
+	s := &rules.Set{Version: v.Version}
+	if len(v.rules) > 0 {
+		s.Rules = make([]rules.Rule, len(v.rules))
+		for i, r := range v.rules {
+			s.Rules[i] = *r
+		}
+	}
+	if len(v.overrides) > 0 {
+		s.Overrides = make([]rules.Override, len(v.overrides))
+		for i, o := range v.overrides {
+			s.Overrides[i] = *o
+		}
+	}
+	return s
+}
+
+// FSM is the Raft state machine holding the rule set, overrides and their
+// history. Raft calls Apply, Snapshot and Restore from one goroutine; every
+// other method may be called from any goroutine.
+type FSM struct {
+	limit int
+	cur   atomic.Pointer[rules.Set] // published copy of head, read without locks
+
+	mu      sync.RWMutex
+	head    *version      // the current state; version 0 before any command
+	hist    []*version    // ascending by Version, at most limit; last is head
+	changed chan struct{} // closed and replaced whenever head changes
+}
+
+// NewFSM returns an empty FSM (version 0) that keeps historyLimit versions
+// (DefaultHistoryLimit when historyLimit <= 0). Every member of one Raft
+// group must use the same limit: whether a rollback target still exists is
+// decided from the local history.
+func NewFSM(historyLimit int) *FSM {
+	if historyLimit <= 0 {
+		historyLimit = DefaultHistoryLimit
+	}
+	f := &FSM{limit: historyLimit, head: &version{}, changed: make(chan struct{})}
+	f.cur.Store(f.head.set())
+	return f
+}
+
+// Current returns the current rule set. It must not be modified.
+func (f *FSM) Current() *rules.Set { return f.cur.Load() }
+
+// History returns up to limit entries, newest first (all when limit <= 0).
+func (f *FSM) History(limit int) []HistoryEntry {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := len(f.hist)
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	out := make([]HistoryEntry, 0, n)
+	for i := len(f.hist) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, f.hist[i].HistoryEntry)
+	}
+	return out
+}
+
+// SetAt returns the rule set as it was at version v: ErrVersionGone when v
+// is older than the kept history, ErrNotFound when no command made v.
+func (f *FSM) SetAt(v uint64) (*rules.Set, error) {
+	f.mu.RLock()
+	ver, err := f.lookupLocked(v)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return ver.set(), nil
+}
+
+// lookupLocked finds version v in the history. Version 0 is the empty
+// state while no command has been applied yet.
+func (f *FSM) lookupLocked(v uint64) (*version, error) {
+	if v == f.head.Version {
+		return f.head, nil
+	}
+	if v > f.head.Version {
+		return nil, fmt.Errorf("%w: version %d is newer than current %d", ErrNotFound, v, f.head.Version)
+	}
+	if len(f.hist) == 0 || v < f.hist[0].Version {
+		return nil, fmt.Errorf("%w: version %d", ErrVersionGone, v)
+	}
+	i, ok := slices.BinarySearchFunc(f.hist, v, func(e *version, t uint64) int { return cmp.Compare(e.Version, t) })
+	if !ok {
+		return nil, fmt.Errorf("%w: no version %d", ErrNotFound, v)
+	}
+	return f.hist[i], nil
+}
+
+// Apply applies one committed log entry. It returns a Result; a rejected
+// command changes nothing.
+func (f *FSM) Apply(l *raft.Log) any {
+	c, err := decodeCommand(l.Data)
+	if err != nil {
+		return Result{Version: f.Current().Version, Err: err}
+	}
+	at := c.At
+	if at.IsZero() {
+		at = l.AppendedAt
+	}
+	f.mu.RLock()
+	head := f.head
+	next, err := transition(head, c, l.Index, at, f.lookupLocked)
+	f.mu.RUnlock()
+	if err != nil {
+		return Result{Version: head.Version, Err: err}
+	}
+	if next == nil { // a noop that pruned nothing
+		return Result{Version: head.Version}
+	}
+	f.mu.Lock()
+	f.hist = append(f.hist, next)
+	if over := len(f.hist) - f.limit; over > 0 {
+		n := copy(f.hist, f.hist[over:])
+		clear(f.hist[n:])
+		f.hist = f.hist[:n]
+	}
+	f.publishLocked(next)
+	f.mu.Unlock()
+	return Result{Version: next.Version}
+}
+
+// publishLocked makes v the current state and wakes every waiter.
+func (f *FSM) publishLocked(v *version) {
+	f.head = v
+	f.cur.Store(v.set())
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// transition computes the version command c makes at log index idx, or an
+// error and no change. It returns nil, nil for a noop that changed nothing.
+// It is pure: at is the only time it reads.
+func transition(head *version, c Command, idx uint64, at time.Time, lookup func(uint64) (*version, error)) (*version, error) {
+	if idx <= head.Version {
+		return nil, fmt.Errorf("%w: log index %d is not after version %d", ErrInvalid, idx, head.Version)
+	}
+	rs, ovs := head.rules, head.overrides
+	var summary string
+	var err error
+	switch c.Op {
+	case OpApply:
+		rs, ovs, summary, err = applyRules(head, c)
+	case OpDeleteRule:
+		rs, ovs, summary, err = deleteRule(head, c.ID)
+	case OpSetOverride:
+		ovs, summary, err = setOverride(head, c.Override, at)
+	case OpDeleteOverride:
+		ovs, summary, err = deleteOverride(head, c.Rule, c.Key)
+	case OpRollback:
+		var old *version
+		if old, err = lookup(c.Version); err == nil {
+			rs, ovs = old.rules, old.overrides
+			summary = fmt.Sprintf("rollback to version %d", c.Version)
+		}
+	case OpNoop:
+	default:
+		err = fmt.Errorf("%w: unknown op %q", ErrInvalid, c.Op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ovs, pruned := pruneExpired(ovs, at)
+	if pruned > 0 {
+		summary = joinSummary(summary, fmt.Sprintf("%d expired override(s) pruned", pruned))
+	}
+	if c.Op == OpNoop && pruned == 0 {
+		return nil, nil
+	}
+	return &version{
+		HistoryEntry: HistoryEntry{Version: idx, Author: c.Author, At: at, Summary: summary},
+		prev:         head.Version,
+		rules:        rs,
+		overrides:    ovs,
+	}, nil
+}
+
+func joinSummary(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func findRule(rs []*rules.Rule, id string) (int, bool) {
+	return slices.BinarySearchFunc(rs, id, func(r *rules.Rule, id string) int { return strings.Compare(r.ID, id) })
+}
+
+func cmpOverride(a *rules.Override, rule, key string) int {
+	if c := strings.Compare(a.Rule, rule); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, key)
+}
+
+func findOverride(ovs []*rules.Override, rule, key string) (int, bool) {
+	return slices.BinarySearchFunc(ovs, rule, func(o *rules.Override, r string) int { return cmpOverride(o, r, key) })
+}
+
+// keepOverridesOf drops overrides whose rule is not in rs; it returns ovs
+// itself when none is dropped.
+func keepOverridesOf(ovs []*rules.Override, rs []*rules.Rule) []*rules.Override {
+	drop := 0
+	for _, o := range ovs {
+		if _, ok := findRule(rs, o.Rule); !ok {
+			drop++
+		}
+	}
+	if drop == 0 {
+		return ovs
+	}
+	out := make([]*rules.Override, 0, len(ovs)-drop)
+	for _, o := range ovs {
+		if _, ok := findRule(rs, o.Rule); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, string, error) {
+	if len(c.Rules) == 0 && !c.ReplaceAll {
+		return nil, nil, "", fmt.Errorf("%w: apply needs at least one rule", ErrInvalid)
+	}
+	given := make([]rules.Rule, len(c.Rules))
+	for i, r := range c.Rules {
+		given[i] = rules.Normalize(r)
+	}
+	// Validate in the order sent, so problems name the caller's indexes
+	// (this also rejects a rule id sent twice).
+	if err := rules.Validate(given); err != nil {
+		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	incoming := make(map[string]rules.Rule, len(given))
+	for _, r := range given {
+		incoming[r.ID] = r
+	}
+	old := make(map[string]*rules.Rule, len(head.rules))
+	for _, r := range head.rules {
+		old[r.ID] = r
+	}
+	merged := make([]rules.Rule, 0, len(head.rules)+len(incoming))
+	if !c.ReplaceAll {
+		for _, r := range head.rules {
+			if _, replaced := incoming[r.ID]; !replaced {
+				merged = append(merged, *r)
+			}
+		}
+	}
+	for _, r := range incoming {
+		merged = append(merged, r)
+	}
+	slices.SortFunc(merged, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
+	if err := rules.Validate(merged); err != nil {
+		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+
+	var added, changed, removed []string
+	rs := make([]*rules.Rule, len(merged))
+	same := len(merged) == len(head.rules)
+	for i := range merged {
+		r := merged[i]
+		p, ok := old[r.ID]
+		switch {
+		case ok && *p == r:
+			rs[i] = p
+		case ok:
+			rs[i] = &r
+			changed = append(changed, r.ID)
+		default:
+			rs[i] = &r
+			added = append(added, r.ID)
+		}
+		same = same && rs[i] == head.rules[i]
+	}
+	for _, r := range head.rules {
+		if _, ok := findRule(rs, r.ID); !ok {
+			removed = append(removed, r.ID)
+		}
+	}
+	if same {
+		rs = head.rules
+	}
+	slices.Sort(added)
+	slices.Sort(changed)
+	verb := "apply"
+	if c.ReplaceAll {
+		verb = "replace all"
+	}
+	summary := fmt.Sprintf("%s %d rule(s): %s", verb, len(c.Rules), describe(added, changed, removed))
+	return rs, keepOverridesOf(head.overrides, rs), summary, nil
+}
+
+func describe(added, changed, removed []string) string {
+	var parts []string
+	list := func(verb string, ids []string) {
+		if len(ids) == 0 {
+			return
+		}
+		const show = 5
+		s := strings.Join(ids[:min(len(ids), show)], ", ")
+		if len(ids) > show {
+			s += fmt.Sprintf(" and %d more", len(ids)-show)
+		}
+		parts = append(parts, verb+" "+s)
+	}
+	list("added", added)
+	list("changed", changed)
+	list("removed", removed)
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func deleteRule(head *version, id string) ([]*rules.Rule, []*rules.Override, string, error) {
+	i, ok := findRule(head.rules, id)
+	if !ok {
+		return nil, nil, "", fmt.Errorf("%w: rule %q", ErrNotFound, id)
+	}
+	rs := slices.Delete(slices.Clone(head.rules), i, i+1)
+	return rs, keepOverridesOf(head.overrides, rs), fmt.Sprintf("delete rule %s", id), nil
+}
+
+func setOverride(head *version, o *rules.Override, at time.Time) ([]*rules.Override, string, error) {
+	if o == nil {
+		return nil, "", fmt.Errorf("%w: set_override without an override", ErrInvalid)
+	}
+	ov := *o
+	if err := ov.Validate(); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ri, ok := findRule(head.rules, ov.Rule)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: override for unknown rule %q", ErrNotFound, ov.Rule)
+	}
+	if err := ov.ValidateFor(*head.rules[ri]); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if !ov.Active(at) {
+		return nil, "", fmt.Errorf("%w: override for %s/%s expired at %s", ErrInvalid, ov.Rule, ov.Key, ov.ExpiresAt.Format(time.RFC3339))
+	}
+	i, ok := findOverride(head.overrides, ov.Rule, ov.Key)
+	ovs := slices.Clone(head.overrides)
+	if ok {
+		ovs[i] = &ov
+	} else {
+		ovs = slices.Insert(ovs, i, &ov)
+	}
+	return ovs, fmt.Sprintf("set override %s for %s", ov.Rule, ov.Key), nil
+}
+
+func deleteOverride(head *version, rule, key string) ([]*rules.Override, string, error) {
+	i, ok := findOverride(head.overrides, rule, key)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: override %s for %s", ErrNotFound, rule, key)
+	}
+	return slices.Delete(slices.Clone(head.overrides), i, i+1), fmt.Sprintf("delete override %s for %s", rule, key), nil
+}
+
+// pruneExpired drops overrides no longer active at at; it returns ovs itself
+// when none is dropped.
+func pruneExpired(ovs []*rules.Override, at time.Time) ([]*rules.Override, int) {
+	n := 0
+	for _, o := range ovs {
+		if !o.Active(at) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ovs, 0
+	}
+	out := make([]*rules.Override, 0, len(ovs)-n)
+	for _, o := range ovs {
+		if o.Active(at) {
+			out = append(out, o)
+		}
+	}
+	return out, n
+}
+
+// Snapshot captures the current state and history. The history entries are
+// immutable, so copying the slice is enough; Persist encodes it later on
+// Raft's snapshot goroutine.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{hist: slices.Clone(f.hist)}, nil
+}
+
+// Restore replaces the whole state with a snapshot written by Persist.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var file snapshotFile
+	if err := json.NewDecoder(rc).Decode(&file); err != nil {
+		return fmt.Errorf("rulesraft: restore snapshot: %w", err)
+	}
+	hist, err := file.decode()
+	if err != nil {
+		return err
+	}
+	if over := len(hist) - f.limit; over > 0 {
+		hist = slices.Clone(hist[over:])
+	}
+	head := &version{}
+	if len(hist) > 0 {
+		head = hist[len(hist)-1]
+	}
+	f.mu.Lock()
+	f.hist = hist
+	f.publishLocked(head)
+	f.mu.Unlock()
+	return nil
+}

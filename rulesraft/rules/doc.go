@@ -1,0 +1,28 @@
+// Package rules is Weir's pure rule model: the rules and overrides admins
+// write, their parsing from rules.yaml, validation, defaults, matching of
+// requests to rules, and the diff shown by `weir rules diff`.
+//
+// It does no I/O, reads no clock (Override.Active takes now) and holds no
+// package-level mutable state, so a gateway links it without linking Raft;
+// the Raft FSM in the parent package stores these types.
+//
+// Invariants:
+//   - ParseFile takes or refuses a file as a whole; a refusal is a
+//     *ValidationError listing every problem with its line and field, and
+//     errors.Is(err, ErrInvalid) holds for every validation error.
+//   - A rule that passes Validate yields a bucket.Limit that passes
+//     bucket.Limit.Validate(MaxLogLimit).
+//   - Zero fields mean defaults (Normalize writes them out). A burst of 0
+//     means "equal to rate"; YAML cannot tell "burst: 0" from an absent
+//     burst, so an explicit 0 is not an error. A timeout of 0 means 5ms.
+//   - A Matcher is immutable once Compile returns: Match is safe from any
+//     number of goroutines, does not allocate when dst has room, and the
+//     *Rule pointers it returns must not be written through.
+//   - Route patterns: exact segments, whole-segment {param}, and "*" only as
+//     the last segment, matching the prefix itself and everything below it.
+//     Trailing slashes and empty segments do not matter, so "/v1/orders/"
+//     cannot dodge a rule on "/v1/orders".
+//   - All matching rules apply, except that a plan "*" rule gives way to a
+//     rule of the same route pattern, method pattern and key that names the
+//     request's plan.
+package rules

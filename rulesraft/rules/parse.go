@@ -1,0 +1,349 @@
+package rules
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ParseFile reads a rules file (YAML; JSON is accepted as the YAML subset
+// it is), validates it and returns its rules normalized (see Normalize), in
+// file order.
+//
+// Parsing is strict: an unknown or repeated field is an error. The file is
+// taken or refused as a whole: on any problem ParseFile returns no rules and
+// a *ValidationError listing every problem found, each with its line and
+// field ("line 7: rules[1].rate: must be > 0"), sorted by line.
+//
+// The file is walked as a yaml.Node tree rather than decoded with
+// yaml.Decoder.KnownFields(true), which stops at the first unknown field;
+// the walk finds them all and keeps each field's line for validation.
+func ParseFile(data []byte) ([]Rule, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &ValidationError{Problems: []Problem{syntaxProblem(err)}}
+	}
+	p := &fileParser{}
+	rs := p.file(&doc)
+	if len(p.list) > 0 {
+		sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Line < p.list[j].Line })
+		return nil, &ValidationError{Problems: p.list}
+	}
+	for i := range rs {
+		rs[i] = Normalize(rs[i])
+	}
+	return rs, nil
+}
+
+// syntaxProblem turns a yaml.v3 syntax error ("yaml: line 3: ...") into a
+// Problem with that line.
+func syntaxProblem(err error) Problem {
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, "yaml: line ")
+	if !ok {
+		return Problem{Msg: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	}
+	num, text, ok := strings.Cut(rest, ": ")
+	line, convErr := strconv.Atoi(num)
+	if !ok || convErr != nil {
+		return Problem{Msg: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	}
+	return Problem{Line: line, Msg: "not valid YAML: " + text}
+}
+
+type fileParser struct {
+	list []Problem
+}
+
+func (p *fileParser) add(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.list = append(p.list, Problem{Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func (p *fileParser) file(doc *yaml.Node) []Rule {
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.add(nil, "", "file is empty; want a top-level \"rules:\" list")
+		return nil
+	}
+	root := resolve(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		p.add(root, "", "the top level must be a mapping holding a \"rules:\" list")
+		return nil
+	}
+	var rulesNode *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := resolve(root.Content[i]), resolve(root.Content[i+1])
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			p.add(k, "", "field names must be plain strings")
+		case k.Value != "rules":
+			p.add(k, k.Value, "unknown field (the top level holds only \"rules\")")
+		case rulesNode != nil:
+			p.add(k, "rules", "appears twice (first at line %d)", rulesNode.Line)
+		default:
+			rulesNode = v
+		}
+	}
+	if rulesNode == nil {
+		p.add(root, "rules", "missing")
+		return nil
+	}
+	if isNull(rulesNode) {
+		return []Rule{}
+	}
+	if rulesNode.Kind != yaml.SequenceNode {
+		p.add(rulesNode, "rules", "must be a list of rules")
+		return nil
+	}
+	rs := make([]Rule, 0, len(rulesNode.Content))
+	type first struct{ index, line int }
+	seen := make(map[string]first, len(rulesNode.Content))
+	for i, item := range rulesNode.Content {
+		r, lines, bad := p.rule(resolve(item), i)
+		rs = append(rs, r)
+		if bad == nil { // not a mapping
+			continue
+		}
+		prefix := indexPrefix(i)
+		var ps problems
+		r.check(&ps)
+		for _, pr := range ps.list {
+			parent, _, _ := strings.Cut(pr.Field, ".")
+			if bad[pr.Field] || bad[parent] || (pr.Field == "lease" && bad["burst"]) {
+				continue // already reported as undecodable
+			}
+			line, ok := lines[pr.Field]
+			if !ok {
+				line, ok = lines[parent]
+			}
+			if !ok {
+				line = lines[""]
+			}
+			field := prefix + pr.Field
+			if pr.Field == "" {
+				field = strings.TrimSuffix(prefix, ".")
+			}
+			p.list = append(p.list, Problem{Line: line, Field: field, Msg: pr.Msg})
+		}
+		if r.ID == "" || bad["id"] {
+			continue
+		}
+		if f, dup := seen[r.ID]; dup {
+			p.list = append(p.list, Problem{Line: lines["id"], Field: prefix + "id",
+				Msg: fmt.Sprintf("duplicate id %q (first used by rules[%d] at line %d)", r.ID, f.index, f.line)})
+			continue
+		}
+		seen[r.ID] = first{i, lines["id"]}
+	}
+	return rs
+}
+
+// rule decodes one rule mapping. lines maps a field ("rate", "match.route";
+// "" for the rule itself) to its line; bad holds the fields that could not
+// be decoded. bad is nil when n is not a mapping at all.
+func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, bad map[string]bool) {
+	prefix := indexPrefix(i)
+	if n.Kind != yaml.MappingNode {
+		p.add(n, strings.TrimSuffix(prefix, "."), "must be a mapping (id: ..., match: ..., key: ...)")
+		return r, nil, nil
+	}
+	lines = map[string]int{"": n.Line}
+	bad = map[string]bool{}
+	d := fieldDecoder{p: p, prefix: prefix, lines: lines, bad: bad}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
+		if k.Kind != yaml.ScalarNode {
+			p.add(k, strings.TrimSuffix(prefix, "."), "field names must be plain strings")
+			continue
+		}
+		name := k.Value
+		if first, dup := lines[name]; dup && name != "" {
+			p.add(k, prefix+name, "appears twice (first at line %d)", first)
+			bad[name] = true
+			continue
+		}
+		lines[name] = v.Line
+		switch name {
+		case "id":
+			d.str(v, name, &r.ID)
+		case "match":
+			d.match(v, &r.Match)
+		case "key":
+			d.str(v, name, &r.Key)
+		case "algorithm":
+			d.str(v, name, &r.Algorithm)
+		case "rate":
+			d.int(v, name, &r.Rate)
+		case "period":
+			d.dur(v, name, &r.Period)
+		case "burst":
+			d.int(v, name, &r.Burst)
+		case "fail_mode":
+			d.str(v, name, &r.FailMode)
+		case "timeout":
+			d.dur(v, name, &r.Timeout)
+		case "shadow":
+			d.bool(v, name, &r.Shadow)
+		case "lease":
+			d.int(v, name, &r.Lease)
+		default:
+			delete(lines, name)
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease)")
+		}
+	}
+	return r, lines, bad
+}
+
+type fieldDecoder struct {
+	p      *fileParser
+	prefix string
+	lines  map[string]int
+	bad    map[string]bool
+}
+
+func (d fieldDecoder) fail(n *yaml.Node, field, format string, args ...any) {
+	d.bad[field] = true
+	d.p.add(n, d.prefix+field, format, args...)
+}
+
+func (d fieldDecoder) str(n *yaml.Node, field string, dst *string) {
+	switch {
+	case isNull(n):
+	case n.Kind != yaml.ScalarNode:
+		d.fail(n, field, "must be a string")
+	default:
+		*dst = n.Value
+	}
+}
+
+func (d fieldDecoder) int(n *yaml.Node, field string, dst *int64) {
+	if isNull(n) {
+		return
+	}
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		d.fail(n, field, "must be a whole number, got %s", describe(n))
+		return
+	}
+	*dst = v
+}
+
+func (d fieldDecoder) bool(n *yaml.Node, field string, dst *bool) {
+	if isNull(n) {
+		return
+	}
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.fail(n, field, "must be true or false, got %s", describe(n))
+		return
+	}
+	*dst = v
+}
+
+func (d fieldDecoder) dur(n *yaml.Node, field string, dst *Duration) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.fail(n, field, "must be a duration such as 1s, 30s, 5m, 1h, got %s", describe(n))
+		return
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.fail(n, field, "invalid duration %q (use a Go duration such as 1s, 30s, 5m, 1h, 24h)", n.Value)
+		return
+	}
+	*dst = Duration(v)
+}
+
+func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, "match", "must be a mapping such as {route: /v1/orders, method: POST}")
+		return
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, "match", "field names must be plain strings")
+			continue
+		}
+		field := "match." + k.Value
+		if first, dup := d.lines[field]; dup {
+			d.fail(k, field, "appears twice (first at line %d)", first)
+			continue
+		}
+		d.lines[field] = v.Line
+		switch k.Value {
+		case "route":
+			d.str(v, field, &dst.Route)
+		case "method":
+			d.str(v, field, &dst.Method)
+		case "plan":
+			d.str(v, field, &dst.Plan)
+		default:
+			delete(d.lines, field)
+			d.bad[field] = true
+			d.p.add(k, d.prefix+field, "unknown field (want route, method, plan)")
+		}
+	}
+}
+
+// describe names a node's value for an error message.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	return strconv.Quote(v)
+}
+
+// MarshalFile writes rules as a rules.yaml file that ParseFile reads back
+// to the same rules (normalized). The rules are validated first; fields at
+// their zero value are left out.
+func MarshalFile(rs []Rule) ([]byte, error) {
+	if err := Validate(rs); err != nil {
+		return nil, err
+	}
+	if rs == nil {
+		rs = []Rule{}
+	}
+	var buf bytes.Buffer
+	buf.WriteString("# Weir rules file. Apply with: weir rules apply -f rules.yaml\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(File{Rules: rs}); err != nil {
+		return nil, fmt.Errorf("rules: encode: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("rules: encode: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,120 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Set is one version of everything the rules group stores: the rules,
+// sorted by ID, and the overrides, sorted by (Rule, Key). Version is the
+// Raft index of the change that produced it.
+type Set struct {
+	Version   uint64
+	Rules     []Rule
+	Overrides []Override
+}
+
+// NewSet returns a Set holding sorted copies of rs and os.
+func NewSet(version uint64, rs []Rule, os []Override) *Set {
+	s := &Set{Version: version, Rules: slices.Clone(rs), Overrides: slices.Clone(os)}
+	slices.SortFunc(s.Rules, func(a, b Rule) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(s.Overrides, compareOverride)
+	return s
+}
+
+func compareOverride(a, b Override) int {
+	if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// Rule returns the rule with the given id. s.Rules must be sorted by ID.
+func (s *Set) Rule(id string) (Rule, bool) {
+	i, ok := slices.BinarySearchFunc(s.Rules, id, func(r Rule, id string) int { return strings.Compare(r.ID, id) })
+	if !ok {
+		return Rule{}, false
+	}
+	return s.Rules[i], true
+}
+
+// Override returns the override for (rule, key). s.Overrides must be
+// sorted by (Rule, Key).
+func (s *Set) Override(rule, key string) (Override, bool) {
+	i, ok := slices.BinarySearchFunc(s.Overrides, Override{Rule: rule, Key: key}, compareOverride)
+	if !ok {
+		return Override{}, false
+	}
+	return s.Overrides[i], true
+}
+
+// DiffSets describes how newRules differs from oldRules, one line per change,
+// sorted by rule id: "+ id" for an added rule, "- id" for a removed one and
+// "~ id: field old -> new" for each changed field (fields in file order,
+// named as in rules.yaml). Rules are compared normalized, so writing out a
+// default is not a change. Unchanged rules give no line.
+func DiffSets(oldRules, newRules []Rule) []string {
+	before := make(map[string]Rule, len(oldRules))
+	for _, r := range oldRules {
+		before[r.ID] = Normalize(r)
+	}
+	after := make(map[string]Rule, len(newRules))
+	for _, r := range newRules {
+		after[r.ID] = Normalize(r)
+	}
+	ids := make([]string, 0, len(before)+len(after))
+	for id := range before {
+		ids = append(ids, id)
+	}
+	for id := range after {
+		if _, ok := before[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+
+	var out []string
+	for _, id := range ids {
+		a, inOld := before[id]
+		b, inNew := after[id]
+		switch {
+		case !inOld:
+			out = append(out, "+ "+id)
+		case !inNew:
+			out = append(out, "- "+id)
+		default:
+			for _, f := range diffFields(a, b) {
+				out = append(out, fmt.Sprintf("~ %s: %s %v -> %v", id, f.name, f.old, f.new))
+			}
+		}
+	}
+	return out
+}
+
+type fieldChange struct {
+	name     string
+	old, new any
+}
+
+func diffFields(a, b Rule) []fieldChange {
+	var cs []fieldChange
+	add := func(name string, x, y any) {
+		if x != y {
+			cs = append(cs, fieldChange{name, x, y})
+		}
+	}
+	add("match.route", a.Match.Route, b.Match.Route)
+	add("match.method", a.Match.Method, b.Match.Method)
+	add("match.plan", a.Match.Plan, b.Match.Plan)
+	add("key", a.Key, b.Key)
+	add("algorithm", a.Algorithm, b.Algorithm)
+	add("rate", a.Rate, b.Rate)
+	add("period", a.Period, b.Period)
+	add("burst", a.Burst, b.Burst)
+	add("fail_mode", a.FailMode, b.FailMode)
+	add("timeout", a.Timeout, b.Timeout)
+	add("shadow", a.Shadow, b.Shadow)
+	add("lease", a.Lease, b.Lease)
+	return cs
+}

@@ -1,0 +1,71 @@
+package rules
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestSetLookups(t *testing.T) {
+	s := NewSet(7,
+		[]Rule{rule("c", "/c", "GET", "", KeyIP), rule("a", "/a", "GET", "", KeyIP), rule("b", "/b", "GET", "", KeyIP)},
+		[]Override{{Rule: "b", Key: "k2", Rate: 2}, {Rule: "a", Key: "k9", Rate: 9}, {Rule: "b", Key: "k1", Rate: 1}})
+	if s.Version != 7 {
+		t.Fatalf("Version = %d", s.Version)
+	}
+	var ids []string
+	for _, r := range s.Rules {
+		ids = append(ids, r.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"a", "b", "c"}) {
+		t.Fatalf("rules not sorted: %q", ids)
+	}
+	var ovs []string
+	for _, o := range s.Overrides {
+		ovs = append(ovs, o.Rule+"/"+o.Key)
+	}
+	if !reflect.DeepEqual(ovs, []string{"a/k9", "b/k1", "b/k2"}) {
+		t.Fatalf("overrides not sorted: %q", ovs)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if r, ok := s.Rule(id); !ok || r.ID != id {
+			t.Errorf("Rule(%q) = %v, %v", id, r.ID, ok)
+		}
+	}
+	if _, ok := s.Rule("bb"); ok {
+		t.Error("Rule(bb) found")
+	}
+	if o, ok := s.Override("b", "k2"); !ok || o.Rate != 2 {
+		t.Errorf("Override(b, k2) = %+v, %v", o, ok)
+	}
+	if _, ok := s.Override("a", "k1"); ok {
+		t.Error("Override(a, k1) found")
+	}
+}
+
+func TestDiffSets(t *testing.T) {
+	keep := rule("keep", "/k", "GET", "", KeyIP)
+	keepExplicit := Normalize(keep) // defaults written out: no change
+	gone := rule("gone", "/g", "GET", "", KeyIP)
+	added := rule("added", "/n", "GET", "", KeyIP)
+	changed := rule("changed", "/c", "GET", "", KeyIP)
+	changed2 := changed
+	changed2.Rate, changed2.Period, changed2.FailMode, changed2.Match.Plan = 20, Duration(time.Minute), FailClosed, "pro"
+
+	got := DiffSets([]Rule{keep, gone, changed}, []Rule{changed2, added, keepExplicit})
+	want := []string{
+		"+ added",
+		"~ changed: match.plan * -> pro",
+		"~ changed: rate 10 -> 20",
+		"~ changed: period 1s -> 1m",
+		"~ changed: burst 10 -> 20", // burst absent: follows the rate
+		"~ changed: fail_mode open -> closed",
+		"- gone",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DiffSets =\n%q\nwant\n%q", got, want)
+	}
+	if d := DiffSets([]Rule{keep}, []Rule{keepExplicit}); d != nil {
+		t.Fatalf("no-op diff = %q", d)
+	}
+}

@@ -1,0 +1,258 @@
+package rules
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+)
+
+// Limits on what a rule may say.
+const (
+	// MaxIDLen is the longest rule id.
+	MaxIDLen = 128
+	// MaxTimeout is the longest a gateway may be told to wait for an owner.
+	MaxTimeout = 10 * time.Second
+	// MaxLogLimit caps the rate of a sliding_log rule: the log keeps one
+	// timestamp per admitted request in the window.
+	MaxLogLimit = 10000
+	// MaxOverrideKeyLen is the longest limited key an override may name.
+	MaxOverrideKeyLen = 256
+)
+
+// Default values Normalize fills in.
+const (
+	DefaultAlgorithm = AlgTokenBucket
+	DefaultFailMode  = FailOpen
+	AnyMethod        = "*"
+	AnyPlan          = "*"
+)
+
+// Normalize returns r with every default written out: algorithm
+// token_bucket, method "*", plan "*", fail_mode open, timeout 5ms, burst
+// equal to rate when 0, and a header key's name in canonical form
+// ("header:x-tenant" becomes "header:X-Tenant"). It does not validate.
+func Normalize(r Rule) Rule {
+	if r.Algorithm == "" {
+		r.Algorithm = DefaultAlgorithm
+	}
+	if r.Match.Method == "" {
+		r.Match.Method = AnyMethod
+	}
+	if r.Match.Plan == "" {
+		r.Match.Plan = AnyPlan
+	}
+	if r.FailMode == "" {
+		r.FailMode = DefaultFailMode
+	}
+	if r.Timeout == 0 {
+		r.Timeout = Duration(DefaultTimeout)
+	}
+	if r.Burst == 0 {
+		r.Burst = r.Rate
+	}
+	if name, ok := strings.CutPrefix(r.Key, KeyHeaderPrefix); ok && isToken(name) {
+		r.Key = KeyHeaderPrefix + canonicalHeader(name)
+	}
+	return r
+}
+
+// Limit returns the rule's limit for the bucket package. It assumes a valid
+// rule: an unknown algorithm yields the default one, and a burst of 0
+// becomes the rate.
+func (r Rule) Limit() bucket.Limit {
+	alg := r.Algorithm
+	if alg == "" {
+		alg = DefaultAlgorithm
+	}
+	a, err := bucket.ParseAlgorithm(alg)
+	if err != nil {
+		a, _ = bucket.ParseAlgorithm(DefaultAlgorithm)
+	}
+	burst := r.Burst
+	if burst == 0 {
+		burst = r.Rate
+	}
+	return bucket.Limit{Algorithm: a, Rate: r.Rate, Period: r.Period.D(), Burst: burst}
+}
+
+// Validate checks one rule, as written or normalized (empty fields mean
+// their defaults). The error is a *ValidationError whose Fields are the
+// rule's own ("rate", "match.route").
+//
+// A burst of 0 is read as "absent" (burst = rate): YAML cannot tell an
+// explicit "burst: 0" from a missing one once decoded, so only a negative
+// burst is an error.
+func (r Rule) Validate() error {
+	var ps problems
+	r.check(&ps)
+	return errOf(ps.list)
+}
+
+// Validate checks a whole rule set: every rule, and that ids are unique.
+// Fields are prefixed with the rule's index ("rules[1].rate"). Every
+// problem is listed, not only the first.
+func Validate(rs []Rule) error {
+	var ps problems
+	seen := make(map[string]int, len(rs))
+	for i, r := range rs {
+		ps.prefix = indexPrefix(i)
+		r.check(&ps)
+		if r.ID == "" {
+			continue
+		}
+		if j, dup := seen[r.ID]; dup {
+			ps.add("id", "duplicate id %q (first used by rules[%d])", r.ID, j)
+			continue
+		}
+		seen[r.ID] = i
+	}
+	return errOf(ps.list)
+}
+
+func indexPrefix(i int) string {
+	return "rules[" + strconv.Itoa(i) + "]."
+}
+
+// check appends r's problems to ps.
+func (r Rule) check(ps *problems) {
+	start := len(ps.list)
+	checkID(ps, "id", r.ID)
+
+	if _, err := parseRoute(r.Match.Route); err != nil {
+		ps.add("match.route", "%v", err)
+	}
+	if m := r.Match.Method; m != "" && m != AnyMethod && !isUpperToken(m) {
+		ps.add("match.method", "%q: must be \"*\" or an uppercase HTTP method such as GET", m)
+	}
+	if p := r.Match.Plan; p != "" && p != AnyPlan && (!isToken(p) || len(p) > MaxIDLen) {
+		ps.add("match.plan", "%q: must be \"*\" or a plan name (letters, digits, and !#$%%&'*+-.^_`|~; at most %d)", p, MaxIDLen)
+	}
+
+	switch k := r.Key; {
+	case k == "":
+		ps.add("key", "must not be empty (apikey | user | ip | global | header:<Name>)")
+	case k == KeyAPIKey, k == KeyUser, k == KeyIP, k == KeyGlobal:
+	case strings.HasPrefix(k, KeyHeaderPrefix):
+		if name := k[len(KeyHeaderPrefix):]; !isToken(name) {
+			ps.add("key", "%q: header name must be a valid HTTP header name such as X-Tenant", k)
+		}
+	default:
+		ps.add("key", "unknown key type %q (want apikey | user | ip | global | header:<Name>)", k)
+	}
+
+	alg := r.Algorithm
+	if alg == "" {
+		alg = DefaultAlgorithm
+	}
+	if _, err := bucket.ParseAlgorithm(alg); err != nil {
+		ps.add("algorithm", "unknown algorithm %q (want %s | %s | %s | %s | %s)", r.Algorithm,
+			AlgTokenBucket, AlgLeakyBucket, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog)
+	}
+
+	if r.Rate <= 0 {
+		ps.add("rate", "must be > 0")
+	} else if alg == AlgSlidingLog && r.Rate > MaxLogLimit {
+		ps.add("rate", "%d is over %d, the most a sliding_log keeps (use sliding_window for larger limits)", r.Rate, MaxLogLimit)
+	}
+	if r.Period <= 0 {
+		ps.add("period", "must be > 0 (a Go duration such as 1s, 1m, 1h)")
+	}
+	if r.Burst < 0 {
+		ps.add("burst", "must be >= 0 (0 or absent means equal to rate)")
+	}
+	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
+		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
+	}
+	if r.Timeout < 0 {
+		ps.add("timeout", "must be >= 0")
+	} else if r.Timeout.D() > MaxTimeout {
+		ps.add("timeout", "%s is over the maximum of %s", r.Timeout, Duration(MaxTimeout))
+	}
+	burst := r.Burst
+	if burst == 0 {
+		burst = r.Rate
+	}
+	windowed := alg == AlgFixedWindow || alg == AlgSlidingWindow || alg == AlgSlidingLog
+	switch {
+	case r.Lease < 0:
+		ps.add("lease", "must be >= 0 (0 means exact)")
+	case r.Lease > 0 && burst > 0 && r.Lease > burst:
+		ps.add("lease", "%d is over the burst (%d): a gateway may not hold more than the bucket", r.Lease, burst)
+	case r.Lease > 0 && windowed && r.Rate > 0 && r.Lease > r.Rate:
+		ps.add("lease", "%d is over the rate (%d), all a %s window holds", r.Lease, r.Rate, alg)
+	}
+
+	// Safety net: anything the bucket package refuses but we did not catch.
+	if len(ps.list) == start {
+		if err := r.Limit().Validate(MaxLogLimit); err != nil {
+			ps.add("", "limit rejected: %v", err)
+		}
+	}
+}
+
+func checkID(ps *problems, field, id string) {
+	switch {
+	case id == "":
+		ps.add(field, "must not be empty")
+	case len(id) > MaxIDLen:
+		ps.add(field, "is %d characters long; at most %d", len(id), MaxIDLen)
+	case !validID(id):
+		ps.add(field, "%q: may hold only letters, digits and . _ : -", id)
+	}
+}
+
+func validID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is an RFC 9110 token (HTTP method, header name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isUpperToken(s string) bool {
+	return isToken(s) && strings.ToUpper(s) == s
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// canonicalHeader is the canonical MIME form of a token header name:
+// upper case after the start and each '-', lower case elsewhere.
+func canonicalHeader(s string) string {
+	b := []byte(s)
+	upper := true
+	for i, c := range b {
+		if upper && 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
+		upper = c == '-'
+	}
+	return string(b)
+}

@@ -1,0 +1,242 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/weirlimit/weir"
+
+// listedPackage is the part of `go list -json` output the dependency rules
+// read. Deps is the transitive closure of non-test imports.
+type listedPackage struct {
+	ImportPath string
+	Standard   bool
+	DepOnly    bool
+	GoFiles    []string
+	Deps       []string
+	Error      *struct{ Err string }
+}
+
+// depRule constrains the non-test dependencies (direct and transitive) of
+// packages of this module (see covers). With only non-nil, every dependency
+// must be in the standard library or under one of its paths; every
+// dependency under a path in never fails, unless it is under a path in
+// except.
+type depRule struct {
+	pkg      string // module-relative, e.g. "bucket"
+	required bool   // fail if the package does not exist
+	only     []string
+	never    []string
+	except   []string
+	why      string
+}
+
+// rules is the dependency table of DESIGN.md ("Packages").
+var rules = []depRule{
+	{pkg: "bucket", required: true, only: []string{},
+		why: "bucket is pure: standard library only"},
+	{pkg: "ring", required: true,
+		only: []string{"github.com/buraksezer/consistent", "github.com/cespare/xxhash/v2"},
+		why:  "ring maps members to partitions and opens no sockets"},
+	{pkg: "rulesraft/rules",
+		only: []string{module + "/bucket", "gopkg.in/yaml.v3"},
+		why:  "the rule model is pure so a gateway can link it without Raft or gRPC"},
+	{pkg: "client",
+		never:  []string{module + "/node", module + "/rulesraft", "github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/raft-boltdb/v2"},
+		except: []string{module + "/rulesraft/rules"},
+		why:    "the gateway SDK links ring, bucket, proto and the pure rule model only"},
+	{pkg: "replication", never: []string{module + "/rulesraft"},
+		why: "replication ships counter states and knows no rule semantics"},
+	{pkg: "bucket", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "ring", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "replication", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "rulesraft", never: []string{module + "/node"}, why: "dependencies point away from node"},
+}
+
+// under reports whether import path p is path or inside it.
+func under(p, path string) bool {
+	return p == path || strings.HasPrefix(p, path+"/")
+}
+
+func TestDependencyRules(t *testing.T) {
+	pkgs := listModule(t)
+
+	for _, r := range rules {
+		full := module + "/" + r.pkg
+		var checked []string
+		for _, p := range pkgs {
+			if p.DepOnly || !r.covers(p.ImportPath) {
+				continue
+			}
+			if p.Error != nil {
+				t.Errorf("%s: go list: %s (cannot check: %s)", p.ImportPath, p.Error.Err, r.why)
+				continue
+			}
+			checked = append(checked, p.ImportPath)
+			for _, d := range p.Deps {
+				if bad := r.violates(d, pkgs[d]); bad != "" {
+					t.Errorf("%s imports %s (%s): %s", p.ImportPath, d, bad, r.why)
+				}
+			}
+		}
+		switch {
+		case len(checked) > 0:
+		case r.required:
+			t.Errorf("package %s does not exist (or has no Go files); it must", full)
+		default:
+			t.Logf("package %s does not exist yet; rule %q skipped", full, r.why)
+		}
+	}
+}
+
+// covers reports whether r applies to package path: an allow-list rule to
+// the package itself (its sub-packages are separate packages; if it imports
+// them, their dependencies are its dependencies and are checked), a
+// deny-list rule to the package and everything under it.
+func (r depRule) covers(path string) bool {
+	full := module + "/" + r.pkg
+	if r.only != nil {
+		return path == full
+	}
+	return under(path, full)
+}
+
+// violates explains why dependency d breaks r, or returns "".
+func (r depRule) violates(d string, info *listedPackage) string {
+	for _, e := range r.except {
+		if under(d, e) {
+			return ""
+		}
+	}
+	for _, n := range r.never {
+		if under(d, n) {
+			return "forbidden"
+		}
+	}
+	if r.only == nil {
+		return ""
+	}
+	if info != nil && info.Standard {
+		return ""
+	}
+	for _, ok := range r.only {
+		if under(d, ok) {
+			return ""
+		}
+	}
+	return "not in the allowed list"
+}
+
+// TestDepRuleMatching checks the rule logic itself on made-up paths, so a
+// rule that can never fail is caught.
+func TestDepRuleMatching(t *testing.T) {
+	client := rules[3]
+	cases := []struct {
+		r    depRule
+		dep  string
+		info *listedPackage
+		bad  bool
+	}{
+		{rules[0], "fmt", &listedPackage{Standard: true}, false},
+		{rules[0], "github.com/cespare/xxhash/v2", nil, true},
+		{rules[1], "github.com/cespare/xxhash/v2", nil, false},
+		{rules[1], "github.com/cespare/xxhash/v2x", nil, true},
+		{rules[1], module + "/bucket", nil, true},
+		{rules[2], module + "/bucket", nil, false},
+		{rules[2], "github.com/hashicorp/raft", nil, true},
+		{rules[2], "google.golang.org/grpc", nil, true},
+		{client, module + "/rulesraft/rules", nil, false},
+		{client, module + "/rulesraft", nil, true},
+		{client, module + "/rulesraft/fsm", nil, true},
+		{client, module + "/node", nil, true},
+		{client, "github.com/hashicorp/raft", nil, true},
+		{client, "github.com/hashicorp/raft-boltdb/v2", nil, true},
+		{client, module + "/ring", nil, false},
+		{client, "google.golang.org/grpc", nil, false},
+		{rules[4], module + "/rulesraft/rules", nil, true},
+		{rules[5], module + "/node/shard", nil, true},
+	}
+	if !rules[2].covers(module+"/rulesraft/rules") || rules[2].covers(module+"/rulesraft/rules/rulespb") {
+		t.Error("an allow-list rule must cover exactly its package")
+	}
+	if !client.covers(module+"/client/middleware") || client.covers(module+"/clientele") {
+		t.Error("a deny-list rule must cover its package tree and nothing else")
+	}
+	for _, c := range cases {
+		if got := c.r.violates(c.dep, c.info) != ""; got != c.bad {
+			t.Errorf("rule for %s, dep %s: violates = %v, want %v", c.r.pkg, c.dep, got, c.bad)
+		}
+	}
+}
+
+// listModule runs `go list -e -json -deps ./...` at the module root and
+// returns every listed package by import path.
+func listModule(t *testing.T) map[string]*listedPackage {
+	t.Helper()
+	root := moduleRoot(t)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go tool not found: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-json", "-deps", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]*listedPackage{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		pkgs[p.ImportPath] = &p
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list returned no packages")
+	}
+	return pkgs
+}
+
+// moduleRoot walks up from the working directory to this module's go.mod.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && slices.Contains(strings.Fields(firstLine(string(data))), module) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no go.mod for module %s above the working directory", module)
+		}
+		dir = parent
+	}
+}
+
+func firstLine(s string) string {
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, "module ") {
+			return line
+		}
+	}
+	return ""
+}
