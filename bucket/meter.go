@@ -26,24 +26,25 @@ func newMeter(l Limit, capacity int64) meter {
 // decide takes cost tokens from a bucket with deficit x at eff (the
 // effective time, >= now) and returns the new deficit with the answer.
 func (m meter) decide(x u128, eff int64, cost int64, now int64) (u128, Result) {
-	res := Result{Limit: int64(m.capacity), ResetAfter: m.resetAfter(x, eff, now)}
+	res := Result{Limit: int64(m.capacity)}
 	avail := m.full.sub(x) // tokens available × period
-	if cost < 0 || uint64(cost) > m.capacity {
-		res.Remaining = m.tokens(avail)
+	switch {
+	case cost < 0 || uint64(cost) > m.capacity:
 		res.RetryAfter = Never
-		return x, res
-	}
-	x2 := x.add(mul(uint64(cost), m.period))
-	if m.full.less(x2) {
-		res.Remaining = m.tokens(avail)
+	default:
+		x2 := x.add(mul(uint64(cost), m.period))
+		if !m.full.less(x2) {
+			res.Allowed = true
+			res.Remaining = m.tokens(m.full.sub(x2))
+			res.ResetAfter = m.resetAfter(x2, eff, now)
+			return x2, res
+		}
 		need := x2.sub(m.full)
 		res.RetryAfter = time.Duration(eff-now) + time.Duration(sat(need.divCeil(m.rate)))
-		return x, res
 	}
-	res.Allowed = true
-	res.Remaining = m.tokens(m.full.sub(x2))
-	res.ResetAfter = m.resetAfter(x2, eff, now)
-	return x2, res
+	res.Remaining = m.tokens(avail)
+	res.ResetAfter = m.resetAfter(x, eff, now)
+	return x, res
 }
 
 // tokens converts a scaled amount to whole tokens (floor).

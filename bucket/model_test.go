@@ -128,8 +128,15 @@ func (m *refFixed) decide(cost, now int64) (bool, int64, time.Duration) {
 }
 
 func (m *refFixed) refund(cost, now int64) {
+	if cost <= 0 {
+		return
+	}
 	w := m.window(now)
-	m.counts[w] = max(m.counts[w]-cost, 0)
+	c := max(m.counts[w]-cost, 0)
+	// The state remembers one window, and nothing once it is empty.
+	clear(m.counts)
+	m.counts[w] = c
+	m.newest = w
 }
 
 // refSliding: counts per aligned window; the estimate at t is
@@ -186,6 +193,9 @@ func (m *refSliding) decide(cost, now int64) (bool, int64, time.Duration) {
 }
 
 func (m *refSliding) refund(cost, now int64) {
+	if cost <= 0 {
+		return
+	}
 	_, w := m.used(m.eff(now))
 	take := min(cost, m.counts[w])
 	m.counts[w] -= take

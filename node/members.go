@@ -185,6 +185,10 @@ func (n *Node) clusterLoop() {
 // hand-off of moved partitions.
 func (n *Node) refreshView() {
 	members := n.readMembers()
+	if len(n.cfg.Join) > 0 && len(members) < 2 && n.view.Load() == nil {
+		// Not joined yet: a solo ring would claim every partition.
+		return
+	}
 	if n.leaving.Load() {
 		m := members[n.cfg.ID]
 		m.Leaving = true
@@ -275,6 +279,9 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 			return
 		}
 		oldRing = r
+	}
+	if !n.leaving.Load() {
+		n.parts.clearMoved()
 	}
 	moves := ring.Diff(oldRing, nv.ring)
 	rm := make([]replication.Move, len(moves))

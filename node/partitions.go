@@ -124,3 +124,18 @@ func (t *partitionTable) pending() int {
 	}
 	return n
 }
+
+// clearMoved routes every moved partition by the ring again. Called on a
+// ring change: the moved marks only bridge the time until this node sees
+// the ring the puller saw.
+func (t *partitionTable) clearMoved() {
+	for i := range t.slots {
+		s := &t.slots[i]
+		s.mu.Lock()
+		if s.state.Load() == partMoved {
+			s.state.Store(partNone)
+			s.peer.Store(nil)
+		}
+		s.mu.Unlock()
+	}
+}

@@ -114,7 +114,7 @@ func (f *FSM) SetAt(v uint64) (*rules.Set, error) {
 }
 
 // lookupLocked finds version v in the history. Version 0 is the empty
-// state while no command has been applied yet.
+// state before the first command, found while the history reaches back to it.
 func (f *FSM) lookupLocked(v uint64) (*version, error) {
 	if v == f.head.Version {
 		return f.head, nil
@@ -122,7 +122,10 @@ func (f *FSM) lookupLocked(v uint64) (*version, error) {
 	if v > f.head.Version {
 		return nil, fmt.Errorf("%w: version %d is newer than current %d", ErrNotFound, v, f.head.Version)
 	}
-	if len(f.hist) == 0 || v < f.hist[0].Version {
+	if v == 0 && f.hist[0].prev == 0 {
+		return &version{}, nil // the empty start, while history reaches back to it
+	}
+	if v < f.hist[0].Version {
 		return nil, fmt.Errorf("%w: version %d", ErrVersionGone, v)
 	}
 	i, ok := slices.BinarySearchFunc(f.hist, v, func(e *version, t uint64) int { return cmp.Compare(e.Version, t) })

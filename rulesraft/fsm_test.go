@@ -139,6 +139,9 @@ func TestFSMApplyDeleteOverride(t *testing.T) {
 	if got := h.f.History(2); len(got) != 2 || got[0].Version != v {
 		t.Fatalf("History(2) = %+v", got)
 	}
+	if s0, err := h.f.SetAt(0); err != nil || s0.Version != 0 || len(s0.Rules) != 0 {
+		t.Fatalf("SetAt(0) = %+v, %v; want the empty start", s0, err)
+	}
 }
 
 func TestFSMRejectedCommandsChangeNothing(t *testing.T) {
@@ -271,6 +274,9 @@ func TestFSMHistoryBoundAndSharing(t *testing.T) {
 	hist := h.f.History(0)
 	if len(hist) != 5 || hist[0].Version != 12 || hist[4].Version != 8 {
 		t.Fatalf("history = %+v, want versions 12..8", hist)
+	}
+	if _, err := h.f.SetAt(0); !errors.Is(err, ErrVersionGone) {
+		t.Fatalf("SetAt(0) err = %v, want ErrVersionGone", err)
 	}
 	if _, err := h.f.SetAt(7); !errors.Is(err, ErrVersionGone) {
 		t.Fatalf("SetAt(7) err = %v, want ErrVersionGone", err)

@@ -110,11 +110,17 @@ func Open(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("rulesraft: advertise address: %w", err)
 		}
 	}
-	s.trans, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, hc)
+	layer, err := listenTCP(cfg.BindAddr, adv)
 	if err != nil {
 		s.bolt.Close()
-		return nil, fmt.Errorf("rulesraft: transport: %w", err)
+		return nil, fmt.Errorf("rulesraft: listen: %w", err)
 	}
+	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hc,
+	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout

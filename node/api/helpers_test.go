@@ -141,9 +141,6 @@ func openStore(t *testing.T, id string) *rulesraft.Store {
 	cfg := rulesraft.DefaultConfig()
 	cfg.ID = id
 	cfg.DataDir = t.TempDir()
-	cfg.HeartbeatTimeout = 200 * time.Millisecond
-	cfg.ElectionTimeout = 200 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
 	st, err := rulesraft.Open(cfg)
 	if err != nil {
 		t.Fatalf("open store: %v", err)

@@ -30,8 +30,8 @@ type Config struct {
 	// SweepEvery is how often each shard runs one incremental idle-expiry
 	// step. Default 1s.
 	SweepEvery time.Duration
-	// SweepBudget is how many counters one sweep step examines (at least
-	// one whole partition is examined per step). Default 16384.
+	// SweepBudget is about how many counter slots one sweep step examines
+	// (plus the sliding logs of each partition it enters). Default 16384.
 	SweepBudget int
 	// ImportIdle is how long an imported counter that is never decided
 	// again is kept: the engine does not know its limit, so it cannot

@@ -39,12 +39,19 @@
 //
 // Each counter stores, beside its 24-byte bucket.State, an idle deadline:
 // the time after which its state is certainly full again (last decision +
-// Limit.IdleAfter, never moved earlier). Every SweepEvery a shard examines
-// about SweepBudget counters, continuing from where it stopped, and drops
-// those past their deadline; a step always examines whole partitions, so a
-// step's pause is bounded by max(SweepBudget, largest partition). Go maps do
-// not shrink, so an emptied partition is deleted and a partition that fell
-// to a quarter of its peak is rebuilt, which gives the memory back.
+// Limit.IdleAfter, never moved earlier), so the sweep needs no Limit. Every
+// SweepEvery a shard examines about SweepBudget slots, continuing from
+// where it stopped, and drops counters past their deadline, so a step's
+// pause is bounded. A partition's table shrinks once a quarter full and an
+// emptied partition is deleted, which gives the memory back.
+//
+// # Storage
+//
+// Per shard: map partition → part. A part holds a linear-probing table of
+// 40-byte slots (id, bucket.State, idle deadline) that grows by half at 4/5
+// full, i.e. 50 to 75 bytes per counter (Go maps cost 60 to 100 here), and,
+// only if the partition has sliding_log counters, a Go map id → log.
+// Counters whose state is the zero (fresh) State are not stored.
 //
 // # Import
 //

@@ -77,8 +77,9 @@ func TestMemoryPerKey(t *testing.T) {
 	}
 }
 
-// TestEntryLayout measures the two candidate per-counter layouts in bare
-// maps: state + idle deadline (chosen) versus state + the last Limit.
+// TestEntryLayout measures the two candidate per-counter layouts in plain
+// Go maps (the engine uses its own table, see TestMemoryPerKey): state +
+// idle deadline (chosen) versus state + the last Limit.
 func TestEntryLayout(t *testing.T) {
 	n := *memKeys
 	type withDeadline struct {

@@ -1,0 +1,98 @@
+package rulesraft
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// tcpLayer is a raft.StreamLayer over plain TCP, like the one behind
+// raft.NewTCPTransport, except that it keeps every connection it accepted or
+// dialled and closes them all on Close. Raft's NetworkTransport.Close stops
+// only the listener, which would leave one goroutine per inbound connection
+// blocked in Read for as long as the peer keeps its end open.
+type tcpLayer struct {
+	ln  net.Listener
+	adv net.Addr
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+var _ raft.StreamLayer = (*tcpLayer)(nil)
+
+func listenTCP(bind string, adv net.Addr) (*tcpLayer, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	if adv == nil {
+		adv = ln.Addr()
+	}
+	return &tcpLayer{ln: ln, adv: adv, conns: make(map[net.Conn]struct{})}, nil
+}
+
+func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns[c] = struct{}{}
+	return &trackedConn{Conn: c, l: l}, nil
+}
+
+// Accept implements net.Listener.
+func (l *tcpLayer) Accept() (net.Conn, error) {
+	c, err := l.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.track(c)
+}
+
+// Dial implements raft.StreamLayer.
+func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, fmt.Errorf("rulesraft: dial %s: %w", addr, err)
+	}
+	return l.track(c)
+}
+
+// Addr implements net.Listener: the address peers should dial.
+func (l *tcpLayer) Addr() net.Addr { return l.adv }
+
+// Close stops the listener and closes every open connection.
+func (l *tcpLayer) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	err := l.ln.Close()
+	for c := range conns {
+		c.Close()
+	}
+	return err
+}
+
+type trackedConn struct {
+	net.Conn
+	l    *tcpLayer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c.Conn)
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

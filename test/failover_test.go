@@ -1,0 +1,151 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/node"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/ring"
+)
+
+// ownerOf computes the owner of key from the live members, as every node does.
+func (c *cluster) ownerOf(key string) int {
+	c.t.Helper()
+	var ids []string
+	for _, n := range c.live() {
+		ids = append(ids, n.ID())
+	}
+	r, err := ring.New(ids, ring.DefaultConfig())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	o := r.Owner(key)
+	for i, n := range c.nodes {
+		if n != nil && n.ID() == o {
+			return i
+		}
+	}
+	c.t.Fatalf("owner %s not found", o)
+	return -1
+}
+
+func (c *cluster) checkOnce(n *node.Node, key, rule string, cost int64) *weirv1.CheckResult {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := c.limiter(n).Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: rule, Cost: cost}}})
+	if err != nil {
+		c.t.Fatalf("check %s via %s: %v", key, n.ID(), err)
+	}
+	r := resp.Results[0]
+	if r.ErrorCode != 0 {
+		c.t.Fatalf("check %s via %s: %s", key, n.ID(), r.Error)
+	}
+	return r
+}
+
+// A key held at 0 remaining stays limited when a node joins and when a node
+// leaves gracefully: no counter returns to full because the ring changed.
+func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
+	c := newCluster(t, 3)
+	c.applyRules(c.nodes[0], exactRules)
+	const keys = 60
+	for k := 0; k < keys; k++ {
+		key := fmt.Sprintf("apikey:k%d", k)
+		if r := c.checkOnce(c.nodes[k%3], key, "exact", 100); !r.Allowed {
+			t.Fatalf("spending %s: denied", key)
+		}
+	}
+	assertAllDenied := func(stage string) {
+		t.Helper()
+		live := c.live()
+		for k := 0; k < keys; k++ {
+			key := fmt.Sprintf("apikey:k%d", k)
+			if r := c.checkOnce(live[k%len(live)], key, "exact", 1); r.Allowed {
+				t.Fatalf("%s: %s was allowed again (remaining %d): its counter was reset", stage, key, r.Remaining)
+			}
+		}
+	}
+	assertAllDenied("before")
+
+	c.add()
+	c.waitStable(4)
+	assertAllDenied("after join")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.nodes[1].Leave(ctx); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	c.kill(1)
+	c.waitStable(3)
+	assertAllDenied("after graceful leave")
+}
+
+// The owner of a hot key is killed under load. Its replica is promoted; the
+// decrements lost are those of the unshipped replication window (decisions
+// of the last ReplicationInterval plus the replication RPC in flight). At the
+// ~3,000 checks/s of this test that measured +0.4% to +9.4% over 10 runs; the
+// asserted bound is 15%. Without promotion the key would restart at full
+// burst (+50% here).
+func TestClusterOwnerKilledUnderLoad(t *testing.T) {
+	c := newCluster(t, 3)
+	c.applyRules(c.nodes[0], `
+rules:
+  - id: big
+    match: {route: /big}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 1000
+`)
+	const key = "apikey:victim"
+	owner := c.ownerOf(key)
+	var entry []*node.Node
+	for i, n := range c.nodes {
+		if i != owner {
+			entry = append(entry, n)
+		}
+	}
+	var allowed, errs, attempts atomic.Int64
+	var killOnce sync.Once
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		cl := c.limiter(entry[w%len(entry)])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deadline := time.Now().Add(20 * time.Second)
+			for attempts.Load() < 3000 && time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				resp, err := cl.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "big", Cost: 1}}})
+				cancel()
+				if err != nil || resp.Results[0].ErrorCode != 0 {
+					errs.Add(1) // the owner is unreachable until gossip declares it dead
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				attempts.Add(1)
+				if resp.Results[0].Allowed {
+					if allowed.Add(1) == 500 {
+						killOnce.Do(func() { go c.kill(owner) })
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got := allowed.Load()
+	t.Logf("owner killed after 500 admitted: admitted %d of burst 1000 (%+.1f%%), %d errors during failover", got, float64(got-1000)/10, errs.Load())
+	if got > 1150 {
+		t.Fatalf("admitted %d, more than burst 1000 + 15%%", got)
+	}
+	if got < 1000 && errs.Load() == 0 {
+		t.Fatalf("admitted %d < 1000 with no errors: tokens were lost", got)
+	}
+}
