@@ -51,12 +51,23 @@ func FuzzDecide(f *testing.F) {
 			cost := (c+2)*int64(b1)/255 - 1 // -1 .. c+1
 			if b2%8 == 0 {
 				k := max(cost, 0)
+				before := u.s
 				u.refund(k, now)
 				refunded += k
+				if u.s != before && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
+					// A bucket's refund is applied at max(now, last seen)
+					// too, and moves the time it has seen.
+					stamp = max(stamp, now)
+				}
 				continue
 			}
 			monotone := now >= latest
 			latest = max(latest, now)
+			if n := len(u.log); n > 0 {
+				// The log charges to max(now, newest entry), and a
+				// refund removes the newest entries.
+				stamp = u.log[n-1]
+			}
 			res := u.decide(t, cost, now)
 			if res.Allowed && cost > 0 {
 				stamp = max(stamp, now)

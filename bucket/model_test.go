@@ -102,7 +102,7 @@ type refFixed struct {
 func (m *refFixed) window(now int64) int64 {
 	p := int64(m.l.Period)
 	w := now - ((now%p)+p)%p
-	if m.any && m.counts[m.newest] > 0 && m.newest > w {
+	if m.any && m.newest > w {
 		return m.newest
 	}
 	return w
@@ -132,8 +132,11 @@ func (m *refFixed) refund(cost, now int64) {
 		return
 	}
 	w := m.window(now)
+	if m.counts[w] == 0 {
+		return // nothing to give back in this window
+	}
 	c := max(m.counts[w]-cost, 0)
-	// The state remembers one window, and nothing once it is empty.
+	// The state remembers one window.
 	clear(m.counts)
 	m.counts[w] = c
 	m.newest = w
@@ -150,7 +153,7 @@ type refSliding struct {
 }
 
 func (m *refSliding) eff(now int64) int64 {
-	if m.any && (m.counts[m.newest] > 0 || m.counts[m.newest-int64(m.l.Period)] > 0) && now < m.newest {
+	if m.any && now < m.newest {
 		return m.newest
 	}
 	return now
@@ -197,9 +200,12 @@ func (m *refSliding) refund(cost, now int64) {
 		return
 	}
 	_, w := m.used(m.eff(now))
+	p := int64(m.l.Period)
+	if m.counts[w] == 0 && m.counts[w-p] == 0 {
+		return // nothing to give back
+	}
 	take := min(cost, m.counts[w])
 	m.counts[w] -= take
-	p := int64(m.l.Period)
 	m.counts[w-p] = max(m.counts[w-p]-(cost-take), 0)
 	m.keep(w)
 }

@@ -5,10 +5,9 @@ import "time"
 // FixedWindow state words:
 //
 //	A  start of the window the count belongs to (ns, a multiple of Period)
-//	B  tokens taken in that window
+//	B  tokens taken in that window (0 after a refund: A still marks the
+//	   latest window seen)
 //	C  unused (0)
-//
-// A zero count means fresh, whatever A says.
 type fixedWin struct {
 	start int64 // window start
 	count int64 // tokens taken in it
@@ -19,7 +18,7 @@ type fixedWin struct {
 // stays in the state's window (no time elapsed).
 func fixedRoll(s State, l Limit, now int64) fixedWin {
 	p := int64(l.Period)
-	if s.B <= 0 {
+	if s == (State{}) {
 		return fixedWin{start: windowStart(now, p), eff: now}
 	}
 	eff := max(now, s.A)
@@ -29,7 +28,7 @@ func fixedRoll(s State, l Limit, now int64) fixedWin {
 	}
 	// Same window (or a start that is not aligned to this period: a state
 	// written under another limit; keep its count until its window ends).
-	return fixedWin{start: s.A, count: min(s.B, l.Rate), eff: eff}
+	return fixedWin{start: s.A, count: min(max(s.B, 0), l.Rate), eff: eff}
 }
 
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
@@ -61,11 +60,10 @@ func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 
 func fixedRefund(s State, l Limit, cost int64, now int64) State {
 	w := fixedRoll(s, l, now)
-	n := max(w.count-cost, 0)
-	if n == 0 {
-		return State{}
+	if w.count == 0 {
+		return s // nothing left to give back; keep the window seen
 	}
-	return State{A: w.start, B: n}
+	return State{A: w.start, B: max(w.count-cost, 0)}
 }
 
 // SlidingWindow state words:
@@ -76,8 +74,7 @@ func fixedRefund(s State, l Limit, cost int64, now int64) State {
 //
 // At now, with e = now - A, the estimated use of the sliding window
 // (now-Period, now] is C×(Period-e)/Period + B: the previous window counts in
-// proportion to its overlap, as if its tokens had been spread evenly. Both
-// counts zero means fresh, whatever A says.
+// proportion to its overlap, as if its tokens had been spread evenly.
 type slidingWin struct {
 	start     int64 // current window start
 	cur, prev int64
@@ -89,7 +86,7 @@ type slidingWin struct {
 // window then weighs fully, which is the most conservative reading).
 func slidingRoll(s State, l Limit, now int64) slidingWin {
 	p := int64(l.Period)
-	if s.B <= 0 && s.C <= 0 {
+	if s == (State{}) {
 		return slidingWin{start: windowStart(now, p), eff: now}
 	}
 	eff := max(now, s.A)
@@ -181,11 +178,11 @@ func (w slidingWin) passAt(l Limit, cost int64) int64 {
 
 func slidingRefund(s State, l Limit, cost int64, now int64) State {
 	w := slidingRoll(s, l, now)
+	if w.cur == 0 && w.prev == 0 {
+		return s // nothing left to give back; keep the window seen
+	}
 	take := min(cost, w.cur)
 	w.cur -= take
 	w.prev = max(w.prev-(cost-take), 0)
-	if w.cur == 0 && w.prev == 0 {
-		return State{}
-	}
 	return State{A: w.start, B: w.cur, C: w.prev}
 }

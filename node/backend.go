@@ -40,7 +40,24 @@ func (b backend) LeaderGRPC() (string, bool) {
 
 func (b backend) Ready() error { return b.n.Ready() }
 
-func (b backend) Gateways() uint32 { return b.n.gateways.Load() }
+func (b backend) Gateways() uint32 { return b.n.Gateways() }
+
+// Gateways is the number of gateways watching rules on any member.
+func (n *Node) Gateways() uint32 {
+	v := n.view.Load()
+	if v == nil {
+		return n.api.Gateways()
+	}
+	var sum uint32
+	for id, m := range v.members {
+		if id == n.cfg.ID {
+			sum += n.api.Gateways()
+		} else {
+			sum += m.Gateways
+		}
+	}
+	return sum
+}
 
 // Ready reports why the node cannot serve yet (nil when it can): it needs a
 // ring, a Raft leader and the rule set.
@@ -70,7 +87,7 @@ func (n *Node) Members() *weirv1.MembersResponse {
 		PartitionCount:    uint32(n.cfg.Ring.PartitionCount),
 		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
 		Load:              n.cfg.Ring.Load,
-		Gateways:          n.gateways.Load(),
+		Gateways:          n.Gateways(),
 	}
 	if v == nil {
 		return out

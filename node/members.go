@@ -23,6 +23,9 @@ type memberMeta struct {
 	HTTP    string `json:"h"`
 	Raft    string `json:"r"`
 	Leaving bool   `json:"l,omitempty"` // handing partitions off; not in the ring
+	// Gateways watching rules on this node (summed over members for the
+	// fail-open share).
+	Gateways uint32 `json:"w,omitempty"`
 }
 
 // member is one node as seen through gossip.
@@ -56,6 +59,7 @@ type delegate struct{ n *Node }
 func (d delegate) NodeMeta(limit int) []byte {
 	m := d.n.meta
 	m.Leaving = d.n.leaving.Load()
+	m.Gateways = d.n.api.Gateways()
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil
@@ -169,9 +173,14 @@ func stateName(s memberlist.NodeStateType) string {
 func (n *Node) clusterLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var gateways uint32
 	for {
 		n.refreshView()
 		n.manageRaft()
+		if g := n.api.Gateways(); g != gateways {
+			gateways = g
+			_ = n.ml.UpdateNode(time.Second) // gossip the new gateway count
+		}
 		select {
 		case <-n.ctx.Done():
 			return

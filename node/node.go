@@ -57,7 +57,6 @@ type Node struct {
 	fwd      map[string]*forwarder
 	leaving  atomic.Bool
 	boot     atomic.Bool // Raft bootstrapped (or joined an existing group)
-	gateways atomic.Uint32
 
 	departedMu sync.Mutex
 	departed   map[string]memberlist.NodeStateType // dead or left, by id

@@ -11,7 +11,10 @@
 //     history (JSON, each version as a delta from the one before).
 //   - Store: the I/O shell: bolt log and stable store (DataDir/raft.db), file
 //     snapshots (DataDir/snapshots), TCP transport, leader-only Apply,
-//     Bootstrap, Reconcile (group membership from gossip), Watch.
+//     Bootstrap, Reconcile (group membership from gossip), Watch. The TCP
+//     stream layer (transport.go) tracks its connections so that Close also
+//     ends Raft's per-connection reader goroutines.
+//   - logger.go: the one adapter from Raft's hclog to *slog.Logger.
 //
 // The rule model itself (Rule, Override, Set, validation, matching) lives in
 // the pure package rules, which gateways link without linking Raft.

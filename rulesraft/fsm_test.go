@@ -416,12 +416,15 @@ func TestWatchNextAfter(t *testing.T) {
 		{16, 19}, // not a version at all: current
 	}
 	for _, tc := range cases {
-		v, wait := h.f.nextAfter(tc.last)
+		v, cur, wait := h.f.nextAfter(tc.last)
 		if v == nil || v.Version != tc.want || wait != nil {
 			t.Fatalf("nextAfter(%d) = %v, want %d", tc.last, v, tc.want)
 		}
+		if isHead := tc.want == 19; (cur == h.f.Current()) != isHead || (cur == nil) == isHead {
+			t.Fatalf("nextAfter(%d): published set %p, want it only for the head", tc.last, cur)
+		}
 	}
-	if v, wait := h.f.nextAfter(19); v != nil || wait == nil {
+	if v, _, wait := h.f.nextAfter(19); v != nil || wait == nil {
 		t.Fatalf("nextAfter(current) = %v, want wait", v)
 	}
 }
@@ -437,4 +440,31 @@ func (r *stringReader) Read(p []byte) (int, error) {
 	n := copy(p, r.s)
 	r.s = r.s[n:]
 	return n, nil
+}
+
+// BenchmarkFSMApply measures one single-rule upsert on a 1,000-rule set with
+// a full 1,000-version history (validation, sharing, publishing).
+func BenchmarkFSMApply(b *testing.B) {
+	f := NewFSM(DefaultHistoryLimit)
+	var idx uint64
+	apply := func(c Command) {
+		data, _ := encodeCommand(c)
+		idx++
+		if res := f.Apply(&raft.Log{Index: idx, Data: data}).(Result); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+	var all []rules.Rule
+	for i := range 1000 {
+		all = append(all, rule(fmt.Sprintf("r%04d", i), 10))
+	}
+	apply(Command{Op: OpApply, Rules: all, At: t0})
+	for i := range DefaultHistoryLimit {
+		apply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%04d", i), int64(i+11))}, At: t0})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		apply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%04d", i%1000), int64(i+1))}, At: t0})
+	}
 }

@@ -15,19 +15,24 @@ type Event struct {
 
 // nextAfter returns the version a watcher that has delivered version last
 // must deliver next: the version made directly from last when the history
-// still has it, else the current one. With nothing newer it returns nil and
-// a channel that is closed on the next change.
-func (f *FSM) nextAfter(last uint64) (*version, <-chan struct{}) {
+// still has it, else the current one. When that is the current version,
+// cur is its already published set (shared by every watcher). With nothing
+// newer it returns a channel that is closed on the next change.
+func (f *FSM) nextAfter(last uint64) (next *version, cur *rules.Set, wait <-chan struct{}) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if last >= f.head.Version {
-		return nil, f.changed
+		return nil, nil, f.changed
 	}
+	next = f.head
 	i, _ := slices.BinarySearchFunc(f.hist, last+1, func(e *version, t uint64) int { return cmp.Compare(e.Version, t) })
 	if i < len(f.hist) && f.hist[i].prev == last {
-		return f.hist[i], nil
+		next = f.hist[i]
 	}
-	return f.head, nil
+	if next == f.head {
+		cur = f.cur.Load()
+	}
+	return next, cur, nil
 }
 
 // changedCh returns the current set and the channel closed on its next
@@ -60,7 +65,7 @@ func (f *FSM) watch(ctx context.Context, stop <-chan struct{}, from uint64, out 
 		last = cur.Version
 	}
 	for {
-		v, wait := f.nextAfter(last)
+		v, set, wait := f.nextAfter(last)
 		if v == nil {
 			select {
 			case <-wait:
@@ -70,7 +75,10 @@ func (f *FSM) watch(ctx context.Context, stop <-chan struct{}, from uint64, out 
 			}
 			return
 		}
-		if !send(v.set()) {
+		if set == nil {
+			set = v.set()
+		}
+		if !send(set) {
 			return
 		}
 		last = v.Version

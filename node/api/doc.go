@@ -10,10 +10,14 @@
 //   - Every rule write goes through the gRPC Rules methods; the HTTP handlers
 //     call them in-process, so validation, auth and forwarding live in one
 //     place. Nothing is applied unless the whole request is valid.
-//   - A write is stamped (Command.At) by the node that applies it, i.e. the
-//     leader; a follower forwards the unstamped request once (a forwarded
-//     request that meets a non-leader fails with FailedPrecondition /
-//     HTTP 503 not_leader instead of bouncing).
+//   - A write is applied, and stamped (Command.At), only on the leader; a
+//     follower forwards the original request once, authorization metadata
+//     included (a forwarded request that meets a non-leader fails with
+//     FailedPrecondition / HTTP 503 not_leader instead of bouncing). A
+//     leader that loses leadership mid-Apply does not forward: the outcome
+//     is unknown and the caller retries.
+//   - Dry runs and request validation use the local rule set; the FSM
+//     validates again against the leader's.
 //   - Errors become gRPC codes in grpcError and gRPC codes become HTTP codes
 //     in HTTPStatus; nothing else picks status codes.
 //   - Check never fails a whole batch for one bad item: shape errors (empty
