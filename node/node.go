@@ -43,20 +43,20 @@ type Node struct {
 	peers    *peerPool
 	met      *metrics
 
-	grpcSrv  *grpc.Server
-	httpSrv  *http.Server
-	grpcLis  net.Listener
-	httpLis  net.Listener
-	meta     memberMeta
-	changed  chan struct{} // non-blocking "members changed" signal
-	view     atomic.Pointer[clusterView]
-	rview    atomic.Pointer[ruleView]
-	rviewMu  sync.Mutex
-	parts    *partitionTable
-	fwdMu    sync.Mutex
-	fwd      map[string]*forwarder
-	leaving  atomic.Bool
-	boot     atomic.Bool // Raft bootstrapped (or joined an existing group)
+	grpcSrv *grpc.Server
+	httpSrv *http.Server
+	grpcLis net.Listener
+	httpLis net.Listener
+	meta    memberMeta
+	changed chan struct{} // non-blocking "members changed" signal
+	view    atomic.Pointer[clusterView]
+	rview   atomic.Pointer[ruleView]
+	rviewMu sync.Mutex
+	parts   *partitionTable
+	fwdMu   sync.Mutex
+	fwd     map[string]*forwarder
+	leaving atomic.Bool
+	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	departedMu sync.Mutex
 	departed   map[string]memberlist.NodeStateType // dead or left, by id

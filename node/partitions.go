@@ -114,7 +114,6 @@ func (t *partitionTable) readyChan(p uint32) <-chan struct{} {
 	return s.ready
 }
 
-
 func (t *partitionTable) pending() int {
 	n := 0
 	for i := range t.slots {

@@ -1,0 +1,37 @@
+package bench
+
+import (
+	"context"
+	"errors"
+)
+
+// Errors a target reports; wrapped with %w and detail.
+var (
+	// ErrUndecided: the limiter answered but could not decide the check
+	// (unknown rule, unavailable owner…). A denial is not an error.
+	ErrUndecided = errors.New("bench: check not decided")
+	// ErrNoGroup: the scenario checks several rules per key and the target
+	// cannot do that atomically.
+	ErrNoGroup = errors.New("bench: target cannot check a group of rules")
+	// ErrClosed: the target was closed.
+	ErrClosed = errors.New("bench: target closed")
+)
+
+// Target is one gateway's view of a rate limiter: what the bench drives.
+// The gateway SDK (package client) fits here unchanged.
+type Target interface {
+	// Check takes cost tokens from key under rule, if it may.
+	Check(ctx context.Context, key, rule string, cost int64) (allowed bool, err error)
+	// Close releases the gateway's connections.
+	Close() error
+}
+
+// GroupChecker is implemented by targets that can check several rules on
+// one key all-or-nothing (the multiwindow scenario).
+type GroupChecker interface {
+	CheckGroup(ctx context.Context, key string, rules []string, cost int64) (allowed bool, err error)
+}
+
+// Factory makes the Target of simulated gateway i (0 ≤ i < G). Each call
+// must return an independent instance (its own connections and batching).
+type Factory func(gateway int) (Target, error)

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Errors returned by the package; match them with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every Config.Validate failure.
+	ErrInvalidConfig = errors.New("client: invalid config")
+	// ErrClosed is returned by calls made after Close.
+	ErrClosed = errors.New("client: closed")
+	// ErrNotReady is returned by WaitReady when no rule set arrived in time.
+	ErrNotReady = errors.New("client: no rules yet")
+)
+
+// Config configures a Client. Start from DefaultConfig.
+type Config struct {
+	// Cluster lists node gRPC addresses (host:port) to bootstrap from. The
+	// client learns the rest of the members from the cluster.
+	Cluster []string
+	// GatewayID names this gateway to the cluster, which counts live
+	// gateways to size fail-open shares. Must be unique per gateway.
+	GatewayID string
+	// Header names read by RequestFromHTTP.
+	APIKeyHeader string
+	UserHeader   string
+	PlanHeader   string
+	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded
+	// headers are believed.
+	TrustedProxies []netip.Prefix
+	// MaxBatch caps the items of one coalesced Check RPC.
+	MaxBatch int
+	// InFlight is the number of concurrent Check RPCs per node.
+	InFlight int
+	// QueueSize bounds the checks waiting per node; beyond it checks fail
+	// over to their fail mode at once.
+	QueueSize int
+	// BreakerFailures consecutive failed RPCs to one node open its breaker
+	// for BreakerCooldown; then one probe is let through.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// LeaseTTL is how long unspent lease tokens are kept before they are
+	// given back to the owner.
+	LeaseTTL time.Duration
+	// ClosedRetryAfter is the Retry-After of a fail-closed denial.
+	ClosedRetryAfter time.Duration
+	// Logger receives warnings (fallbacks are logged at most once per
+	// second). Nil discards.
+	Logger *slog.Logger
+	// Registry, when set, gets the client's metrics.
+	Registry *prometheus.Registry
+	// Now is the clock for local state (blocked-until cache, leases, the
+	// fail-open buckets). Nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns a Config with every tunable set; the caller fills
+// in Cluster and GatewayID.
+func DefaultConfig() Config {
+	return Config{
+		APIKeyHeader:     "X-API-Key",
+		UserHeader:       "X-User-ID",
+		PlanHeader:       "X-Plan",
+		MaxBatch:         512,
+		InFlight:         4,
+		QueueSize:        8192,
+		BreakerFailures:  5,
+		BreakerCooldown:  time.Second,
+		LeaseTTL:         time.Second,
+		ClosedRetryAfter: time.Second,
+	}
+}
+
+// Validate reports the first problem with c; errors wrap ErrInvalidConfig.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(c.Cluster) == 0:
+		return bad("Cluster: at least one node gRPC address is required")
+	case c.GatewayID == "":
+		return bad("GatewayID: must not be empty")
+	case c.APIKeyHeader == "" || c.UserHeader == "" || c.PlanHeader == "":
+		return bad("APIKeyHeader, UserHeader and PlanHeader must be set")
+	case c.MaxBatch < 1:
+		return bad("MaxBatch %d: must be >= 1", c.MaxBatch)
+	case c.InFlight < 1:
+		return bad("InFlight %d: must be >= 1", c.InFlight)
+	case c.QueueSize < 1:
+		return bad("QueueSize %d: must be >= 1", c.QueueSize)
+	case c.BreakerFailures < 1:
+		return bad("BreakerFailures %d: must be >= 1", c.BreakerFailures)
+	case c.BreakerCooldown <= 0:
+		return bad("BreakerCooldown %v: must be > 0", c.BreakerCooldown)
+	case c.LeaseTTL <= 0:
+		return bad("LeaseTTL %v: must be > 0", c.LeaseTTL)
+	case c.ClosedRetryAfter <= 0:
+		return bad("ClosedRetryAfter %v: must be > 0", c.ClosedRetryAfter)
+	}
+	for i, a := range c.Cluster {
+		if a == "" {
+			return bad("Cluster[%d]: empty address", i)
+		}
+	}
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return bad("TrustedProxies[%d]: invalid prefix", i)
+		}
+	}
+	return nil
+}
