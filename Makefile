@@ -5,7 +5,7 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TOOLS         := $(CURDIR)/bin/tools
 
-.PHONY: help build test lint bench proto run clean
+.PHONY: help build test lint bench bench-short proto run clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -24,6 +24,12 @@ lint: ## go vet, gofmt check, go mod tidy check
 
 bench: ## Go micro-benchmarks of the pure cores
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./bucket ./ring ./rulesraft/rules
+
+bench-short: build ## a short `weir bench` preset: 3 spawned nodes, then redis-server (if installed), back to back
+	@if command -v redis-server >/dev/null; then r=--spawn-redis; \
+	  else echo "redis-server missing (apt-get install -y redis-server): weir only"; r=; fi; \
+	  echo ./$(BIN) bench --scenario steady --spawn 3 --duration 5s $$r; \
+	  ./$(BIN) bench --scenario steady --spawn 3 --duration 5s $$r
 
 proto: ## regenerate proto/weirv1 from proto/weir/v1/*.proto (pinned generators)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }

@@ -90,6 +90,7 @@
 //
 // Limit.Validate rejects Rate or Burst above MaxTokens and limits that take
 // longer than MaxIdle (about 73 years) to refill, so that every intermediate
-// fits; rate 1e9 per 365 days is fine. Decide does not validate beyond Rate
+// fits; rate 1e9 per 365 days is fine. The clock readings one state sees
+// must lie within about 70 years (2^61 ns) of one another. Decide does not validate beyond Rate
 // and Period > 0: unvalidated huge limits saturate instead of overflowing.
 package bucket

@@ -76,6 +76,12 @@ func DecideLog(log []int64, l Limit, cost int64, now int64) ([]int64, Result) {
 }
 
 // RefundLog gives back up to cost of the most recently admitted tokens.
+//
+// Removing the newest entries also removes the latest time the log has
+// seen. If the clock then steps back (see the clock rules in doc.go), tokens
+// whose entries were pruned when those newest ones were admitted are not
+// counted again, so up to Rate more may pass in one Period than on a
+// steady clock. The log holds nothing else to remember that time by.
 func RefundLog(log []int64, cost int64) []int64 {
 	if cost <= 0 {
 		return log

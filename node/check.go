@@ -132,6 +132,22 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		return nil, fmt.Errorf("%w: no ring yet", errUnavailable)
 	}
 	rv := n.rules()
+	if forwarded {
+		// The sender matched against a newer rule set than this owner has
+		// applied yet (e.g. a node that just joined): wait for it briefly.
+		var want uint64
+		for _, it := range items {
+			if it != nil && it.RuleVersion > want {
+				want = it.RuleVersion
+			}
+		}
+		if want > rv.version {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, _ = n.store.WaitVersion(wctx, want-1)
+			cancel()
+			rv = n.rules()
+		}
+	}
 	nowNS := n.now()
 	now := time.Unix(0, nowNS)
 
@@ -178,6 +194,9 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 			}
 			if remote == nil {
 				remote = map[string][]int{}
+			}
+			if it.RuleVersion < rv.version {
+				it.RuleVersion = rv.version
 			}
 			remote[dest] = append(remote[dest], i)
 			continue
@@ -245,9 +264,14 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 // after waiting for a hand-off that has no live source to forward to.
 func (n *Node) route(p uint32, v *clusterView, forwarded bool) (dest string, local, wait bool) {
 	st, peer := n.parts.get(p)
+	owner := v.ring.PartitionOwner(p)
 	switch st {
 	case partReady:
-		return "", true, false
+		if owner == n.cfg.ID || n.leaving.Load() {
+			return "", true, false
+		}
+		// Ready but the ring gave it away (a hand-off finished after a
+		// newer ring change): route by the ring.
 	case partPending:
 		if forwarded || peer == "" {
 			return "", true, true
@@ -259,7 +283,6 @@ func (n *Node) route(p uint32, v *clusterView, forwarded bool) (dest string, loc
 	case partMoved:
 		return peer, false, false
 	}
-	owner := v.ring.PartitionOwner(p)
 	if owner == n.cfg.ID || forwarded {
 		// A peer with a different ring view sent it here: decide rather than
 		// bounce it around.

@@ -71,14 +71,17 @@ func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d delegate) LocalState(join bool) []byte                { return nil }
 func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d delegate) NotifyJoin(m *memberlist.Node) {
-	d.n.noteDeparture(m, false)
+	d.n.remember(m, false)
 	d.n.signalChanged()
 }
 func (d delegate) NotifyLeave(m *memberlist.Node) {
-	d.n.noteDeparture(m, true)
+	d.n.remember(m, true)
 	d.n.signalChanged()
 }
-func (d delegate) NotifyUpdate(*memberlist.Node) { d.n.signalChanged() }
+func (d delegate) NotifyUpdate(m *memberlist.Node) {
+	d.n.remember(m, false)
+	d.n.signalChanged()
+}
 
 func (n *Node) signalChanged() {
 	select {
@@ -141,17 +144,35 @@ func (n *Node) memberCount() int {
 	return len(v.members)
 }
 
-// readMembers returns the live members (alive or suspect) by id.
+// readMembers returns the live members (alive or suspect) by id, from the
+// copies the event delegate keeps (memberlist's own Node structs may change
+// under a reader).
 func (n *Node) readMembers() map[string]member {
-	out := map[string]member{}
-	for _, m := range n.ml.Members() {
-		mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(m.State)}
-		if len(m.Meta) > 0 {
-			_ = json.Unmarshal(m.Meta, &mm.memberMeta)
-		}
-		out[m.Name] = mm
+	n.departedMu.Lock()
+	defer n.departedMu.Unlock()
+	out := make(map[string]member, len(n.known))
+	for id, m := range n.known {
+		out[id] = m
 	}
 	return out
+}
+
+// remember copies a member's address, state and metadata. Called from
+// memberlist callbacks, which hold memberlist's lock while m is stable.
+func (n *Node) remember(m *memberlist.Node, gone bool) {
+	mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(m.State)}
+	if len(m.Meta) > 0 {
+		_ = json.Unmarshal(m.Meta, &mm.memberMeta)
+	}
+	n.departedMu.Lock()
+	defer n.departedMu.Unlock()
+	if gone {
+		delete(n.known, m.Name)
+		n.departed[m.Name] = m.State
+	} else {
+		n.known[m.Name] = mm
+		delete(n.departed, m.Name)
+	}
 }
 
 func stateName(s memberlist.NodeStateType) string {
@@ -194,7 +215,7 @@ func (n *Node) clusterLoop() {
 // hand-off of moved partitions.
 func (n *Node) refreshView() {
 	members := n.readMembers()
-	if len(n.cfg.Join) > 0 && len(members) < 2 && n.view.Load() == nil {
+	if len(n.cfg.Join) > 0 && !n.joined.Load() && n.view.Load() == nil {
 		// Not joined yet: a solo ring would claim every partition.
 		return
 	}
@@ -380,16 +401,6 @@ func (n *Node) leftMembers() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (n *Node) noteDeparture(m *memberlist.Node, gone bool) {
-	n.departedMu.Lock()
-	defer n.departedMu.Unlock()
-	if gone {
-		n.departed[m.Name] = m.State
-	} else {
-		delete(n.departed, m.Name)
-	}
 }
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }

@@ -56,10 +56,12 @@ type Node struct {
 	fwdMu   sync.Mutex
 	fwd     map[string]*forwarder
 	leaving atomic.Bool
+	joined  atomic.Bool // gossip join done (when Join is configured)
 	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	departedMu sync.Mutex
 	departed   map[string]memberlist.NodeStateType // dead or left, by id
+	known      map[string]member                   // live members, copied in callbacks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -92,6 +94,7 @@ func New(cfg Config) (*Node, error) {
 		changed:  make(chan struct{}, 1),
 		fwd:      map[string]*forwarder{},
 		departed: map[string]memberlist.NodeStateType{},
+		known:    map[string]member{},
 		parts:    newPartitionTable(cfg.Ring.PartitionCount),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -191,13 +194,17 @@ func (n *Node) Start() error {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
-	n.goFunc(n.clusterLoop)
 	if len(n.cfg.Join) > 0 {
+		// Join before the first ring is built: Join's push/pull brings the
+		// whole member list, so the first ring is complete.
 		if _, err := n.ml.Join(n.cfg.Join); err != nil {
 			n.log.Warn("gossip join failed; will retry", "err", err)
 			n.goFunc(n.retryJoin)
+		} else {
+			n.joined.Store(true)
 		}
 	}
+	n.goFunc(n.clusterLoop)
 	n.signalChanged()
 	return nil
 }
@@ -211,9 +218,13 @@ func (n *Node) retryJoin() {
 			return
 		case <-t.C:
 			if n.ml.NumMembers() > 1 {
+				n.joined.Store(true)
+				n.signalChanged()
 				return
 			}
 			if _, err := n.ml.Join(n.cfg.Join); err == nil {
+				n.joined.Store(true)
+				n.signalChanged()
 				return
 			}
 		}

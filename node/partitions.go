@@ -97,9 +97,14 @@ func (t *partitionTable) setNone(p uint32) {
 	s := &t.slots[p]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.Load() == partReady {
+	if st := s.state.Load(); st == partReady || st == partPending {
 		s.state.Store(partNone)
 		s.peer.Store(nil)
+		select {
+		case <-s.ready:
+		default:
+			close(s.ready) // release waiters; they route by the ring
+		}
 	}
 }
 

@@ -90,9 +90,7 @@ func (n *Node) pullPartitions(gain []replication.Source, v *clusterView) {
 			continue
 		}
 		n.replicas.Drop(parts)
-		for _, p := range parts {
-			n.parts.setReady(p)
-		}
+		n.markReady(parts)
 	}
 	if len(local) > 0 {
 		// Promote this node's replica copies (the owner is gone).
@@ -105,9 +103,7 @@ func (n *Node) pullPartitions(gain []replication.Source, v *clusterView) {
 			cancel()
 		}
 		n.met.promoted.Add(float64(len(states)))
-		for _, p := range local {
-			n.parts.setReady(p)
-		}
+		n.markReady(local)
 	}
 }
 
@@ -183,4 +179,17 @@ func grpcErr(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// markReady makes pulled partitions ready, unless a newer ring gave them to
+// another node meanwhile (then they are routed by the ring).
+func (n *Node) markReady(parts []uint32) {
+	v := n.view.Load()
+	for _, p := range parts {
+		if v == nil || v.ring.PartitionOwner(p) == n.cfg.ID {
+			n.parts.setReady(p)
+		} else {
+			n.parts.setNone(p)
+		}
+	}
 }

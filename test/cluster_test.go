@@ -43,6 +43,7 @@ func testConfig(t *testing.T, id string) node.Config {
 	cfg.RaftHeartbeatTimeout = 300 * time.Millisecond
 	cfg.RaftElectionTimeout = 300 * time.Millisecond
 	cfg.LeaveTimeout = 10 * time.Second
+	cfg.ForwardTimeout = 2 * time.Second // -race on a loaded 2-core machine stalls for hundreds of ms
 	level := slog.LevelError
 	if os.Getenv("WEIR_TEST_LOG") != "" {
 		level = slog.LevelDebug

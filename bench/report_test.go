@@ -1,0 +1,34 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestReport(t *testing.T) {
+	w := &Result{Target: "weir", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 60000, P50us: 500, P99us: 2000, P999us: 4000}
+	r := &Result{Target: "redis", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 30000, P50us: 1000, P99us: 4000, P999us: 4000}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Result{w, r}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"checks/s", "25.0", "weir/redis steady: checks/s ×2.00, p50 ×0.50, p99 ×0.50, p99.9 ×1.00"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := WriteJSON(&b, w); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "\n") != 1 {
+		t.Fatalf("not one line: %q", b.String())
+	}
+	var back Result
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.PerSec != 60000 || back.Target != "weir" {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}

@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config bounds one run.
+type Config struct {
+	Target   string // label for the report: "weir", "redis"
+	Callers  int    // W concurrent callers
+	Gateways int    // G simulated gateways; caller w uses gateway w % G
+	// Duration and Count bound the run; whichever ends it first. At least
+	// one must be set.
+	Duration time.Duration
+	Count    int64
+	// Timeout bounds one check (default 5s).
+	Timeout time.Duration
+	// KeyPrefix makes this run's keys distinct from earlier runs'.
+	KeyPrefix string
+	Seed      uint64
+	// Midway, if set, is called once half-way through a duration-bounded
+	// run (the failover and resize events).
+	Midway func(ctx context.Context) error
+}
+
+// Result is the outcome of one run. It marshals to the JSON line.
+type Result struct {
+	Target   string  `json:"target"`
+	Scenario string  `json:"scenario"`
+	Callers  int     `json:"callers"`
+	Gateways int     `json:"gateways"`
+	Keys     int     `json:"keys"`
+	Dist     string  `json:"dist"`
+	Rules    int     `json:"rules_per_check"`
+	Elapsed  float64 `json:"elapsed_s"`
+	Checks   int64   `json:"checks"`
+	Allowed  int64   `json:"allowed"`
+	Errors   int64   `json:"errors"`
+	PerSec   float64 `json:"checks_per_s"`
+	// Latencies in microseconds, as a caller sees them.
+	P50us   float64 `json:"p50_us"`
+	P90us   float64 `json:"p90_us"`
+	P99us   float64 `json:"p99_us"`
+	P999us  float64 `json:"p999_us"`
+	MaxUs   float64 `json:"max_us"`
+	FirstEr string  `json:"first_error,omitempty"`
+
+	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
+	Event    string          `json:"event,omitempty"`
+}
+
+// AllowedShare is Allowed/Checks (0 when nothing ran).
+func (r *Result) AllowedShare() float64 {
+	if r.Checks == 0 {
+		return 0
+	}
+	return float64(r.Allowed) / float64(r.Checks)
+}
+
+// AccuracyResult is accuracy mode's verdict.
+type AccuracyResult struct {
+	Ideal float64 `json:"ideal_per_key"`
+	// Admitted per key, and its deviation from Ideal in percent.
+	Admitted  []int64   `json:"admitted"`
+	Deviation []float64 `json:"deviation_pct"`
+	// WorstDeviation is the deviation of largest magnitude.
+	WorstDeviation float64 `json:"worst_deviation_pct"`
+	// Fairness is the worst per-key max deviation of a gateway's admitted
+	// count from the equal share, in percent.
+	Fairness float64 `json:"fairness_pct"`
+}
+
+// caller is what one caller goroutine collects.
+type caller struct {
+	lat      []time.Duration
+	checks   int64
+	allowed  int64
+	errors   int64
+	firstErr error
+	perKey   []int64 // accuracy only
+}
+
+// Run drives the targets made by newTarget with cfg's callers for sc and
+// returns the result. Errors of single checks are counted, not returned.
+func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Result, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Callers < 1 || cfg.Gateways < 1 || (cfg.Duration <= 0 && cfg.Count <= 0) {
+		return nil, fmt.Errorf("%w: need callers, gateways ≥ 1 and a duration or a count", ErrInput)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	keys := make([]string, sc.Keys)
+	for i := range keys {
+		keys[i] = "apikey:" + cfg.KeyPrefix + strconv.Itoa(i)
+	}
+	targets := make([]Target, cfg.Gateways)
+	defer func() {
+		for _, t := range targets {
+			if t != nil {
+				_ = t.Close()
+			}
+		}
+	}()
+	for g := range targets {
+		t, err := newTarget(g)
+		if err != nil {
+			return nil, fmt.Errorf("bench: gateway %d: %w", g, err)
+		}
+		targets[g] = t
+	}
+	rules := sc.RuleIDs()
+	if len(rules) > 1 {
+		for _, t := range targets {
+			if _, ok := t.(GroupChecker); !ok {
+				return nil, ErrNoGroup
+			}
+		}
+	}
+
+	// Warm up: every caller makes one cost-0 check on a key of its own, so
+	// connections are open before the clock starts (accuracy measures the
+	// refill over the run's elapsed time).
+	var warm sync.WaitGroup
+	warmErr := make([]error, cfg.Callers)
+	for w := range warmErr {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			wctx, wcancel := context.WithTimeout(ctx, cfg.Timeout)
+			defer wcancel()
+			key := "apikey:" + cfg.KeyPrefix + "warmup"
+			t := targets[w%cfg.Gateways]
+			if gc, ok := t.(GroupChecker); ok && len(rules) > 1 {
+				_, warmErr[w] = gc.CheckGroup(wctx, key, rules, 0)
+			} else {
+				_, warmErr[w] = t.Check(wctx, key, rules[0], 0)
+			}
+		}()
+	}
+	warm.Wait()
+	if err := errors.Join(warmErr...); err != nil {
+		return nil, fmt.Errorf("bench: warm-up: %w", err)
+	}
+
+	callers := make([]*caller, cfg.Callers)
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Duration > 0 {
+		var c2 context.CancelFunc
+		runCtx, c2 = context.WithTimeout(runCtx, cfg.Duration)
+		defer c2()
+	}
+	var budget atomic.Int64
+	budget.Store(cfg.Count)
+	start := time.Now()
+	for w := range callers {
+		c := &caller{lat: make([]time.Duration, 0, 4096)}
+		if sc.Accuracy {
+			c.perKey = make([]int64, sc.Keys)
+		}
+		callers[w] = c
+		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
+		if err != nil {
+			return nil, err
+		}
+		t := targets[w%cfg.Gateways]
+		gc, _ := t.(GroupChecker)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				if cfg.Count > 0 && budget.Add(-1) < 0 {
+					return
+				}
+				k := gen.Next()
+				// Not runCtx: a check started before the end runs to its
+				// answer and is counted (the server decided it).
+				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
+				t0 := time.Now()
+				var ok bool
+				var err error
+				if len(rules) == 1 {
+					ok, err = t.Check(cctx, keys[k], rules[0], sc.Cost)
+				} else {
+					ok, err = gc.CheckGroup(cctx, keys[k], rules, sc.Cost)
+				}
+				d := time.Since(t0)
+				ccancel()
+				if ctx.Err() != nil {
+					return // the caller gave up on the whole run
+				}
+				c.checks++
+				c.lat = append(c.lat, d)
+				switch {
+				case err != nil:
+					c.errors++
+					if c.firstErr == nil {
+						c.firstErr = err
+					}
+				case ok:
+					c.allowed++
+					if c.perKey != nil {
+						c.perKey[k]++
+					}
+				}
+			}
+		}()
+	}
+	var midErr error
+	if cfg.Midway != nil && cfg.Duration > 0 {
+		select {
+		case <-time.After(cfg.Duration / 2):
+			midErr = cfg.Midway(ctx)
+		case <-runCtx.Done():
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if midErr != nil {
+		return nil, fmt.Errorf("bench: mid-run event: %w", midErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return summarize(cfg, sc, callers, elapsed)
+}
+
+func summarize(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration) (*Result, error) {
+	r := &Result{
+		Target: cfg.Target, Scenario: sc.Name, Callers: cfg.Callers, Gateways: cfg.Gateways,
+		Keys: sc.Keys, Dist: "uniform", Rules: len(sc.Rules), Elapsed: elapsed.Seconds(), Event: string(sc.Event),
+	}
+	if sc.Zipf {
+		r.Dist = fmt.Sprintf("zipf(s=%.1f)", ZipfS)
+	}
+	var n int
+	for _, c := range callers {
+		n += len(c.lat)
+	}
+	all := make([]time.Duration, 0, n)
+	for _, c := range callers {
+		all = append(all, c.lat...)
+		r.Checks += c.checks
+		r.Allowed += c.allowed
+		r.Errors += c.errors
+		if r.FirstEr == "" && c.firstErr != nil {
+			r.FirstEr = c.firstErr.Error()
+		}
+	}
+	r.PerSec = float64(r.Checks) / elapsed.Seconds()
+	l := Summarize(all)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs = us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max)
+	if sc.Accuracy {
+		acc, err := accuracy(cfg, sc, callers, elapsed)
+		if err != nil {
+			return nil, err
+		}
+		r.Accuracy = acc
+	}
+	return r, nil
+}
+
+func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration) (*AccuracyResult, error) {
+	rule := sc.Rules[0]
+	ideal, err := Ideal(rule.Burst, rule.Rate, rule.Period, elapsed)
+	if err != nil {
+		return nil, err
+	}
+	if sc.Cost > 1 {
+		ideal /= float64(sc.Cost)
+	}
+	a := &AccuracyResult{Ideal: ideal, Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}
+	perGW := make([][]int64, sc.Keys)
+	for k := range perGW {
+		perGW[k] = make([]int64, cfg.Gateways)
+	}
+	for w, c := range callers {
+		for k, v := range c.perKey {
+			a.Admitted[k] += v
+			perGW[k][w%cfg.Gateways] += v
+		}
+	}
+	for k, adm := range a.Admitted {
+		d, err := Deviation(adm, ideal)
+		if err != nil {
+			return nil, err
+		}
+		a.Deviation[k] = d
+		if abs(d) > abs(a.WorstDeviation) {
+			a.WorstDeviation = d
+		}
+		if f, err := Fairness(perGW[k]); err == nil && f > a.Fairness {
+			a.Fairness = f
+		}
+	}
+	return a, nil
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RuleSpec is one token-bucket rule a scenario installs on the target.
+type RuleSpec struct {
+	ID     string
+	Rate   int64
+	Period time.Duration
+	Burst  int64
+}
+
+// Event is something a scenario does to a spawned cluster half-way.
+type Event string
+
+// Events.
+const (
+	EventNone Event = ""
+	EventKill Event = "kill" // kill the node owning the hottest key (failover)
+	EventAdd  Event = "add"  // start one more node (resize)
+)
+
+// Scenario is a named preset: what rules exist, which keys are drawn and
+// how, and what each check asks for.
+type Scenario struct {
+	Name string
+	// Rules all apply to every check's key, as one all-or-nothing group
+	// when there are several.
+	Rules []RuleSpec
+	Keys  int
+	Zipf  bool
+	Cost  int64
+	// Accuracy: report admitted versus ideal per key and per-gateway
+	// fairness (needs few keys and a single rule).
+	Accuracy bool
+	Event    Event
+}
+
+// Presets lists the scenario names Preset knows.
+func Presets() []string {
+	return []string{"steady", "hot", "multiwindow", "accuracy", "failover", "resize"}
+}
+
+// Preset returns the named scenario.
+func Preset(name string) (Scenario, error) {
+	perSec := RuleSpec{ID: "bench.persec", Rate: 10, Period: time.Second, Burst: 10}
+	acc := RuleSpec{ID: "bench.acc", Rate: 1000, Period: time.Second, Burst: 100}
+	switch name {
+	case "steady":
+		return Scenario{Name: name, Rules: []RuleSpec{perSec}, Keys: 100_000, Cost: 1}, nil
+	case "hot":
+		return Scenario{Name: name, Rules: []RuleSpec{perSec}, Keys: 100_000, Zipf: true, Cost: 1}, nil
+	case "multiwindow":
+		return Scenario{Name: name, Rules: []RuleSpec{
+			{ID: "bench.mw.sec", Rate: 10, Period: time.Second, Burst: 10},
+			{ID: "bench.mw.min", Rate: 300, Period: time.Minute, Burst: 300},
+			{ID: "bench.mw.hour", Rate: 5000, Period: time.Hour, Burst: 5000},
+		}, Keys: 10_000, Cost: 1}, nil
+	case "accuracy":
+		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true}, nil
+	case "failover":
+		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventKill}, nil
+	case "resize":
+		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventAdd}, nil
+	}
+	return Scenario{}, fmt.Errorf("%w: unknown scenario %q (one of %s)", ErrInput, name, strings.Join(Presets(), ", "))
+}
+
+// Validate reports whether s can be run.
+func (s Scenario) Validate() error {
+	switch {
+	case len(s.Rules) == 0:
+		return fmt.Errorf("%w: scenario %q has no rules", ErrInput, s.Name)
+	case s.Keys < 1:
+		return fmt.Errorf("%w: scenario %q has %d keys", ErrInput, s.Name, s.Keys)
+	case s.Cost < 0:
+		return fmt.Errorf("%w: negative cost %d", ErrInput, s.Cost)
+	case s.Accuracy && (len(s.Rules) != 1 || s.Keys > 1000):
+		return fmt.Errorf("%w: accuracy needs one rule and at most 1000 keys", ErrInput)
+	}
+	for _, r := range s.Rules {
+		if r.Rate < 1 || r.Burst < 1 || r.Period <= 0 || r.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: rule %q: rate, burst and period (whole ms) must be positive", ErrInput, r.ID)
+		}
+	}
+	return nil
+}
+
+// RuleIDs returns the ids of s's rules, in order.
+func (s Scenario) RuleIDs() []string {
+	ids := make([]string, len(s.Rules))
+	for i, r := range s.Rules {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// RulesYAML renders s's rules as a Weir rules file (exact mode: lease 0).
+func (s Scenario) RulesYAML() string {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, r := range s.Rules {
+		fmt.Fprintf(&b, "  - id: %s\n    match: {route: /bench/%s, method: GET, plan: \"*\"}\n    key: apikey\n    algorithm: token_bucket\n    rate: %d\n    period: %s\n    burst: %d\n    fail_mode: closed\n    lease: 0\n",
+			r.ID, r.ID, r.Rate, r.Period, r.Burst)
+	}
+	return b.String()
+}

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+)
+
+// ErrSpawn reports a local process that could not be started or did not
+// become ready.
+var ErrSpawn = errors.New("bench: spawn")
+
+// freePort asks the kernel for a free loopback port. The port is released
+// before the child binds it; a rare collision fails the spawn.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// SpawnedNode is one `weir node` child process.
+type SpawnedNode struct {
+	ID                                string
+	HTTP, GRPC, Raft, Gossip, DataDir string
+	cmd                               *exec.Cmd
+	done                              chan struct{}
+}
+
+// Spawned is a local cluster of `weir node` processes.
+type Spawned struct {
+	bin   string
+	log   io.Writer
+	dir   string
+	mu    sync.Mutex
+	nodes []*SpawnedNode
+	seq   int
+}
+
+// SpawnCluster starts n `weir node` processes of binary bin on loopback
+// (free ports, temporary data dirs, --bootstrap-expect n, all joining the
+// first's gossip address), and waits until each answers /readyz and sees n
+// members. Child output goes to logw (may be nil).
+func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer) (*Spawned, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: %d nodes", ErrInput, n)
+	}
+	dir, err := os.MkdirTemp("", "weir-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Spawned{bin: bin, log: logw, dir: dir}
+	for i := 0; i < n; i++ {
+		if _, err := s.start(n); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := s.WaitStable(ctx, n, 60*time.Second); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	nd := &SpawnedNode{ID: fmt.Sprintf("b%d", s.seq), done: make(chan struct{})}
+	for _, p := range []*string{&nd.HTTP, &nd.GRPC, &nd.Raft, &nd.Gossip} {
+		a, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+		}
+		*p = a
+	}
+	nd.DataDir = fmt.Sprintf("%s/%s", s.dir, nd.ID)
+	args := []string{"node", "--id", nd.ID, "--data-dir", nd.DataDir, "--http", nd.HTTP, "--grpc", nd.GRPC,
+		"--raft", nd.Raft, "--gossip", nd.Gossip, "--log-level", "warn"}
+	if bootstrapExpect > 0 {
+		args = append(args, "--bootstrap-expect", strconv.Itoa(bootstrapExpect))
+	}
+	for _, o := range s.nodes {
+		if o != nil {
+			args = append(args, "--join", o.Gossip)
+			break
+		}
+	}
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrSpawn, s.bin, err)
+	}
+	nd.cmd = cmd
+	go func() { _ = cmd.Wait(); close(nd.done) }()
+	s.nodes = append(s.nodes, nd)
+	return nd, nil
+}
+
+// Nodes returns the live spawned nodes.
+func (s *Spawned) Nodes() []*SpawnedNode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*SpawnedNode
+	for _, n := range s.nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// GRPCAddrs returns the live nodes' gRPC addresses.
+func (s *Spawned) GRPCAddrs() []string {
+	var out []string
+	for _, n := range s.Nodes() {
+		out = append(out, n.GRPC)
+	}
+	return out
+}
+
+// WaitStable polls until every live node answers /readyz and reports want
+// members, or d passes.
+func (s *Spawned) WaitStable(ctx context.Context, want int, d time.Duration) error {
+	return poll(ctx, d, func() error {
+		for _, n := range s.Nodes() {
+			select {
+			case <-n.done:
+				return fmt.Errorf("%w: node %s exited", ErrSpawn, n.ID)
+			default:
+			}
+			if err := httpOK(ctx, "http://"+n.HTTP+"/readyz"); err != nil {
+				return err
+			}
+			m, err := members(ctx, n.GRPC)
+			if err != nil {
+				return err
+			}
+			alive := 0
+			for _, mm := range m.GetMembers() {
+				if mm.GetState() == "alive" {
+					alive++
+				}
+			}
+			if alive != want {
+				return fmt.Errorf("%s sees %d alive members, want %d", n.ID, alive, want)
+			}
+		}
+		return nil
+	})
+}
+
+// Kill stops the node with id hard (SIGKILL: no hand-off).
+func (s *Spawned) Kill(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range s.nodes {
+		if n != nil && n.ID == id {
+			_ = n.cmd.Process.Kill()
+			<-n.done
+			s.nodes[i] = nil
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no node %q", ErrInput, id)
+}
+
+// Add starts one more node that joins the cluster (no bootstrap).
+func (s *Spawned) Add() (*SpawnedNode, error) { return s.start(0) }
+
+// Close kills every node and removes the data directories.
+func (s *Spawned) Close() {
+	s.mu.Lock()
+	nodes := s.nodes
+	s.nodes = nil
+	s.mu.Unlock()
+	for _, n := range nodes {
+		if n != nil {
+			_ = n.cmd.Process.Signal(os.Interrupt)
+		}
+	}
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		select {
+		case <-n.done:
+		case <-time.After(5 * time.Second):
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// ApplyRules posts a rules file to a node's HTTP API (retrying until the
+// Raft group has a leader) and then waits until every gRPC address in
+// grpcAddrs knows every rule id.
+func ApplyRules(ctx context.Context, httpAddr string, yaml string, ruleIDs []string, grpcAddrs []string) error {
+	err := poll(ctx, 30*time.Second, func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/rules:apply", strings.NewReader(yaml))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/yaml")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("apply rules: %d %s", resp.StatusCode, bytes.TrimSpace(body))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return poll(ctx, 30*time.Second, func() error {
+		for _, a := range grpcAddrs {
+			if err := knowsRules(ctx, a, ruleIDs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// knowsRules peeks (cost 0) every rule on addr; an unknown rule is an error.
+func knowsRules(ctx context.Context, addr string, ids []string) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	req := &weirv1.CheckRequest{}
+	for _, id := range ids {
+		req.Items = append(req.Items, &weirv1.CheckItem{Key: "apikey:bench-probe", Rule: id, Cost: 0})
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := weirv1.NewLimiterClient(cc).Check(cctx, req)
+	if err != nil {
+		return err
+	}
+	for i, r := range resp.GetResults() {
+		if r.GetErrorCode() != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			return fmt.Errorf("%s: rule %s: %s %s", addr, ids[i], r.GetErrorCode(), r.GetError())
+		}
+	}
+	return nil
+}
+
+func members(ctx context.Context, addr string) (*weirv1.MembersResponse, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return weirv1.NewClusterClient(cc).Members(cctx, &weirv1.MembersRequest{})
+}
+
+func httpOK(ctx context.Context, url string) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// poll calls f every 50ms until it returns nil, ctx ends or d passes.
+func poll(ctx context.Context, d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: not ready within %v: %v", ErrSpawn, d, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RedisProc is a redis-server child on loopback.
+type RedisProc struct {
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// SpawnRedis starts `redis-server --port <free> --save "" --appendonly no`
+// on loopback and waits until it answers PING.
+func SpawnRedis(ctx context.Context, logw io.Writer) (*RedisProc, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis-server not found (apt-get install redis-server): %v", ErrSpawn, err)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.Stdout, cmd.Stderr = logw, logw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+	}
+	p := &RedisProc{Addr: addr, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	err = poll(ctx, 10*time.Second, func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("redis-server exited")
+		default:
+		}
+		return c.Ping(ctx).Err()
+	})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close stops the server.
+func (p *RedisProc) Close() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}

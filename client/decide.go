@@ -1,0 +1,450 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/rulesraft/rules"
+)
+
+// MaxKeyLen is the longest limited key sent to the cluster; a longer one
+// has its value replaced by a hash (see doc.go).
+const MaxKeyLen = 256
+
+// Request is what a decision is made from.
+type Request struct {
+	Route, Method, Plan string
+	APIKey, User, IP    string
+	Header              http.Header // read for header:<Name> rules
+}
+
+// Limit is one rule's part of a decision.
+type Limit struct {
+	Rule       string
+	Key        string
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	Reset      time.Duration // until the bucket is full / the window ends
+	Window     time.Duration // the rule's period
+	RetryAfter time.Duration // 0 if allowed; -1 never
+	Shadow     bool          // reported only; never blocks
+	Fallback   bool          // decided by the fail mode, not the cluster
+	Leased     bool          // served from a local lease
+}
+
+// Decision is the answer for one request.
+type Decision struct {
+	Allowed    bool
+	Status     int // 200, 429 (over a limit) or 503 (fail-closed)
+	RetryAfter time.Duration
+	Limits     []Limit
+	// Policy is the limit to report in headers: when denied, the denying
+	// limit with the longest wait; else the one with the fewest remaining.
+	// Nil when no non-shadow rule applied.
+	Policy *Limit
+}
+
+// pending is one matched rule while a decision is made.
+type pending struct {
+	rule      *rules.Rule
+	key       string
+	id        string // rule + "\x00" + key
+	lim       Limit
+	done      bool
+	grab      bool // asks the owner for a lease of rule.Lease tokens
+	leased    bool // spent a local lease token
+	closedOut bool // denied by fail_mode closed
+	open      bool // waits for the local fail-open bucket
+}
+
+// Decide decides a request: it matches the rules, asks the owners (one
+// coalesced RPC, all rules all-or-nothing) and applies fail modes, leases
+// and the blocked-until cache. Before the first rule set arrives every
+// request is allowed with no limits.
+func (c *Client) Decide(ctx context.Context, r Request) Decision {
+	rs := c.rules.Load()
+	if rs == nil {
+		return Decision{Allowed: true, Status: http.StatusOK}
+	}
+	if r.Plan == "" {
+		r.Plan = rules.AnyPlan
+	}
+	var buf [8]*rules.Rule
+	matched := rs.m.Match(r.Route, r.Method, r.Plan, buf[:0])
+	if len(matched) == 0 {
+		return Decision{Allowed: true, Status: http.StatusOK}
+	}
+	now := c.now()
+	ps := make([]pending, len(matched))
+	for i, rule := range matched {
+		k := keyFor(rule, &r)
+		ps[i] = pending{rule: rule, key: k, id: rule.ID + "\x00" + k}
+	}
+	if d, ok := c.local.blockedDecision(ps, now); ok {
+		c.stats.blockedHits.Add(1)
+		return d
+	}
+	for i := range ps {
+		p := &ps[i]
+		if p.rule.Lease <= 0 || p.rule.Shadow {
+			continue
+		}
+		if lim, ok := c.local.takeLease(p.id, now); ok {
+			p.lim, p.done, p.leased = lim, true, true
+			p.lim.Rule, p.lim.Key = p.rule.ID, p.key
+			c.stats.leaseHits.Add(1)
+		} else {
+			p.grab = true
+		}
+	}
+	c.ask(ctx, rs, ps, now)
+	d := combine(ps)
+	if !d.Allowed {
+		for i := range ps { // a denied request spends no lease token
+			if ps[i].leased {
+				c.local.returnLease(ps[i].id)
+			}
+		}
+	}
+	return d
+}
+
+// ask sends the undecided rules to the cluster and fills in their answers,
+// using the fail modes when the cluster does not answer.
+func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, now time.Time) {
+	for round := 0; round < 2; round++ {
+		items := make([]*weirv1.CheckItem, 0, len(ps))
+		where := make([]int, 0, len(ps))
+		var timeout time.Duration
+		g := c.group.Add(1)
+		if g == 0 {
+			g = c.group.Add(1)
+		}
+		for i := range ps {
+			p := &ps[i]
+			if p.done {
+				continue
+			}
+			cost := int64(1)
+			if p.grab {
+				cost = p.rule.Lease
+			}
+			items = append(items, &weirv1.CheckItem{Key: p.key, Rule: p.rule.ID, Cost: cost, Group: g, RuleVersion: rs.version})
+			where = append(where, i)
+			timeout = max(timeout, p.rule.Timeout.D())
+		}
+		if len(items) == 0 {
+			return
+		}
+		if timeout <= 0 {
+			timeout = rules.DefaultTimeout
+		}
+		res, err := c.send(ctx, items, timeout, now)
+		if err != nil {
+			reason := "unavailable"
+			switch {
+			case errors.Is(err, errBreakerOpen):
+				reason = "breaker_open"
+			case errors.Is(err, context.DeadlineExceeded):
+				reason = "timeout"
+			}
+			for _, i := range where {
+				c.fallback(rs, &ps[i], reason, now)
+			}
+			c.settleOpen(ps, now)
+			return
+		}
+		// A lease grab denied only because the lease is bigger than what
+		// is left: ask again for single tokens (the node undid the group).
+		regrab := false
+		for j, i := range where {
+			p, x := &ps[i], res[j]
+			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 && x.GetRemaining() >= 1 {
+				p.grab, regrab = false, true
+			}
+		}
+		if regrab && round == 0 {
+			continue
+		}
+		for j, i := range where {
+			c.answer(rs, &ps[i], res[j], now)
+		}
+		c.settleOpen(ps, now)
+		return
+	}
+}
+
+// send hands items to the owner of the first one's node and waits for the
+// answer at most timeout.
+func (c *Client) send(ctx context.Context, items []*weirv1.CheckItem, timeout time.Duration, now time.Time) ([]*weirv1.CheckResult, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	nc, err := c.conn(c.route(items[0].Key))
+	if err != nil {
+		return nil, err
+	}
+	if !nc.allow(now) {
+		c.stats.breakerRejects.Add(1)
+		return nil, errBreakerOpen
+	}
+	cl := &call{items: items, deadline: now.Add(timeout), done: make(chan callResult, 1)}
+	if err := nc.enqueue(cl); err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-cl.done:
+		return r.res, r.err
+	case <-t.C:
+		return nil, context.DeadlineExceeded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// answer records the cluster's verdict for one rule.
+func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, now time.Time) {
+	if x.GetErrorCode() != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		c.fallback(rs, p, strings.ToLower(strings.TrimPrefix(x.GetErrorCode().String(), "ERROR_CODE_")), now)
+		return
+	}
+	p.done = true
+	p.lim = Limit{
+		Rule: p.rule.ID, Key: p.key, Allowed: x.GetAllowed(), Limit: x.GetLimit(), Remaining: x.GetRemaining(),
+		Reset: ms(x.GetResetMs()), Window: ms(x.GetWindowMs()), RetryAfter: ms(x.GetRetryAfterMs()),
+		Shadow: p.rule.Shadow || x.GetShadow(),
+	}
+	if p.lim.Window == 0 {
+		p.lim.Window = p.rule.Period.D()
+	}
+	if !p.lim.Allowed && x.GetRetryAfterMs() == 0 {
+		// Taken, then given back because another rule of the request
+		// was denied: this rule itself passed.
+		p.lim.Allowed = true
+		return
+	}
+	if p.lim.Shadow {
+		return
+	}
+	if !p.lim.Allowed {
+		c.local.block(p.id, p.lim, now)
+		return
+	}
+	if p.grab && p.rule.Lease > 1 {
+		c.local.addLease(p.id, p.key, p.rule.ID, p.rule.Lease-1, p.lim, now.Add(c.cfg.LeaseTTL))
+	}
+}
+
+func ms(v int64) time.Duration {
+	if v < 0 {
+		return -1
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
+// fallback applies the rule's fail mode; open rules are settled together
+// by settleOpen.
+func (c *Client) fallback(rs *ruleState, p *pending, reason string, now time.Time) {
+	p.done = true
+	p.lim = Limit{Rule: p.rule.ID, Key: p.key, Window: p.rule.Period.D(), Shadow: p.rule.Shadow, Fallback: true}
+	c.stats.fallbacks.Add(1)
+	c.metrics.fallbacks.WithLabelValues(p.rule.ID, p.rule.FailMode, reason).Inc()
+	if ok, n := c.logLim.allow(now, time.Second); ok {
+		c.cfg.Logger.Warn("weir client: cluster did not decide; using the fail mode",
+			"rule", p.rule.ID, "fail_mode", p.rule.FailMode, "reason", reason, "suppressed", n)
+	}
+	switch {
+	case p.rule.Shadow:
+		p.lim.Allowed = true
+	case p.rule.FailMode == rules.FailClosed:
+		p.lim.RetryAfter = c.cfg.ClosedRetryAfter
+		p.closedOut = true
+	default:
+		p.open = true
+		p.lim.Limit, _ = c.shareLimit(rs, p, now)
+	}
+}
+
+// shareLimit is this gateway's share of the rule's limit for the key:
+// rate and burst divided by the number of live gateways (at least 1).
+func (c *Client) shareLimit(rs *ruleState, p *pending, now time.Time) (int64, bucket.Limit) {
+	var o *rules.Override
+	if ov, ok := rs.set.Override(p.rule.ID, p.key); ok && ov.Active(now) {
+		o = &ov
+	}
+	lim, blocked := rules.Effective(p.rule, o)
+	if blocked {
+		lim.Rate = 0
+	}
+	g := int64(c.Gateways())
+	lim.Rate = lim.Rate / g
+	if lim.Rate < 1 && !blocked && lim.Burst > 0 {
+		lim.Rate = 1
+	}
+	lim.Burst = max(1, lim.Burst/g)
+	if lim.Algorithm == bucket.SlidingLog {
+		lim.Algorithm = bucket.SlidingWindow
+	}
+	return lim.Capacity(), lim
+}
+
+// settleOpen decides the fail-open rules on the local share buckets, all
+// or nothing.
+func (c *Client) settleOpen(ps []pending, now time.Time) {
+	var open []*pending
+	for i := range ps {
+		if ps[i].open {
+			open = append(open, &ps[i])
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	rs := c.rules.Load()
+	c.local.mu.Lock()
+	defer c.local.mu.Unlock()
+	ok := true
+	type taken struct {
+		e   *shareBucket
+		lim bucket.Limit
+	}
+	var took []taken
+	for _, p := range open {
+		p.open = false
+		_, lim := c.shareLimit(rs, p, now)
+		e := c.local.share[p.id]
+		if e == nil {
+			e = &shareBucket{}
+			c.local.share[p.id] = e
+		}
+		var r bucket.Result
+		e.st, r = bucket.Decide(e.st, lim, 1, now.UnixNano())
+		e.idle = now.Add(lim.IdleAfter())
+		p.lim.Allowed, p.lim.Limit, p.lim.Remaining = r.Allowed, r.Limit, r.Remaining
+		p.lim.Reset, p.lim.RetryAfter = r.ResetAfter, r.RetryAfter
+		if r.Allowed {
+			took = append(took, taken{e, lim})
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		for _, t := range took {
+			t.e.st = bucket.Refund(t.e.st, t.lim, 1, now.UnixNano())
+		}
+	}
+}
+
+// combine turns the per-rule answers into the request's decision.
+func combine(ps []pending) Decision {
+	d := Decision{Allowed: true, Status: http.StatusOK, Limits: make([]Limit, len(ps))}
+	limited, closed := false, false
+	for i := range ps {
+		d.Limits[i] = ps[i].lim
+		l := &d.Limits[i]
+		if l.Shadow {
+			l.Allowed = l.Allowed || l.Fallback
+			continue
+		}
+		if !l.Allowed {
+			d.Allowed = false
+			if ps[i].closedOut {
+				closed = true
+			} else {
+				limited = true
+			}
+		}
+	}
+	var pol *Limit
+	for i := range d.Limits {
+		l := &d.Limits[i]
+		if l.Shadow {
+			continue
+		}
+		switch {
+		case pol == nil:
+			pol = l
+		case !d.Allowed:
+			if !l.Allowed && (pol.Allowed || waitOf(l) > waitOf(pol)) {
+				pol = l
+			}
+		case l.Remaining < pol.Remaining || (l.Remaining == pol.Remaining && l.Limit < pol.Limit):
+			pol = l
+		}
+	}
+	d.Policy = pol
+	if !d.Allowed {
+		d.Status = http.StatusTooManyRequests
+		if closed && !limited {
+			d.Status = http.StatusServiceUnavailable
+		}
+		for i := range d.Limits {
+			if l := &d.Limits[i]; !l.Shadow && !l.Allowed {
+				d.RetryAfter = max(d.RetryAfter, waitOf(l))
+			}
+		}
+	}
+	return d
+}
+
+// waitOf is how long a denied limit says to wait; a limit that can never
+// pass (a block, a cost above the burst) says one window, at least 1s.
+func waitOf(l *Limit) time.Duration {
+	if l.RetryAfter < 0 {
+		return max(l.Window, time.Second)
+	}
+	return l.RetryAfter
+}
+
+// keyFor builds the limited key for a rule's key type. See doc.go for the
+// fallbacks when the request lacks the value.
+func keyFor(r *rules.Rule, req *Request) string {
+	switch r.Key {
+	case rules.KeyGlobal:
+		return "global:global"
+	case rules.KeyAPIKey:
+		if req.APIKey != "" {
+			return limitKey("apikey:", req.APIKey)
+		}
+	case rules.KeyUser:
+		if req.User != "" {
+			return limitKey("user:", req.User)
+		}
+	case rules.KeyIP:
+	default:
+		if name, ok := strings.CutPrefix(r.Key, rules.KeyHeaderPrefix); ok {
+			v := ""
+			if req.Header != nil {
+				v = req.Header.Get(name)
+			}
+			if v == "" {
+				v = "-"
+			}
+			return limitKey(rules.KeyHeaderPrefix+name+":", v)
+		}
+	}
+	if req.IP == "" {
+		return "ip:unknown"
+	}
+	return limitKey("ip:", req.IP)
+}
+
+// limitKey joins prefix and value, replacing a value that would make the
+// key longer than MaxKeyLen by "~" and its xxhash64 in hex.
+func limitKey(prefix, v string) string {
+	if len(prefix)+len(v) <= MaxKeyLen {
+		return prefix + v
+	}
+	return prefix + "~" + strconv.FormatUint(xxhash.Sum64String(v), 16)
+}

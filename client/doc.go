@@ -1,0 +1,109 @@
+// Package client is the gateway SDK: what an API gateway links to ask a
+// Weir cluster, once per request, whether a caller may go on, and to
+// answer the caller with the right status and headers even when the
+// cluster is sick. It imports ring, bucket, proto/weirv1 and the pure rule
+// model (rulesraft/rules, rulespb); never node or the Raft code.
+//
+// # What it owns
+//
+//   - Rules: one goroutine keeps a Rules.Watch stream open to any node
+//     (reconnecting with backoff, resuming from its last version), compiles
+//     each set into a rules.Matcher and swaps an atomic pointer. Requests
+//     match locally. Before the first set arrives every request is allowed
+//     with no limits (Ready / WaitReady tell when rules are in).
+//   - Routing: one goroutine keeps a Cluster.WatchMembers stream open and
+//     builds a ring.Ring with the cluster's own ring configuration; a
+//     request's items go to the owner of its first key (a node that is not
+//     the owner forwards; all rules of a request are one all-or-nothing
+//     group, decided by that node).
+//   - Coalescing: one sender goroutine per node takes the first waiting
+//     check, waits for one of InFlight RPC slots, then takes whatever else
+//     queued meanwhile (up to MaxBatch items) into one Check RPC. There is
+//     no fixed flush delay: batches grow only while slots are busy.
+//   - Local state (localState): the blocked-until cache, the fail-open
+//     share buckets and the leases, each map behind its own mutex; a
+//     janitor goroutine gives back expired leases and drops stale entries.
+//
+// Every goroutine (two watches, the janitor, one sender per node and its
+// RPCs) is started by New or conn and joined by Close.
+//
+// # Keys
+//
+// The limited key is "<type>:<value>": "apikey:<X-API-Key>",
+// "user:<X-User-ID>", "ip:<client ip>", "header:<Name>:<value>",
+// "global:global". When the request lacks the value:
+//   - apikey and user fall back to the client's IP key ("ip:<addr>"), so
+//     anonymous callers are limited per address, not all together;
+//   - header:<Name> uses "header:<Name>:-": every request without the
+//     header shares one bucket (a header that callers can omit must not
+//     be a way around the limit);
+//   - with no usable IP either, "ip:unknown" (one shared bucket).
+//
+// A value that would make the key longer than MaxKeyLen (256 bytes, the
+// node's limit) is replaced by "~" and its xxhash64 in hex.
+//
+// The client IP is RemoteAddr; X-Forwarded-For (else Forwarded for=) is
+// believed only when RemoteAddr is in TrustedProxies, and then the
+// rightmost hop that is not a trusted proxy is the caller. A malformed,
+// obfuscated or oversized chain is ignored (RemoteAddr is used).
+//
+// # Fail modes
+//
+// A request waits for its node at most the longest timeout of its rules
+// (default 5ms). When the node does not answer in time, the RPC fails, the
+// node's breaker is open, or an item comes back with an error code, each
+// rule follows its fail_mode:
+//   - open: a local bucket holding this gateway's share of the limit:
+//     rate and burst divided by the number of live gateways the cluster
+//     reports (at least 1 token). With G gateways all failing open, the
+//     cluster-wide admission is at most the limit (rounding down), plus
+//     whatever a gateway admitted before it learned of the last gateway
+//     change.
+//   - closed: denied with 503 and Retry-After ClosedRetryAfter (1s).
+//   - shadow rules never block, in either mode.
+//
+// Each such decision is counted (Stats.Fallbacks and the Prometheus
+// counter weir_client_fallback_decisions_total{rule,fail_mode,reason}) and
+// logged at most once per second. After BreakerFailures consecutive failed
+// RPCs a node's breaker opens: for BreakerCooldown no request is sent to
+// it (each fails over at once, without waiting), then one probe is let
+// through; its success closes the breaker.
+//
+// A check that times out may still have taken tokens on its owner; that
+// request is then decided by the fail mode (so counted once too often,
+// never admitted twice by the cluster).
+//
+// # Blocked-until cache
+//
+// A key denied by a non-shadow rule with a retry-after is denied locally
+// until then, without an RPC; "never" (a block override, a cost above the
+// burst) is cached for one window, at least 1s. Only this gateway's view:
+// a raised override reaches a blocked key when its retry-after ends.
+//
+// # Leases and their accuracy
+//
+// For a rule with lease N > 0 the client takes N tokens in one item (cost
+// N) and spends them locally for LeaseTTL (1s); unspent tokens are given
+// back with a refund item when the lease expires and on Close. When fewer
+// than N are left, it asks again for a single token in the same request.
+// Because lease tokens are taken from the owner's bucket before they are
+// spent, leases do not over-admit against the owner's counter: admitted ≤
+// burst + rate×T, as in exact mode. What leases cost is fairness and
+// precision: up to (N-1) × gateways tokens may sit unspent in other
+// gateways (and the blocked-until cache may hide them until the key's
+// retry-after), so a key can be denied while tokens are held elsewhere.
+// The stated bound, tested with two gateways, is |admitted − (burst +
+// rate×T)| ≤ N × gateways. When an owner fails over and loses its last
+// decrements, leases add at most N × gateways to the failover bound.
+//
+// # HTTP
+//
+// Middleware sets RateLimit-Policy / RateLimit (draft-ietf-httpapi-
+// ratelimit-headers: `"<rule>";q=<limit>;w=<window s>` and
+// `"<rule>";r=<remaining>;t=<reset s>`) and X-RateLimit-Limit/-Remaining/
+// -Reset on every response a rule applied to, reporting the most
+// restrictive limit (when denied, the one with the longest wait; else the
+// fewest remaining). Denied: 429 (or 503 for fail-closed) with Retry-After
+// in whole seconds rounded up and {"error", "retry_after_ms"}.
+// RetryTransport is the matching http.RoundTripper for callers.
+package client

@@ -1,0 +1,204 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/proto/weirv1"
+)
+
+// localState is what the client decides without the cluster: the
+// blocked-until cache, the fail-open share buckets and the leases. Each
+// map has its own mutex; settleOpen holds mu across a whole request.
+type localState struct {
+	mu    sync.Mutex // guards share
+	share map[string]*shareBucket
+
+	bmu     sync.Mutex // guards blocked
+	blocked map[string]blockedEntry
+
+	lmu    sync.Mutex // guards leases
+	leases map[string]*lease
+}
+
+type shareBucket struct {
+	st   bucket.State
+	idle time.Time // full again from then on; droppable
+}
+
+type blockedEntry struct {
+	at, until time.Time
+	lim       Limit
+}
+
+// lease is a number of tokens taken from the owner and not yet spent.
+type lease struct {
+	key, rule string
+	tokens    int64
+	expires   time.Time
+	lim       Limit // the owner's answer when the lease was taken
+}
+
+func (l *localState) init() {
+	l.share = map[string]*shareBucket{}
+	l.blocked = map[string]blockedEntry{}
+	l.leases = map[string]*lease{}
+}
+
+// block remembers that id is denied until its retry-after has passed.
+func (l *localState) block(id string, lim Limit, now time.Time) {
+	wait := waitOf(&lim)
+	if wait <= 0 {
+		return
+	}
+	l.bmu.Lock()
+	l.blocked[id] = blockedEntry{at: now, until: now.Add(wait), lim: lim}
+	l.bmu.Unlock()
+}
+
+// blockedDecision denies at once when a non-shadow rule's key is blocked.
+func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, bool) {
+	l.bmu.Lock()
+	defer l.bmu.Unlock()
+	if len(l.blocked) == 0 {
+		return Decision{}, false
+	}
+	var d Decision
+	for i := range ps {
+		if ps[i].rule.Shadow {
+			continue
+		}
+		e, ok := l.blocked[ps[i].id]
+		if !ok || !now.Before(e.until) {
+			continue
+		}
+		lim := e.lim
+		lim.RetryAfter = e.until.Sub(now)
+		lim.Reset = max(lim.RetryAfter, lim.Reset-now.Sub(e.at))
+		lim.Remaining = 0
+		d.Limits = append(d.Limits, lim)
+	}
+	if len(d.Limits) == 0 {
+		return Decision{}, false
+	}
+	d.Status = http.StatusTooManyRequests
+	for i := range d.Limits {
+		if d.Policy == nil || d.Limits[i].RetryAfter > d.Policy.RetryAfter {
+			d.Policy = &d.Limits[i]
+		}
+	}
+	d.RetryAfter = d.Policy.RetryAfter
+	return d, true
+}
+
+// takeLease spends one local lease token for id.
+func (l *localState) takeLease(id string, now time.Time) (Limit, bool) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	ls := l.leases[id]
+	if ls == nil || ls.tokens <= 0 || !now.Before(ls.expires) {
+		return Limit{}, false
+	}
+	ls.tokens--
+	lim := ls.lim
+	lim.Allowed, lim.Leased = true, true
+	lim.Remaining = ls.lim.Remaining + ls.tokens
+	return lim, true
+}
+
+// returnLease gives back a token taken by takeLease for a request that
+// was denied by another rule.
+func (l *localState) returnLease(id string) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if ls := l.leases[id]; ls != nil {
+		ls.tokens++
+	}
+}
+
+// addLease stores tokens taken from the owner, merging with a lease a
+// concurrent request took meanwhile.
+func (l *localState) addLease(id, key, rule string, tokens int64, lim Limit, expires time.Time) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if ls := l.leases[id]; ls != nil && ls.tokens > 0 {
+		ls.tokens += tokens
+		ls.expires, ls.lim = expires, lim
+		return
+	}
+	l.leases[id] = &lease{key: key, rule: rule, tokens: tokens, expires: expires, lim: lim}
+}
+
+// leaseJanitor gives back expired leases and drops stale local entries.
+func (c *Client) leaseJanitor() {
+	defer c.wg.Done()
+	t := time.NewTicker(max(c.cfg.LeaseTTL/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+		c.refundLeases(ctx, false)
+		cancel()
+		c.sweep(c.now())
+	}
+}
+
+// refundLeases gives back the unspent tokens of expired leases (all
+// leases when all is set) to their owners, best effort.
+func (c *Client) refundLeases(ctx context.Context, all bool) {
+	now := c.now()
+	byAddr := map[string][]*weirv1.CheckItem{}
+	c.local.lmu.Lock()
+	for id, ls := range c.local.leases {
+		if !all && now.Before(ls.expires) {
+			continue
+		}
+		delete(c.local.leases, id)
+		if ls.tokens > 0 {
+			a := c.route(ls.key)
+			byAddr[a] = append(byAddr[a], &weirv1.CheckItem{Key: ls.key, Rule: ls.rule, Cost: ls.tokens, Refund: true})
+		}
+	}
+	c.local.lmu.Unlock()
+	for addr, items := range byAddr {
+		nc, err := c.conn(addr)
+		if err != nil || !nc.allow(now) {
+			continue // the tokens come back by refill anyway
+		}
+		_, err = nc.lc.Check(ctx, &weirv1.CheckRequest{Items: items})
+		nc.record(err == nil, c.now())
+		if err != nil {
+			c.cfg.Logger.Debug("weir client: lease refund failed", "addr", addr, "err", err)
+			continue
+		}
+		for _, it := range items {
+			c.stats.leaseRefunds.Add(uint64(it.Cost))
+		}
+	}
+}
+
+// sweep drops blocked entries that have expired and share buckets that
+// are full again.
+func (c *Client) sweep(now time.Time) {
+	c.local.bmu.Lock()
+	for id, e := range c.local.blocked {
+		if !now.Before(e.until) {
+			delete(c.local.blocked, id)
+		}
+	}
+	c.local.bmu.Unlock()
+	c.local.mu.Lock()
+	for id, e := range c.local.share {
+		if !now.Before(e.idle) {
+			delete(c.local.share, id)
+		}
+	}
+	c.local.mu.Unlock()
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirlimit/weir/client"
+)
+
+const gatewaySynopsis = "weir gateway --listen ADDR --upstream URL --cluster ADDR,... [--api-key-header H] [--user-header H] [--plan-header H] [--trusted-proxies CIDR,...] [--id ID]"
+
+// runGateway runs a reverse proxy to --upstream that checks every request
+// with the Weir cluster (client.Middleware) until ctx ends, then shuts
+// down cleanly. GET /metrics on the listen address is the client's metrics
+// only when --metrics is set (it would otherwise shadow an upstream path).
+func runGateway(ctx context.Context, args []string) error {
+	def := client.DefaultConfig()
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
+	upstream := fs.String("upstream", "", "URL of the API to protect (required)")
+	cluster := fs.String("cluster", os.Getenv("WEIR_CLUSTER"), "comma-separated node gRPC addresses (WEIR_CLUSTER)")
+	apiKey := fs.String("api-key-header", def.APIKeyHeader, "header carrying the API key")
+	user := fs.String("user-header", def.UserHeader, "header carrying the user id")
+	plan := fs.String("plan-header", def.PlanHeader, "header carrying the plan")
+	trusted := fs.String("trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For/Forwarded are believed")
+	host, _ := os.Hostname()
+	id := fs.String("id", "gw-"+host+"-"+fmt.Sprint(os.Getpid()), "gateway id (unique per gateway)")
+	metrics := fs.Bool("metrics", false, "serve the client's Prometheus metrics on /metrics")
+	if err := parseFlags(fs, args, gatewaySynopsis); err != nil {
+		return err
+	}
+	usage := func(msg string) error {
+		return &usageError{msg: msg, synopsis: gatewaySynopsis, help: "weir help gateway"}
+	}
+	up, err := url.Parse(*upstream)
+	if err != nil || up.Scheme == "" || up.Host == "" {
+		return usage(fmt.Sprintf("--upstream %q: need an absolute URL such as http://127.0.0.1:9000", *upstream))
+	}
+	cfg := def
+	cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
+	for _, a := range strings.Split(*cluster, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Cluster = append(cfg.Cluster, a)
+		}
+	}
+	for _, s := range strings.Split(*trusted, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return usage(fmt.Sprintf("--trusted-proxies: %q is not a CIDR or address", s))
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, p)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg.Logger = logger
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	if err := cfg.Validate(); err != nil {
+		return usage(strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
+	}
+	cl, err := client.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	mux := http.NewServeMux()
+	if *metrics {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/", cl.Middleware()(proxy))
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen %s: %w", *listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("weir gateway started", "listen", ln.Addr().String(), "upstream", up.String(), "cluster", cfg.Cluster)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
