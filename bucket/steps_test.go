@@ -202,3 +202,30 @@ func TestInvalidLimitBlocks(t *testing.T) {
 		t.Errorf("DecideLog on zero limit = %v, %+v", lg, res)
 	}
 }
+
+// A state written under a larger limit (a rule edit) counts as at most
+// empty under the new one.
+func TestLimitShrinks(t *testing.T) {
+	for _, alg := range []Algorithm{TokenBucket, LeakyBucket} {
+		big := Limit{Algorithm: alg, Rate: 10, Period: time.Second, Burst: 100}
+		small := Limit{Algorithm: alg, Rate: 10, Period: time.Second, Burst: 10}
+		s, _ := Decide(State{}, big, 100, t0)
+		_, res := Decide(s, small, 1, t0)
+		want := Result{Limit: 10, RetryAfter: 100 * time.Millisecond, ResetAfter: time.Second}
+		if res != want {
+			t.Errorf("%v: %+v, want %+v", alg, res, want)
+		}
+	}
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+		big := Limit{Algorithm: alg, Rate: 100, Period: time.Second}
+		small := Limit{Algorithm: alg, Rate: 10, Period: time.Second}
+		s, _ := Decide(State{}, big, 100, t0)
+		if _, res := Decide(s, small, 0, t0); res.Allowed != true || res.Remaining != 0 {
+			t.Errorf("%v: %+v", alg, res)
+		}
+		// The next window sees at most the new rate as the previous count.
+		if _, res := Decide(s, small, 0, t0+sec+sec/2); alg == SlidingWindow && res.Remaining != 5 {
+			t.Errorf("%v: half into the next window %+v", alg, res)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import "time"
 type fixedWin struct {
 	start int64 // window start
 	count int64 // tokens taken in it
-	eff   int64 // effective now (>= now)
 }
 
 // fixedRoll brings s to now. A clock that went back into an earlier window
@@ -19,16 +18,15 @@ type fixedWin struct {
 func fixedRoll(s State, l Limit, now int64) fixedWin {
 	p := int64(l.Period)
 	if s == (State{}) {
-		return fixedWin{start: windowStart(now, p), eff: now}
+		return fixedWin{start: windowStart(now, p)}
 	}
-	eff := max(now, s.A)
-	ws := windowStart(eff, p)
+	ws := windowStart(now, p)
 	if ws > s.A {
-		return fixedWin{start: ws, eff: eff}
+		return fixedWin{start: ws}
 	}
 	// Same window (or a start that is not aligned to this period: a state
 	// written under another limit; keep its count until its window ends).
-	return fixedWin{start: s.A, count: min(max(s.B, 0), l.Rate), eff: eff}
+	return fixedWin{start: s.A, count: min(max(s.B, 0), l.Rate)}
 }
 
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
