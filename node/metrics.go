@@ -63,3 +63,22 @@ func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckRe
 		m.checks.WithLabelValues(items[i].Rule, dec).Inc()
 	}
 }
+
+// registerFuncs exposes values owned elsewhere, read at scrape time.
+func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_lag_seconds", Help: "Age of the oldest counter change not yet shipped to its replica."},
+			func() float64 { return n.repl.Stats().Lag.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_pending", Help: "Counter states waiting to be shipped."},
+			func() float64 { return float64(n.repl.Stats().Pending) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replica_counters", Help: "Replica copies held for other owners."},
+			func() float64 { return float64(n.replicas.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_leader", Help: "1 when this node is the Raft leader."},
+			func() float64 {
+				if n.store.IsLeader() {
+					return 1
+				}
+				return 0
+			}),
+	)
+}

@@ -148,6 +148,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
 	n.replicas = replication.NewStore()
+	n.met.registerFuncs(cfg.Registry, n)
 
 	n.api, err = api.New(api.Config{
 		AdminToken:   cfg.AdminToken,
