@@ -36,10 +36,12 @@ func testConfig(t *testing.T, id string) node.Config {
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Shards = 2
-	cfg.GossipProbeInterval = 100 * time.Millisecond
-	cfg.GossipProbeTimeout = 50 * time.Millisecond
+	// Loose enough that -race on a loaded 2-core machine does not suspect
+	// live nodes (a false death moves partitions).
+	cfg.GossipProbeInterval = 200 * time.Millisecond
+	cfg.GossipProbeTimeout = 200 * time.Millisecond
 	cfg.GossipInterval = 50 * time.Millisecond
-	cfg.GossipSuspicionMult = 2
+	cfg.GossipSuspicionMult = 3
 	cfg.RaftHeartbeatTimeout = 300 * time.Millisecond
 	cfg.RaftElectionTimeout = 300 * time.Millisecond
 	cfg.LeaveTimeout = 10 * time.Second
