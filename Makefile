@@ -13,7 +13,7 @@ help: ## list the targets
 build: ## build bin/weir (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/weir
 
-test: ## run every test with the race detector
+test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 lint: ## go vet, gofmt check, go mod tidy check
