@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -310,18 +311,18 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		}
 		oldRing = r
 	}
-	if !n.leaving.Load() {
-		n.parts.clearMoved()
-	}
+	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
+	n.parts.clearMoved(alive)
 	moves := ring.Diff(oldRing, nv.ring)
 	rm := make([]replication.Move, len(moves))
 	for i, m := range moves {
 		rm[i] = replication.Move{Partition: m.Partition, OldOwner: m.OldOwner, NewOwner: m.NewOwner, OldReplicas: m.OldReplicas, NewReplicas: m.NewReplicas}
 	}
-	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
 	gain, lose, dropReplica := replication.PlanHandoff(self, rm, alive)
 	if len(dropReplica) > 0 {
-		n.replicas.Drop(dropReplica)
+		// The new owner may still pull these copies (its previous owner
+		// died): keep them for a while.
+		n.goFunc(func() { n.dropReplicasLater(dropReplica) })
 	}
 	// Lost partitions are routed by the ring from now on; their counters
 	// stay in the engine until the new owner pulls them (items it forwards
@@ -333,19 +334,44 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		return
 	}
 	for _, g := range gain {
-		n.parts.setPending(g.Partition, firstAlive(g.From, self, alive))
+		n.parts.setPending(g.Partition, n.source(g.From))
 	}
-	n.goFunc(func() { n.pullPartitions(gain, nv) })
+	n.goFunc(func() { n.pullPartitions(gain) })
 }
 
-func firstAlive(from []string, self string, alive func(string) bool) string {
-	for _, f := range from {
-		if f != self && alive(f) {
-			return f
+// source is the peer to pull a gained partition from: the first of the
+// planned sources (live, best first), or "" when the best copy is this
+// node's own replica or none survives.
+func (n *Node) source(from []string) string {
+	if len(from) == 0 || from[0] == n.cfg.ID {
+		return ""
+	}
+	return from[0]
+}
+
+// dropReplicasLater forgets replica copies of partitions this node no
+// longer holds, after a grace period in which a new owner may pull them,
+// unless a later ring made this node hold them again.
+func (n *Node) dropReplicasLater(parts []uint32) {
+	t := time.NewTimer(replicaGrace)
+	defer t.Stop()
+	select {
+	case <-n.ctx.Done():
+		return
+	case <-t.C:
+	}
+	v := n.view.Load()
+	var drop []uint32
+	for _, p := range parts {
+		if !slices.Contains(v.ring.PartitionReplicas(p), n.cfg.ID) {
+			drop = append(drop, p)
 		}
 	}
-	return ""
+	n.replicas.Drop(drop)
 }
+
+// replicaGrace is how long copies of a partition no longer held are kept.
+const replicaGrace = 30 * time.Second
 
 // manageRaft bootstraps the group once enough members are present and, on
 // the leader, reconciles the Raft configuration with gossip membership.

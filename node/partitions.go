@@ -129,14 +129,15 @@ func (t *partitionTable) pending() int {
 	return n
 }
 
-// clearMoved routes every moved partition by the ring again. Called on a
-// ring change: the moved marks only bridge the time until this node sees
-// the ring the puller saw.
-func (t *partitionTable) clearMoved() {
+// clearMoved routes moved partitions by the ring again when the node that
+// pulled them is gone. Otherwise the mark stays: this node no longer has
+// their counters, so items that peers with an older ring still send here
+// must go on to the puller, not be decided on empty counters.
+func (t *partitionTable) clearMoved(alive func(string) bool) {
 	for i := range t.slots {
 		s := &t.slots[i]
 		s.mu.Lock()
-		if s.state.Load() == partMoved {
+		if p := s.peer.Load(); s.state.Load() == partMoved && (p == nil || !alive(*p)) {
 			s.state.Store(partNone)
 			s.peer.Store(nil)
 		}

@@ -71,12 +71,11 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 
 // pullPartitions fetches the state of partitions this node gained, from
 // their previous holders in order, then marks them ready.
-func (n *Node) pullPartitions(gain []replication.Source, v *clusterView) {
+func (n *Node) pullPartitions(gain []replication.Source) {
 	bySource := map[string][]uint32{}
 	var local []uint32
-	alive := func(id string) bool { _, ok := v.members[id]; return ok }
 	for _, g := range gain {
-		src := firstAlive(g.From, n.cfg.ID, alive)
+		src := n.source(g.From)
 		if src == "" {
 			local = append(local, g.Partition)
 			continue
