@@ -2,49 +2,18 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/node"
 )
 
-// startNode starts one real in-process node on loopback, port 0, and
-// waits until it is ready and leads its Raft group.
+// startNode starts one real in-process node on loopback and waits until it
+// is ready (it leads its own Raft group).
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
-	cfg := node.DefaultConfig("s1")
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Shards = 2
-	cfg.BootstrapExpect = 1
-	cfg.RaftHeartbeatTimeout = 300 * time.Millisecond
-	cfg.RaftElectionTimeout = 300 * time.Millisecond
-	cfg.LeaveTimeout = time.Second
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	err = poll(context.Background(), 30*time.Second, func() error {
-		if err := n.Ready(); err != nil {
-			return err
-		}
-		if !n.Store().IsLeader() {
-			return fmt.Errorf("not leader yet")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testcluster.New(t, 1).Nodes[0]
 }
 
 // A count-bounded run through the coalescing sender against a 1-node

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"github.com/weirlimit/weir/internal/testcluster"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const benchRules = `
@@ -23,10 +25,10 @@ rules:
 `
 
 func benchClient(b *testing.B) *Client {
-	c := newCluster(b, 1)
-	v := c.applyRules(b, benchRules)
+	c := testcluster.New(b, 1)
+	v := c.ApplyRules(benchRules)
 	cl := newTestClient(b, c, "bench", nil)
-	waitFor(b, 10_000_000_000, func() error {
+	testcluster.WaitFor(b, 10*time.Second, func() error {
 		if cl.RulesVersion() < v || cl.view.Load() == nil {
 			return context.DeadlineExceeded
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/weirlimit/weir/internal/testcluster"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -61,10 +62,10 @@ rules:
     shadow: true
 `
 
-func newTestClient(t testing.TB, c *cluster, id string, mod func(*Config)) *Client {
+func newTestClient(t testing.TB, c *testcluster.Cluster, id string, mod func(*Config)) *Client {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Cluster = c.grpcAddrs()
+	cfg.Cluster = c.GRPCAddrs()
 	cfg.GatewayID = id
 	if mod != nil {
 		mod(&cfg)
@@ -84,11 +85,11 @@ func newTestClient(t testing.TB, c *cluster, id string, mod func(*Config)) *Clie
 
 // startWith starts a 1-node cluster with testRules and a client that has
 // them.
-func startWith(t *testing.T, mod func(*Config)) (*cluster, *Client) {
-	c := newCluster(t, 1)
-	v := c.applyRules(t, testRules)
+func startWith(t *testing.T, mod func(*Config)) (*testcluster.Cluster, *Client) {
+	c := testcluster.New(t, 1)
+	v := c.ApplyRules(testRules)
 	cl := newTestClient(t, c, "gw1", mod)
-	waitFor(t, 10*time.Second, func() error {
+	testcluster.WaitFor(t, 10*time.Second, func() error {
 		if got := cl.RulesVersion(); got < v {
 			return fmt.Errorf("client has version %d, want %d", got, v)
 		}
@@ -203,7 +204,7 @@ func TestFailModesWithClusterDown(t *testing.T) {
 	if d := cl.Decide(ctx, Request{Route: "/closed", Method: "GET", APIKey: "ak_c"}); d.Status != 200 {
 		t.Fatalf("closed rule with cluster up: %+v", d)
 	}
-	c.kill(0)
+	c.Kill(0)
 	// Closed: 503 with Retry-After 1s, each a fallback.
 	for i := 0; i < 5; i++ {
 		d := cl.Decide(ctx, Request{Route: "/closed", Method: "GET", APIKey: "ak_c"})
@@ -255,7 +256,7 @@ func testutilCount(t *testing.T, cl *Client) float64 {
 func TestRuleChangeReachesClient(t *testing.T) {
 	c, cl := startWith(t, nil)
 	start := time.Now()
-	v := c.applyRules(t, testRules+`
+	v := c.ApplyRules(testRules + `
   - id: added
     match: {route: /added}
     key: global
@@ -263,7 +264,7 @@ func TestRuleChangeReachesClient(t *testing.T) {
     period: 1h
     burst: 1
 `)
-	waitFor(t, 5*time.Second, func() error {
+	testcluster.WaitFor(t, 5*time.Second, func() error {
 		if got := cl.RulesVersion(); got < v {
 			return fmt.Errorf("version %d < %d", got, v)
 		}

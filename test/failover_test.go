@@ -17,7 +17,7 @@ import (
 func (c *cluster) ownerOf(key string) int {
 	c.t.Helper()
 	var ids []string
-	for _, n := range c.live() {
+	for _, n := range c.Live() {
 		ids = append(ids, n.ID())
 	}
 	r, err := ring.New(ids, ring.DefaultConfig())
@@ -25,7 +25,7 @@ func (c *cluster) ownerOf(key string) int {
 		c.t.Fatal(err)
 	}
 	o := r.Owner(key)
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		if n != nil && n.ID() == o {
 			return i
 		}
@@ -53,17 +53,17 @@ func (c *cluster) checkOnce(n *node.Node, key, rule string, cost int64) *weirv1.
 // leaves gracefully: no counter returns to full because the ring changed.
 func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
 	c := newCluster(t, 3)
-	c.applyRules(c.nodes[0], exactRules)
+	c.ApplyRules(exactRules)
 	const keys = 60
 	for k := 0; k < keys; k++ {
 		key := fmt.Sprintf("apikey:k%d", k)
-		if r := c.checkOnce(c.nodes[k%3], key, "exact", 100); !r.Allowed {
+		if r := c.checkOnce(c.Nodes[k%3], key, "exact", 100); !r.Allowed {
 			t.Fatalf("spending %s: denied", key)
 		}
 	}
 	assertAllDenied := func(stage string) {
 		t.Helper()
-		live := c.live()
+		live := c.Live()
 		for k := 0; k < keys; k++ {
 			key := fmt.Sprintf("apikey:k%d", k)
 			if r := c.checkOnce(live[k%len(live)], key, "exact", 1); r.Allowed {
@@ -73,17 +73,17 @@ func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
 	}
 	assertAllDenied("before")
 
-	c.add()
-	c.waitStable(4)
+	c.Add()
+	c.WaitStable(4)
 	assertAllDenied("after join")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := c.nodes[1].Leave(ctx); err != nil {
+	if err := c.Nodes[1].Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
-	c.kill(1)
-	c.waitStable(3)
+	c.Kill(1)
+	c.WaitStable(3)
 	assertAllDenied("after graceful leave")
 }
 
@@ -95,7 +95,7 @@ func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
 // burst (+50% here).
 func TestClusterOwnerKilledUnderLoad(t *testing.T) {
 	c := newCluster(t, 3)
-	c.applyRules(c.nodes[0], `
+	c.ApplyRules(`
 rules:
   - id: big
     match: {route: /big}
@@ -107,7 +107,7 @@ rules:
 	const key = "apikey:victim"
 	owner := c.ownerOf(key)
 	var entry []*node.Node
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		if i != owner {
 			entry = append(entry, n)
 		}
@@ -133,7 +133,7 @@ rules:
 				attempts.Add(1)
 				if resp.Results[0].Allowed {
 					if allowed.Add(1) == 500 {
-						killOnce.Do(func() { go c.kill(owner) })
+						killOnce.Do(func() { go c.Kill(owner) })
 					}
 				}
 			}

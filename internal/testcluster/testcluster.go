@@ -1,0 +1,191 @@
+// Package testcluster starts real Weir nodes in the test process, on
+// loopback with port 0, for the cluster, SDK and bench tests. Waits poll with
+// a deadline; nothing sleeps as a wait.
+package testcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/node"
+)
+
+// Config is a node config for tests: loopback, port 0, a temporary data
+// dir, two shards, and gossip and Raft timing loose enough that -race on a
+// loaded 2-core machine does not suspect live nodes (a false death moves
+// partitions). WEIR_TEST_LOG=1 turns on debug logs.
+func Config(t testing.TB, id string) node.Config {
+	cfg := node.DefaultConfig(id)
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Shards = 2
+	cfg.GossipProbeInterval = 200 * time.Millisecond
+	cfg.GossipProbeTimeout = 200 * time.Millisecond
+	cfg.GossipInterval = 50 * time.Millisecond
+	cfg.GossipSuspicionMult = 3
+	cfg.RaftHeartbeatTimeout = 300 * time.Millisecond
+	cfg.RaftElectionTimeout = 300 * time.Millisecond
+	cfg.LeaveTimeout = 10 * time.Second
+	cfg.ForwardTimeout = 2 * time.Second
+	level := slog.LevelError
+	if os.Getenv("WEIR_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return cfg
+}
+
+// Cluster is a set of nodes; Nodes[i] is nil once killed.
+type Cluster struct {
+	T     testing.TB
+	Nodes []*node.Node
+	seq   int
+}
+
+// New starts n nodes that bootstrap Raft together and waits until every
+// node is ready and sees all n members. The nodes are closed at cleanup.
+func New(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{T: t}
+	t.Cleanup(c.Close)
+	for i := 0; i < n; i++ {
+		cfg := Config(t, fmt.Sprintf("n%d", i+1))
+		cfg.BootstrapExpect = n
+		if i > 0 {
+			cfg.Join = []string{c.Nodes[0].GossipAddr()}
+		}
+		c.Start(cfg)
+	}
+	c.seq = n
+	c.WaitStable(n)
+	return c
+}
+
+// Start starts one node with cfg and adds it to the cluster.
+func (c *Cluster) Start(cfg node.Config) *node.Node {
+	c.T.Helper()
+	nd, err := node.New(cfg)
+	if err != nil {
+		c.T.Fatalf("node %s: %v", cfg.ID, err)
+	}
+	if err := nd.Start(); err != nil {
+		_ = nd.Close()
+		c.T.Fatalf("start %s: %v", cfg.ID, err)
+	}
+	c.Nodes = append(c.Nodes, nd)
+	return nd
+}
+
+// Add starts one more node that joins the running cluster.
+func (c *Cluster) Add() *node.Node {
+	c.T.Helper()
+	c.seq++
+	cfg := Config(c.T, fmt.Sprintf("n%d", c.seq))
+	cfg.Join = []string{c.Live()[0].GossipAddr()}
+	return c.Start(cfg)
+}
+
+// Live lists the nodes not killed.
+func (c *Cluster) Live() []*node.Node {
+	var out []*node.Node
+	for _, n := range c.Nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// GRPCAddrs lists the live nodes' gRPC addresses.
+func (c *Cluster) GRPCAddrs() []string {
+	var out []string
+	for _, n := range c.Live() {
+		out = append(out, n.GRPCAddr())
+	}
+	return out
+}
+
+// Kill stops node i hard (no hand-off).
+func (c *Cluster) Kill(i int) {
+	if c.Nodes[i] != nil {
+		_ = c.Nodes[i].Close()
+		c.Nodes[i] = nil
+	}
+}
+
+// Close stops every live node.
+func (c *Cluster) Close() {
+	for i := range c.Nodes {
+		c.Kill(i)
+	}
+}
+
+// WaitStable polls until every live node is ready (which includes no
+// pending hand-off) and sees want members.
+func (c *Cluster) WaitStable(want int) {
+	c.T.Helper()
+	WaitFor(c.T, 30*time.Second, func() error {
+		for _, n := range c.Live() {
+			if err := n.Ready(); err != nil {
+				return fmt.Errorf("%s not ready: %v", n.ID(), err)
+			}
+			if m := n.Members(); len(m.Members) != want {
+				return fmt.Errorf("%s sees %d members, want %d", n.ID(), len(m.Members), want)
+			}
+		}
+		return nil
+	})
+}
+
+// ApplyRules writes a rules file through the first live node's HTTP API and
+// waits until every live node has applied the new version, which it returns.
+func (c *Cluster) ApplyRules(yaml string) uint64 {
+	c.T.Helper()
+	n := c.Live()[0]
+	resp, err := http.Post("http://"+n.HTTPAddr()+"/v1/rules:apply", "application/yaml", bytes.NewBufferString(yaml))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		c.T.Fatalf("apply: %d %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		c.T.Fatal(err)
+	}
+	WaitFor(c.T, 10*time.Second, func() error {
+		for _, nd := range c.Live() {
+			if s := nd.Store().Current(); s == nil || s.Version < out.Version {
+				return fmt.Errorf("%s has not applied version %d", nd.ID(), out.Version)
+			}
+		}
+		return nil
+	})
+	return out.Version
+}
+
+// WaitFor polls f until it returns nil or d passes, then fails the test
+// with f's last error.
+func WaitFor(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("condition not met within %v: %v", d, err)
+}
