@@ -306,11 +306,8 @@ func TestLeasesBound(t *testing.T) {
 	if got > burst+lease*gateways {
 		t.Errorf("admitted %d > burst + lease×gateways = %d", got, burst+lease*gateways)
 	}
-	// Under-admission is not asserted: the blocked-until cache denies a key
-	// while this gateway still holds lease tokens (a known defect, seen as
-	// 34–42 of 50 admitted); only the over-admission bound is the contract.
-	if got == 0 {
-		t.Error("nothing admitted")
+	if got < burst-lease*gateways {
+		t.Errorf("admitted %d < burst - lease×gateways = %d", got, burst-lease*gateways)
 	}
 	if cl1.Stats().LeaseHits+cl2.Stats().LeaseHits == 0 {
 		t.Error("no decision was served from a lease")

@@ -89,10 +89,9 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 		k := keyFor(rule, &r)
 		ps[i] = pending{rule: rule, key: k, id: rule.ID + "\x00" + k}
 	}
-	if d, ok := c.local.blockedDecision(ps, now); ok {
-		c.stats.blockedHits.Add(1)
-		return d
-	}
+	// Lease tokens were taken from the owner already, so they are spent
+	// first: a key the owner denied stays usable here while this gateway
+	// holds tokens for it. The blocked-until cache covers the rest.
 	for i := range ps {
 		p := &ps[i]
 		if p.rule.Lease <= 0 || p.rule.Shadow {
@@ -106,8 +105,13 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 			p.grab = true
 		}
 	}
-	c.ask(ctx, rs, ps, now)
-	d := combine(ps)
+	d, blocked := c.local.blockedDecision(ps, now)
+	if blocked {
+		c.stats.blockedHits.Add(1)
+	} else {
+		c.ask(ctx, rs, ps, now)
+		d = combine(ps)
+	}
 	if !d.Allowed {
 		for i := range ps { // a denied request spends no lease token
 			if ps[i].leased {

@@ -90,8 +90,9 @@
 // spent, leases do not over-admit against the owner's counter: admitted ≤
 // burst + rate×T, as in exact mode. What leases cost is fairness and
 // precision: up to (N-1) × gateways tokens may sit unspent in other
-// gateways (and the blocked-until cache may hide them until the key's
-// retry-after), so a key can be denied while tokens are held elsewhere.
+// gateways, so a key can be denied while tokens are held elsewhere. A
+// gateway spends its own lease tokens before it consults the blocked-until
+// cache, so a denial from the owner never strands tokens it holds.
 // The stated bound, tested with two gateways, is |admitted − (burst +
 // rate×T)| ≤ N × gateways. When an owner fails over and loses its last
 // decrements, leases add at most N × gateways to the failover bound.

@@ -59,7 +59,8 @@ func (l *localState) block(id string, lim Limit, now time.Time) {
 	l.bmu.Unlock()
 }
 
-// blockedDecision denies at once when a non-shadow rule's key is blocked.
+// blockedDecision denies at once when a non-shadow rule's key is blocked
+// (rules served from a lease are not).
 func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, bool) {
 	l.bmu.Lock()
 	defer l.bmu.Unlock()
@@ -68,7 +69,7 @@ func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, boo
 	}
 	var d Decision
 	for i := range ps {
-		if ps[i].rule.Shadow {
+		if ps[i].rule.Shadow || ps[i].leased {
 			continue
 		}
 		e, ok := l.blocked[ps[i].id]
