@@ -58,17 +58,8 @@ func (c *cli) members(ctx context.Context, name string, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.cluster(ctx)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	return formatCluster(c.stdout, a)
+	return request(c, o, fs, func(api *apiClient) (clusterAnswer, []byte, error) { return api.cluster(ctx) },
+		func(a clusterAnswer) error {
+			return formatCluster(c.stdout, a)
+		})
 }

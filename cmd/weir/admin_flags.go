@@ -213,3 +213,21 @@ func normalizeAddr(addr string) (string, error) {
 	u.RawPath = ""
 	return u.String(), nil
 }
+
+// request runs one admin call: it opens the client, calls the node, and
+// prints the node's JSON with -o json or the human form otherwise.
+func request[A any](c *cli, o *adminOpts, fs *flagSet, call func(*apiClient) (A, []byte, error), human func(A) error) error {
+	api, err := o.client(fs)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	a, raw, err := call(api)
+	if err != nil {
+		return err
+	}
+	if o.json() {
+		return writeJSON(c.stdout, raw, nil)
+	}
+	return human(a)
+}

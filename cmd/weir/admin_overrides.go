@@ -96,28 +96,19 @@ func (c *cli) overridesSet(ctx context.Context, args []string, now time.Time) er
 	if err := ov.Validate(); err != nil {
 		return fs.usageErr("invalid override: %s", strings.TrimPrefix(err.Error(), rules.ErrInvalid.Error()+": "))
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.putOverride(ctx, ov)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	what := fmt.Sprintf("rate %d", ov.Rate)
-	if ov.Burst > 0 {
-		what += fmt.Sprintf(", burst %d", ov.Burst)
-	}
-	if ov.Block {
-		what = "blocked"
-	}
-	fmt.Fprintf(c.stdout, "override set: %s for rule %s: %s, expires %s: rules version %d\n",
-		ov.Key, ov.Rule, what, expiresString(ov.ExpiresAt), a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.putOverride(ctx, ov) },
+		func(a versionAnswer) error {
+			what := fmt.Sprintf("rate %d", ov.Rate)
+			if ov.Burst > 0 {
+				what += fmt.Sprintf(", burst %d", ov.Burst)
+			}
+			if ov.Block {
+				what = "blocked"
+			}
+			fmt.Fprintf(c.stdout, "override set: %s for rule %s: %s, expires %s: rules version %d\n",
+				ov.Key, ov.Rule, what, expiresString(ov.ExpiresAt), a.Version)
+			return nil
+		})
 }
 
 func (c *cli) overridesList(ctx context.Context, args []string) error {
@@ -126,19 +117,10 @@ func (c *cli) overridesList(ctx context.Context, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.listOverrides(ctx)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	return formatOverrides(c.stdout, a.Version, a.Overrides)
+	return request(c, o, fs, func(api *apiClient) (overridesAnswer, []byte, error) { return api.listOverrides(ctx) },
+		func(a overridesAnswer) error {
+			return formatOverrides(c.stdout, a.Version, a.Overrides)
+		})
 }
 
 func (c *cli) overridesDelete(ctx context.Context, args []string) error {
@@ -152,18 +134,9 @@ func (c *cli) overridesDelete(ctx context.Context, args []string) error {
 	if *key == "" || *rule == "" {
 		return fs.usageErr("missing --key or --rule")
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.deleteOverride(ctx, *key, *rule)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	fmt.Fprintf(c.stdout, "override deleted: %s for rule %s: rules version %d\n", *key, *rule, a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.deleteOverride(ctx, *key, *rule) },
+		func(a versionAnswer) error {
+			fmt.Fprintf(c.stdout, "override deleted: %s for rule %s: rules version %d\n", *key, *rule, a.Version)
+			return nil
+		})
 }

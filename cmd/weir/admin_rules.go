@@ -112,19 +112,10 @@ func (c *cli) rulesList(ctx context.Context, args []string) error {
 	if _, err := fs.parse(args); err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.listRules(ctx, *at, *consistent)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	return formatRules(c.stdout, a.Version, a.Rules)
+	return request(c, o, fs, func(api *apiClient) (rulesAnswer, []byte, error) { return api.listRules(ctx, *at, *consistent) },
+		func(a rulesAnswer) error {
+			return formatRules(c.stdout, a.Version, a.Rules)
+		})
 }
 
 func (c *cli) rulesGet(ctx context.Context, args []string) error {
@@ -134,19 +125,10 @@ func (c *cli) rulesGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.getRule(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	return formatRule(c.stdout, a.Version, a.Rule)
+	return request(c, o, fs, func(api *apiClient) (ruleAnswer, []byte, error) { return api.getRule(ctx, pos[0]) },
+		func(a ruleAnswer) error {
+			return formatRule(c.stdout, a.Version, a.Rule)
+		})
 }
 
 func (c *cli) rulesPut(ctx context.Context, args []string) error {
@@ -165,11 +147,6 @@ func (c *cli) rulesPut(ctx context.Context, args []string) error {
 	if *file == "" {
 		return fs.usageErr("missing -f FILE")
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
 	name, data, err := c.readFile(*file)
 	if err != nil {
 		return err
@@ -181,15 +158,11 @@ func (c *cli) rulesPut(ctx context.Context, args []string) error {
 	if len(pos) == 1 && r.ID != pos[0] {
 		return fs.usageErr("the rule in %s has id %q, not %q", name, r.ID, pos[0])
 	}
-	a, raw, err := api.putRule(ctx, r)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	fmt.Fprintf(c.stdout, "rule %s saved: rules version %d\n", r.ID, a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.putRule(ctx, r) },
+		func(a versionAnswer) error {
+			fmt.Fprintf(c.stdout, "rule %s saved: rules version %d\n", r.ID, a.Version)
+			return nil
+		})
 }
 
 // parseOneRule reads one rule from a YAML or JSON document: either the
@@ -281,11 +254,6 @@ func (c *cli) rulesApply(ctx context.Context, args []string) error {
 	if *file == "" {
 		return fs.usageErr("missing -f FILE")
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
 	name, data, err := c.readFile(*file)
 	if err != nil {
 		return err
@@ -297,20 +265,16 @@ func (c *cli) rulesApply(ctx context.Context, args []string) error {
 	if *replace && len(rs) == 0 && !*allowEmpty {
 		return fs.usageErr("%s holds no rules: --replace would delete every rule (add --allow-empty if that is what you want)", name)
 	}
-	a, raw, err := api.applyRules(ctx, data, *dryRun, *replace)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	formatDiff(c.stdout, a.Diff)
-	if a.DryRun || *dryRun {
-		fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
-		return nil
-	}
-	fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (applyAnswer, []byte, error) { return api.applyRules(ctx, data, *dryRun, *replace) },
+		func(a applyAnswer) error {
+			formatDiff(c.stdout, a.Diff)
+			if a.DryRun || *dryRun {
+				fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
+			return nil
+		})
 }
 
 func (c *cli) rulesDelete(ctx context.Context, args []string) error {
@@ -320,20 +284,11 @@ func (c *cli) rulesDelete(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.deleteRule(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	fmt.Fprintf(c.stdout, "rule %s deleted: rules version %d\n", pos[0], a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.deleteRule(ctx, pos[0]) },
+		func(a versionAnswer) error {
+			fmt.Fprintf(c.stdout, "rule %s deleted: rules version %d\n", pos[0], a.Version)
+			return nil
+		})
 }
 
 func (c *cli) rulesHistory(ctx context.Context, args []string) error {
@@ -346,19 +301,10 @@ func (c *cli) rulesHistory(ctx context.Context, args []string) error {
 	if *limit < 0 {
 		return fs.usageErr("--limit %d: must be > 0", *limit)
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.history(ctx, *limit)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	return formatHistory(c.stdout, a.Entries)
+	return request(c, o, fs, func(api *apiClient) (historyAnswer, []byte, error) { return api.history(ctx, *limit) },
+		func(a historyAnswer) error {
+			return formatHistory(c.stdout, a.Entries)
+		})
 }
 
 // diffOutput is what `rules diff -o json` prints.
@@ -421,20 +367,11 @@ func (c *cli) rulesRollback(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, raw, err := api.rollback(ctx, v)
-	if err != nil {
-		return err
-	}
-	if o.json() {
-		return writeJSON(c.stdout, raw, nil)
-	}
-	fmt.Fprintf(c.stdout, "rolled back to version %d: rules version %d\n", v, a.Version)
-	return nil
+	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.rollback(ctx, v) },
+		func(a versionAnswer) error {
+			fmt.Fprintf(c.stdout, "rolled back to version %d: rules version %d\n", v, a.Version)
+			return nil
+		})
 }
 
 func parseVersion(fs *flagSet, s string) (uint64, error) {
