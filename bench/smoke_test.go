@@ -37,7 +37,7 @@ func TestSmokeWeirOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wc.Close()
-	if got := wc.Members(); len(got) != 1 || got["s1"] != n.GRPCAddr() {
+	if got := wc.Members(); len(got) != 1 || got[n.ID()] != n.GRPCAddr() {
 		t.Fatalf("members %v", got)
 	}
 
