@@ -102,3 +102,21 @@ func TestAccuracySummary(t *testing.T) {
 		t.Fatalf("fairness %v, want 20", a.Fairness)
 	}
 }
+
+// The ideal counts refill up to the last check sent, not through the tail
+// in which late answers arrive: a run of 10s whose last answer came at 12s
+// still has the ideal of 10s.
+func TestAccuracyWindowEndsAtLastSend(t *testing.T) {
+	sc := Scenario{Name: "acc", Rules: []RuleSpec{{ID: "r", Rate: 10, Period: time.Second, Burst: 10}}, Keys: 1, Cost: 1, Accuracy: true}
+	callers := []*caller{
+		{perKey: []int64{110}, lastSent: 10 * time.Second},
+		{perKey: []int64{0}, lastSent: 9 * time.Second},
+	}
+	a, err := accuracy(Config{Gateways: 1}, sc, callers, 12*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(a.Ideal, 110) || !near(a.Deviation[0], 0) {
+		t.Fatalf("ideal %v deviation %v, want 110 and 0", a.Ideal, a.Deviation)
+	}
+}

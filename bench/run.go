@@ -83,7 +83,8 @@ type caller struct {
 	allowed  int64
 	errors   int64
 	firstErr error
-	perKey   []int64 // accuracy only
+	perKey   []int64       // accuracy only
+	lastSent time.Duration // when (since the start) this caller sent its last check
 }
 
 // Run drives the targets made by newTarget with cfg's callers for sc and
@@ -187,6 +188,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				// answer and is counted (the server decided it).
 				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
 				t0 := time.Now()
+				c.lastSent = t0.Sub(start)
 				var ok bool
 				var err error
 				if len(rules) == 1 {
@@ -273,7 +275,16 @@ func summarize(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration
 
 func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration) (*AccuracyResult, error) {
 	rule := sc.Rules[0]
-	ideal, err := Ideal(rule.Burst, rule.Rate, rule.Period, elapsed)
+	// The refill counts while checks are being sent, not during the tail in
+	// which the last answers arrive (a slow tail would inflate the ideal).
+	var window time.Duration
+	for _, c := range callers {
+		window = max(window, c.lastSent)
+	}
+	if window == 0 {
+		window = elapsed
+	}
+	ideal, err := Ideal(rule.Burst, rule.Rate, rule.Period, window)
 	if err != nil {
 		return nil, err
 	}
