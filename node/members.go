@@ -160,6 +160,15 @@ func (n *Node) readMembers() map[string]member {
 
 // remember copies a member's address, state and metadata. Called from
 // memberlist callbacks, which hold memberlist's lock while m is stable.
+// departedMember reports whether gossip saw id die or leave (a node this
+// node has not heard of yet is not departed).
+func (n *Node) departedMember(id string) bool {
+	n.departedMu.Lock()
+	defer n.departedMu.Unlock()
+	_, ok := n.departed[id]
+	return ok
+}
+
 func (n *Node) remember(m *memberlist.Node, gone bool) {
 	mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(m.State)}
 	if len(m.Meta) > 0 {
@@ -311,8 +320,8 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		}
 		oldRing = r
 	}
+	n.parts.clearMoved(n.departedMember)
 	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
-	n.parts.clearMoved(alive)
 	moves := ring.Diff(oldRing, nv.ring)
 	rm := make([]replication.Move, len(moves))
 	for i, m := range moves {

@@ -91,20 +91,38 @@ func (t *partitionTable) setMoved(p uint32, to string) bool {
 	return true
 }
 
-// setNone forgets p's state (route by the ring) unless it is moved: a
-// moved partition keeps pointing at the node that pulled it.
+// setNone routes p by the ring again when this node served it (it lost p
+// in a ring change; its counters stay until the new owner pulls them). A
+// partition still being pulled stays pending: it is settled on arrival.
 func (t *partitionTable) setNone(p uint32) {
 	s := &t.slots[p]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.state.Load(); st == partReady || st == partPending {
+	if s.state.Load() == partReady {
 		s.state.Store(partNone)
 		s.peer.Store(nil)
-		select {
-		case <-s.ready:
-		default:
-			close(s.ready) // release waiters; they route by the ring
-		}
+	}
+}
+
+// arrived settles a pulled partition: ready when this node owns it now,
+// otherwise routed by the ring (holding the counters for whoever pulls
+// them next). Either way, waiters for the pull are released.
+func (t *partitionTable) arrived(p uint32, own bool) {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case own:
+		s.state.Store(partReady)
+		s.peer.Store(nil)
+	case s.state.Load() == partPending:
+		s.state.Store(partNone)
+		s.peer.Store(nil)
+	}
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
 	}
 }
 
@@ -130,14 +148,15 @@ func (t *partitionTable) pending() int {
 }
 
 // clearMoved routes moved partitions by the ring again when the node that
-// pulled them is gone. Otherwise the mark stays: this node no longer has
-// their counters, so items that peers with an older ring still send here
-// must go on to the puller, not be decided on empty counters.
-func (t *partitionTable) clearMoved(alive func(string) bool) {
+// pulled them is gone (died or left). Otherwise the mark stays: this node
+// no longer has their counters, so items that peers with an older ring
+// still send here must go on to the puller, not be decided on empty
+// counters. A puller this node has not heard of yet is not gone.
+func (t *partitionTable) clearMoved(gone func(string) bool) {
 	for i := range t.slots {
 		s := &t.slots[i]
 		s.mu.Lock()
-		if p := s.peer.Load(); s.state.Load() == partMoved && (p == nil || !alive(*p)) {
+		if p := s.peer.Load(); s.state.Load() == partMoved && (p == nil || gone(*p)) {
 			s.state.Store(partNone)
 			s.peer.Store(nil)
 		}

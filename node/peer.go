@@ -46,6 +46,16 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		if int(p) >= len(n.parts.slots) {
 			return nil, status.Errorf(codes.InvalidArgument, "handoff: partition %d out of range", p)
 		}
+	}
+	for _, p := range req.Partitions {
+		// This node may itself still be pulling p (two ring changes close
+		// together): hand it on only once it has arrived, so the caller
+		// gets the counters and not an empty partition.
+		select {
+		case <-n.parts.readyChan(p):
+		case <-ctx.Done():
+			return nil, grpcErr(ctx.Err())
+		}
 		if n.parts.setMoved(p, req.To) {
 			owned = append(owned, p)
 		}
@@ -94,13 +104,11 @@ func (n *Node) pullPartitions(gain []replication.Source) {
 	if len(local) > 0 {
 		// Promote this node's replica copies (the owner is gone).
 		states := n.replicas.Take(local)
-		if len(states) > 0 {
-			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-			if err := n.engine.Import(ctx, states); err != nil {
-				n.log.Warn("promote replica copies", "err", err)
-			}
-			cancel()
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		if err := n.install(ctx, local, states); err != nil {
+			n.log.Warn("promote replica copies", "err", err)
 		}
+		cancel()
 		n.met.promoted.Add(float64(len(states)))
 		n.markReady(local)
 	}
@@ -117,7 +125,17 @@ func (n *Node) pullFrom(src string, parts []uint32) error {
 	if err != nil {
 		return err
 	}
-	return n.engine.Import(ctx, statesFromProto(resp.States))
+	return n.install(ctx, parts, statesFromProto(resp.States))
+}
+
+// install makes states the counters of parts. Whatever the engine still
+// holds for them is from an earlier time this node served them, and older
+// than what the previous holder sent: it is dropped first.
+func (n *Node) install(ctx context.Context, parts []uint32, states []replication.State) error {
+	if err := n.engine.Drop(ctx, parts); err != nil {
+		return err
+	}
+	return n.engine.Import(ctx, states)
 }
 
 // replicaPlacement lists where a partition's copies go (not this node).
@@ -180,15 +198,11 @@ func grpcErr(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// markReady makes pulled partitions ready, unless a newer ring gave them to
-// another node meanwhile (then they are routed by the ring).
+// markReady settles pulled partitions: ready, unless a newer ring gave them
+// to another node meanwhile (then this node holds them for that node).
 func (n *Node) markReady(parts []uint32) {
 	v := n.view.Load()
 	for _, p := range parts {
-		if v == nil || v.ring.PartitionOwner(p) == n.cfg.ID {
-			n.parts.setReady(p)
-		} else {
-			n.parts.setNone(p)
-		}
+		n.parts.arrived(p, v == nil || v.ring.PartitionOwner(p) == n.cfg.ID)
 	}
 }

@@ -87,6 +87,31 @@ func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
 	assertAllDenied("after graceful leave")
 }
 
+// Nodes that join one right after another pass partitions along a chain
+// (n1 → n2 → n3 …) while earlier pulls are still running. Counters spent
+// before the joins stay spent, whichever node a check enters by.
+func TestClusterBackToBackJoinsKeepCounters(t *testing.T) {
+	c := newCluster(t, 1)
+	c.ApplyRules(exactRules)
+	const keys = 40
+	for k := 0; k < keys; k++ {
+		if r := c.checkOnce(c.Nodes[0], fmt.Sprintf("apikey:j%d", k), "exact", 100); !r.Allowed {
+			t.Fatalf("spending key %d: denied", k)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		c.Add()
+	}
+	c.WaitStable(5)
+	for _, n := range c.Live() {
+		for k := 0; k < keys; k++ {
+			if r := c.checkOnce(n, fmt.Sprintf("apikey:j%d", k), "exact", 1); r.Allowed {
+				t.Fatalf("via %s: key %d allowed again (remaining %d): its counter was lost in a hand-off", n.ID(), k, r.Remaining)
+			}
+		}
+	}
+}
+
 // The owner of a hot key is killed under load. Its replica is promoted; the
 // decrements lost are those of the unshipped replication window (decisions
 // of the last ReplicationInterval plus the replication RPC in flight). At the
