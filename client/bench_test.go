@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -28,7 +29,7 @@ func benchClient(b *testing.B) *Client {
 	c := testcluster.New(b, 1)
 	v := c.ApplyRules(benchRules)
 	cl := newTestClient(b, c, "bench", nil)
-	testcluster.WaitFor(b, 10*time.Second, func() error {
+	testwait.For(b, 10*time.Second, "the client ready", func() error {
 		if cl.RulesVersion() < v || cl.view.Load() == nil {
 			return context.DeadlineExceeded
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,7 +90,7 @@ func startWith(t *testing.T, mod func(*Config)) (*testcluster.Cluster, *Client) 
 	c := testcluster.New(t, 1)
 	v := c.ApplyRules(testRules)
 	cl := newTestClient(t, c, "gw1", mod)
-	testcluster.WaitFor(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "the client ready", func() error {
 		if got := cl.RulesVersion(); got < v {
 			return fmt.Errorf("client has version %d, want %d", got, v)
 		}
@@ -264,7 +265,7 @@ func TestRuleChangeReachesClient(t *testing.T) {
     period: 1h
     burst: 1
 `)
-	testcluster.WaitFor(t, 5*time.Second, func() error {
+	testwait.For(t, 5*time.Second, "the new rules at the client", func() error {
 		if got := cl.RulesVersion(); got < v {
 			return fmt.Errorf("version %d < %d", got, v)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/weirlimit/weir/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -154,17 +156,6 @@ func start(t *testing.T, r *Replicator) (stop func()) {
 	return stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func st(part uint32, id uint64, a int64) State {
 	return State{Partition: part, ID: id, A: a, B: a * 10, C: a * 100}
 }
@@ -212,7 +203,7 @@ func TestCoalesceLatestWins(t *testing.T) {
 		t.Fatalf("Pending = %d, want 2 (coalesced by id)", got)
 	}
 	start(t, r)
-	waitFor(t, "two states at a", func() bool { return len(l.received("a")) >= 2 })
+	testwait.Until(t, "two states at a", func() bool { return len(l.received("a")) >= 2 })
 	got := l.received("a")
 	if len(got) != 2 {
 		t.Fatalf("a received %d states, want exactly 2: %+v", len(got), got)
@@ -223,7 +214,7 @@ func TestCoalesceLatestWins(t *testing.T) {
 			t.Errorf("id %d: got %+v, want %+v", s.ID, s, w)
 		}
 	}
-	waitFor(t, "Pending 0", func() bool { return r.Stats().Pending == 0 })
+	testwait.Until(t, "Pending 0", func() bool { return r.Stats().Pending == 0 })
 	if s := r.Stats(); s.Sent != 2 || s.Failed != 0 || s.Dropped != 0 || s.Lag != 0 {
 		t.Errorf("stats = %+v, want Sent 2, nothing failed/dropped, no lag", s)
 	}
@@ -250,7 +241,7 @@ func TestBatchesByDestination(t *testing.T) {
 		}
 	}
 	for to, ids := range want {
-		waitFor(t, "delivery to "+to, func() bool { return len(l.latest(to)) == len(ids) })
+		testwait.Until(t, "delivery to "+to, func() bool { return len(l.latest(to)) == len(ids) })
 		for id, s := range l.latest(to) {
 			if !ids[id] {
 				t.Errorf("%s got id %d (partition %d) it does not replicate", to, id, s.Partition)
@@ -282,7 +273,7 @@ func TestEnqueueFlushesEarlyAtMaxBatch(t *testing.T) {
 	start(t, r)
 	r.Enqueue([]State{st(0, 1, 1), st(0, 2, 1), st(0, 3, 1)})
 	r.Enqueue([]State{st(0, 4, 1)})
-	waitFor(t, "early flush", func() bool { return len(l.received("a")) == 4 })
+	testwait.Until(t, "early flush", func() bool { return len(l.received("a")) == 4 })
 }
 
 func TestFailingDestinationDoesNotBlockOthers(t *testing.T) {
@@ -297,13 +288,13 @@ func TestFailingDestinationDoesNotBlockOthers(t *testing.T) {
 	start(t, r)
 
 	r.Enqueue([]State{st(0, 1, 1), st(0, 2, 1)})
-	waitFor(t, "a to get v1", func() bool { return len(l.latest("a")) == 2 })
-	waitFor(t, "down's send in flight", func() bool { return l.attemptsTo("down") == 1 })
+	testwait.Until(t, "a to get v1", func() bool { return len(l.latest("a")) == 2 })
+	testwait.Until(t, "down's send in flight", func() bool { return l.attemptsTo("down") == 1 })
 	// Newer states while down's send is stuck: a keeps up, down queues them.
 	r.Enqueue([]State{st(0, 1, 2)})
-	waitFor(t, "a to get v2", func() bool { return l.latest("a")[1].A == 2 })
+	testwait.Until(t, "a to get v2", func() bool { return l.latest("a")[1].A == 2 })
 	close(held) // down refuses v1 while v2 waits: v2 must win the retry
-	waitFor(t, "down's retry", func() bool { return l.attemptsTo("down") >= 2 })
+	testwait.Until(t, "down's retry", func() bool { return l.attemptsTo("down") >= 2 })
 	if n := l.attemptsTo("hung"); n != 1 {
 		t.Errorf("hung got %d attempts, want 1 (one in flight per destination)", n)
 	}
@@ -312,7 +303,7 @@ func TestFailingDestinationDoesNotBlockOthers(t *testing.T) {
 	}
 
 	l.setFail("down", false)
-	waitFor(t, "down to catch up", func() bool { return len(l.latest("down")) == 2 })
+	testwait.Until(t, "down to catch up", func() bool { return len(l.latest("down")) == 2 })
 	got := l.received("down")
 	for _, s := range got {
 		if s.ID == 1 && s.A != 2 {
@@ -322,7 +313,7 @@ func TestFailingDestinationDoesNotBlockOthers(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("down received %d states, want 2 (newest per id only): %+v", len(got), got)
 	}
-	waitFor(t, "LastSuccess for down", func() bool { _, ok := r.Stats().LastSuccess["down"]; return ok })
+	testwait.Until(t, "LastSuccess for down", func() bool { _, ok := r.Stats().LastSuccess["down"]; return ok })
 	if _, ok := r.Stats().LastSuccess["hung"]; ok {
 		t.Error("LastSuccess for hung, which never answered")
 	}
@@ -335,18 +326,18 @@ func TestRefusedStatesForgottenWhenPartitionMoves(t *testing.T) {
 	r := newTestReplicator(t, testConfig(), l, p)
 	start(t, r)
 	r.Enqueue([]State{st(0, 1, 1)})
-	waitFor(t, "a failed attempt", func() bool { return l.attemptsTo("down") >= 1 })
+	testwait.Until(t, "a failed attempt", func() bool { return l.attemptsTo("down") >= 1 })
 	if r.Stats().Pending == 0 {
 		t.Fatal("refused state not pending")
 	}
 	p.set(0, "a", "new")
-	waitFor(t, "refused state dropped after the move", func() bool { return r.Stats().Pending == 0 })
+	testwait.Until(t, "refused state dropped after the move", func() bool { return r.Stats().Pending == 0 })
 	if s := r.Stats(); s.Lag != 0 {
 		t.Errorf("Lag %v after the refused state was forgotten", s.Lag)
 	}
 	n := l.attemptsTo("down")
 	r.Enqueue([]State{st(0, 2, 1)})
-	waitFor(t, "new replica served", func() bool { return len(l.latest("new")) == 1 })
+	testwait.Until(t, "new replica served", func() bool { return len(l.latest("new")) == 1 })
 	if got := l.attemptsTo("down"); got != n {
 		t.Errorf("down got %d more attempts after it stopped being a replica", got-n)
 	}
@@ -365,7 +356,7 @@ func TestEnqueueBoundedWithoutRun(t *testing.T) {
 		t.Fatalf("stats %+v, want Pending 4, Dropped 6", s)
 	}
 	start(t, r)
-	waitFor(t, "the newest four", func() bool { return len(l.received("a")) >= 4 })
+	testwait.Until(t, "the newest four", func() bool { return len(l.received("a")) >= 4 })
 	got := l.latest("a")
 	if len(got) != 4 || got[7].A != 7 || got[8].A != 80 || got[9].A != 9 || got[10].A != 10 {
 		t.Errorf("a got %+v, want ids 7..10 with 8 coalesced to 80", got)
@@ -383,12 +374,12 @@ func TestDestinationQueueBounded(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		r.Enqueue([]State{st(0, id, 1)})
 	}
-	waitFor(t, "a failed attempt", func() bool { return l.attemptsTo("down") >= 1 })
+	testwait.Until(t, "a failed attempt", func() bool { return l.attemptsTo("down") >= 1 })
 	for id := uint64(4); id <= 9; id++ {
 		r.Enqueue([]State{st(0, id, 1)})
-		waitFor(t, "flush", func() bool { return r.Stats().Pending <= 3 })
+		testwait.Until(t, "flush", func() bool { return r.Stats().Pending <= 3 })
 	}
-	waitFor(t, "drops counted", func() bool { return r.Stats().Dropped >= 6 })
+	testwait.Until(t, "drops counted", func() bool { return r.Stats().Dropped >= 6 })
 	if s := r.Stats(); s.Pending > 3 {
 		t.Errorf("Pending %d beyond QueueLen 3", s.Pending)
 	}
@@ -413,21 +404,21 @@ func TestLag(t *testing.T) {
 		t.Fatalf("Lag before Run = %v, want 1s", lag)
 	}
 	start(t, r)
-	waitFor(t, "a served, down in flight", func() bool { return len(l.latest("a")) == 1 && l.attemptsTo("down") == 1 })
+	testwait.Until(t, "a served, down in flight", func() bool { return len(l.latest("a")) == 1 && l.attemptsTo("down") == 1 })
 	clk.Advance(2 * time.Second)
 	if lag := r.Stats().Lag; lag != 3*time.Second {
 		t.Fatalf("Lag while down's send is stuck = %v, want 3s", lag)
 	}
 	r.Enqueue([]State{st(0, 1, 2)}) // queued for down behind the stuck send
-	waitFor(t, "a gets v2", func() bool { return l.latest("a")[1].A == 2 })
+	testwait.Until(t, "a gets v2", func() bool { return l.latest("a")[1].A == 2 })
 	clk.Advance(time.Second)
 	close(held) // v1 is refused; v2 replaces it, but the change of T0 is still unshipped
-	waitFor(t, "down's retry refused", func() bool { return l.attemptsTo("down") >= 3 })
+	testwait.Until(t, "down's retry refused", func() bool { return l.attemptsTo("down") >= 3 })
 	if lag := r.Stats().Lag; lag != 4*time.Second {
 		t.Fatalf("Lag after a refused send and a newer change = %v, want 4s", lag)
 	}
 	l.setFail("down", false)
-	waitFor(t, "Lag back to 0", func() bool { return r.Stats().Lag == 0 })
+	testwait.Until(t, "Lag back to 0", func() bool { return r.Stats().Lag == 0 })
 	s := r.Stats()
 	if got := s.LastSuccess["down"]; !got.Equal(clk.Now()) {
 		t.Errorf("LastSuccess[down] = %v, want %v", got, clk.Now())
@@ -447,7 +438,7 @@ func TestRunExitsOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	r.Enqueue([]State{st(0, 1, 1)})
-	waitFor(t, "send to hung in flight", func() bool { return l.attemptsTo("hung") == 1 })
+	testwait.Until(t, "send to hung in flight", func() bool { return l.attemptsTo("hung") == 1 })
 	if err := r.Run(ctx); !errors.Is(err, ErrRunning) {
 		t.Errorf("second Run: %v, want ErrRunning", err)
 	}
@@ -463,7 +454,7 @@ func TestRunExitsOnCancel(t *testing.T) {
 	delete(l.hang, "hung")
 	l.mu.Unlock()
 	stop := start(t, r)
-	waitFor(t, "hung served after restart", func() bool { return len(l.latest("hung")) == 1 })
+	testwait.Until(t, "hung served after restart", func() bool { return len(l.latest("hung")) == 1 })
 	stop()
 }
 
@@ -475,7 +466,7 @@ func TestEnqueueCopiesLog(t *testing.T) {
 	in[0].Log[0] = 99
 	in[0].ID = 2
 	start(t, r)
-	waitFor(t, "delivery", func() bool { return len(l.received("a")) == 1 })
+	testwait.Until(t, "delivery", func() bool { return len(l.received("a")) == 1 })
 	got := l.received("a")[0]
 	if got.ID != 1 || len(got.Log) != 3 || got.Log[0] != 1 {
 		t.Errorf("got %+v, want the state as enqueued", got)
@@ -507,7 +498,7 @@ func TestConcurrentEnqueue(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "all shipped", func() bool { return r.Stats().Pending == 0 })
+	testwait.Until(t, "all shipped", func() bool { return r.Stats().Pending == 0 })
 	for _, to := range []string{"a", "b"} {
 		for id, s := range l.latest(to) {
 			if s.A != rounds || s.Log[0] != rounds {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	"github.com/weirlimit/weir/internal/testwait"
 )
 
 func TestStoreApplyTakePeekDrop(t *testing.T) {
@@ -71,7 +73,7 @@ func TestReplicatorToStore(t *testing.T) {
 	start(t, r)
 	r.Enqueue([]State{st(4, 1, 1), st(4, 2, 1)})
 	r.Enqueue([]State{st(4, 1, 2)})
-	waitFor(t, "replica holds both", func() bool { return replica.Len() == 2 && r.Stats().Pending == 0 })
+	testwait.Until(t, "replica holds both", func() bool { return replica.Len() == 2 && r.Stats().Pending == 0 })
 	got := replica.Take([]uint32{4})
 	if !reflect.DeepEqual(got, []State{st(4, 1, 2), st(4, 2, 1)}) {
 		t.Errorf("promoted %+v", got)

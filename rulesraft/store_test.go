@@ -14,27 +14,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// waitFor polls cond until it returns nil or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, not a wait for an outcome
-	}
 }
 
 func testConfig(t *testing.T, id string) Config {
@@ -108,7 +93,7 @@ func (c *cluster) live() []*Store {
 func (c *cluster) leader() *Store {
 	c.t.Helper()
 	var l *Store
-	waitFor(c.t, 10*time.Second, "a leader", func() error {
+	testwait.For(c.t, 10*time.Second, "a leader", func() error {
 		l = nil
 		for _, s := range c.live() {
 			if s.IsLeader() {
@@ -182,7 +167,7 @@ func (c *cluster) mustApply(cmd Command) uint64 {
 func (c *cluster) waitVersion(v uint64) {
 	c.t.Helper()
 	for _, s := range c.live() {
-		waitFor(c.t, 10*time.Second, "version on "+s.ID(), func() error {
+		testwait.For(c.t, 10*time.Second, "version on "+s.ID(), func() error {
 			if got := s.Current().Version; got < v {
 				return fmt.Errorf("%s at %d, want %d", s.ID(), got, v)
 			}
@@ -249,7 +234,7 @@ func TestClusterReplicationFailoverAndMinority(t *testing.T) {
 	if _, err := leader.Apply(ctx, Command{Op: OpNoop}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Apply on closed store: %v", err)
 	}
-	waitFor(t, 10*time.Second, "a new leader", func() error {
+	testwait.For(t, 10*time.Second, "a new leader", func() error {
 		if c.leaderNow() == nil {
 			return errors.New("none yet")
 		}
@@ -285,7 +270,7 @@ func TestClusterReplicationFailoverAndMinority(t *testing.T) {
 	if hasRule(last.Current(), "minority") {
 		t.Fatalf("uncommitted rule applied")
 	}
-	waitFor(t, 5*time.Second, "the minority to step down", func() error {
+	testwait.For(t, 5*time.Second, "the minority to step down", func() error {
 		if last.IsLeader() {
 			return errors.New("still leader")
 		}
@@ -336,7 +321,7 @@ func TestReopenKeepsRulesOverridesAndHistory(t *testing.T) {
 		t.Fatalf("Bootstrap on reopened store: %v", err)
 	}
 	for _, s := range c.stores {
-		waitFor(t, 15*time.Second, "state back on "+s.ID(), func() error {
+		testwait.For(t, 15*time.Second, "state back on "+s.ID(), func() error {
 			if got := s.Current(); !reflect.DeepEqual(got, wantSet) {
 				return fmt.Errorf("set %+v", got)
 			}
@@ -465,7 +450,7 @@ func TestConcurrentWritersAndWatchers(t *testing.T) {
 	}
 
 	cancel()
-	waitFor(t, 5*time.Second, "watchers to end", func() error {
+	testwait.For(t, 5*time.Second, "watchers to end", func() error {
 		n := 0
 		for _, s := range c.stores {
 			n += s.Watchers()
@@ -518,7 +503,7 @@ func TestReconcileVotersAndLeaves(t *testing.T) {
 	converge := func(alive []Server, left []string, want map[string]bool, between func()) {
 		t.Helper()
 		tries := 0
-		waitFor(t, 20*time.Second, fmt.Sprintf("configuration %v", want), func() error {
+		testwait.For(t, 20*time.Second, fmt.Sprintf("configuration %v", want), func() error {
 			if tries++; tries > 1 && between != nil {
 				between()
 			}

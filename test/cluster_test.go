@@ -50,8 +50,6 @@ func (c *cluster) limiter(n *node.Node) weirv1.LimiterClient {
 	return weirv1.NewLimiterClient(cc)
 }
 
-func waitFor(t *testing.T, d time.Duration, f func() error) { t.Helper(); testcluster.WaitFor(t, d, f) }
-
 // hammer sends single-item checks for key/rule from workers spread over the
 // given nodes until each worker has made per checks; it returns the number
 // allowed. Errors fail the test.

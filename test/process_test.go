@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testwait"
 )
 
 // weirBinary builds cmd/weir once per test binary.
@@ -172,7 +174,7 @@ func TestProcessesThroughCLI(t *testing.T) {
 	startAll()
 	waitAll := func(ps []*proc) clusterJSON {
 		var info clusterJSON
-		waitFor(t, 30*time.Second, func() error {
+		testwait.For(t, 30*time.Second, "the nodes", func() error {
 			for _, p := range ps {
 				if err := ready(p.http); err != nil {
 					return err
@@ -241,7 +243,7 @@ func TestProcessesThroughCLI(t *testing.T) {
 	killed := time.Now()
 	leader.stop(syscall.SIGKILL)
 	var newLeader string
-	waitFor(t, 30*time.Second, func() error {
+	testwait.For(t, 30*time.Second, "the nodes", func() error {
 		c, err := clusterInfo(rest[0].http)
 		if err != nil {
 			return err
@@ -255,7 +257,7 @@ func TestProcessesThroughCLI(t *testing.T) {
 	t.Logf("leader failover: %s killed, %s elected after %v", leader.id, newLeader, time.Since(killed).Round(time.Millisecond))
 	put := filepath.Join(t.TempDir(), "one.yaml")
 	_ = os.WriteFile(put, []byte("id: after-failover\nmatch: {route: /af}\nkey: ip\nrate: 5\nperiod: 1s\n"), 0o644)
-	waitFor(t, 20*time.Second, func() error {
+	testwait.For(t, 20*time.Second, "a write after failover", func() error {
 		out, err := cliErr("rules", "put", "-f", put, "--addr", rest[0].http)
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)

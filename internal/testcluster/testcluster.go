@@ -1,6 +1,5 @@
 // Package testcluster starts real Weir nodes in the test process, on
-// loopback with port 0, for the cluster, SDK and bench tests. Waits poll with
-// a deadline; nothing sleeps as a wait.
+// loopback with port 0, for the cluster, SDK and bench tests.
 package testcluster
 
 import (
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
 )
 
@@ -131,7 +131,7 @@ func (c *Cluster) Close() {
 // pending hand-off) and sees want members.
 func (c *Cluster) WaitStable(want int) {
 	c.T.Helper()
-	WaitFor(c.T, 30*time.Second, func() error {
+	testwait.For(c.T, 30*time.Second, "a stable cluster", func() error {
 		for _, n := range c.Live() {
 			if err := n.Ready(); err != nil {
 				return fmt.Errorf("%s not ready: %v", n.ID(), err)
@@ -164,7 +164,7 @@ func (c *Cluster) ApplyRules(yaml string) uint64 {
 	if err := json.Unmarshal(body, &out); err != nil {
 		c.T.Fatal(err)
 	}
-	WaitFor(c.T, 10*time.Second, func() error {
+	testwait.For(c.T, 10*time.Second, "the rules on every node", func() error {
 		for _, nd := range c.Live() {
 			if s := nd.Store().Current(); s == nil || s.Version < out.Version {
 				return fmt.Errorf("%s has not applied version %d", nd.ID(), out.Version)
@@ -173,19 +173,4 @@ func (c *Cluster) ApplyRules(yaml string) uint64 {
 		return nil
 	})
 	return out.Version
-}
-
-// WaitFor polls f until it returns nil or d passes, then fails the test
-// with f's last error.
-func WaitFor(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("condition not met within %v: %v", d, err)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -49,7 +50,7 @@ func TestGRPCWatch(t *testing.T) {
 	if ev.GetVersion() != n.version() || len(ev.GetFull().GetRules()) != 1 || ev.GetGateways() != 3 || ev.GetFull().GetVersion() != ev.GetVersion() {
 		t.Fatalf("first event: %v", ev)
 	}
-	waitFor(t, "gateway counted", func() bool { return n.srv.Gateways() == 1 })
+	testwait.Until(t, "gateway counted", func() bool { return n.srv.Gateways() == 1 })
 
 	var want []uint64
 	for i := range 3 {
@@ -86,7 +87,7 @@ func TestGRPCWatch(t *testing.T) {
 	}
 
 	stop()
-	waitFor(t, "gateway released", func() bool { return n.srv.Gateways() == 0 })
+	testwait.Until(t, "gateway released", func() bool { return n.srv.Gateways() == 0 })
 }
 
 func TestGRPCCloseEndsStreams(t *testing.T) {
@@ -108,7 +109,7 @@ func TestGRPCCloseEndsStreams(t *testing.T) {
 	}
 	longPoll := make(chan reply, 1)
 	go func() { longPoll <- n.do(t, "GET", "/v1/rules?version="+u(n.version())+"&wait=60s", nil) }()
-	waitFor(t, "watch registered", func() bool { return n.srv.Gateways() == 1 })
+	testwait.Until(t, "watch registered", func() bool { return n.srv.Gateways() == 1 })
 
 	n.srv.Close()
 	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
@@ -234,8 +235,8 @@ func TestForwardToLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "follower knows the leader", func() bool { id, _ := follower.store.Leader(); return id == "n1" })
-	waitFor(t, "follower caught up", func() bool { return follower.version() == leader.version() && leader.store.IsLeader() })
+	testwait.Until(t, "follower knows the leader", func() bool { id, _ := follower.store.Leader(); return id == "n1" })
+	testwait.Until(t, "follower caught up", func() bool { return follower.version() == leader.version() && leader.store.IsLeader() })
 
 	// No leader address known yet: not_leader, nothing written.
 	if r := follower.do(t, "PUT", "/v1/rules/a", map[string]any{"match": map[string]any{"route": "/a"}, "key": "ip", "rate": 1, "period": "1s"}, "Authorization: Bearer tok"); r.code != 503 || r.errBody(t).Code != CodeNotLeader {
@@ -259,7 +260,7 @@ func TestForwardToLeader(t *testing.T) {
 	if leader.version() < ap.Version {
 		t.Fatalf("leader at %d after an acknowledged write at %d", leader.version(), ap.Version)
 	}
-	waitFor(t, "replicated to the follower", func() bool { return follower.version() >= ap.Version })
+	testwait.Until(t, "replicated to the follower", func() bool { return follower.version() >= ap.Version })
 	if h := leader.store.History(1); h[0].Author != "carol" {
 		t.Errorf("author lost in forwarding: %+v", h[0])
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -159,7 +160,7 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 		if err := st.Bootstrap(nil); err != nil {
 			t.Fatalf("bootstrap: %v", err)
 		}
-		waitFor(t, "leadership", st.IsLeader)
+		testwait.Until(t, "leadership", st.IsLeader)
 	}
 	b := &testBackend{store: st, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), counters: map[string]bucket.State{}}
 	srv, err := New(Config{AdminToken: o.token, MaxBodyBytes: o.maxBody, MaxWait: 5 * time.Second,
@@ -193,18 +194,6 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 		hs.Close()
 	})
 	return n
-}
-
-// waitFor polls cond until it holds or 10s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for an event
-	}
 }
 
 type reply struct {

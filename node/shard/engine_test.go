@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
 )
@@ -44,18 +45,6 @@ func start(t *testing.T, cfg shard.Config) *shard.Engine {
 	e.Start()
 	t.Cleanup(e.Close)
 	return e
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func keys(t *testing.T, e *shard.Engine) int {
@@ -516,7 +505,7 @@ func TestIdleExpiry(t *testing.T) {
 	survivor := shard.Item{ID: 5, Partition: 5, Limit: l, Cost: 1}
 	check1(t, e, survivor) // moves its deadline to now + 1s
 	clk.Add(200 * time.Millisecond)
-	waitFor(t, "all but one key to expire", func() bool { return keys(t, e) == 1 })
+	testwait.Until(t, "all but one key to expire", func() bool { return keys(t, e) == 1 })
 	left, err := e.Export(ctxT(t), []uint32{5})
 	if err != nil {
 		t.Fatal(err)
@@ -525,7 +514,7 @@ func TestIdleExpiry(t *testing.T) {
 		t.Fatalf("survivor: %+v, want counter 5", left)
 	}
 	clk.Add(time.Second)
-	waitFor(t, "the last key to expire", func() bool { return keys(t, e) == 0 })
+	testwait.Until(t, "the last key to expire", func() bool { return keys(t, e) == 0 })
 }
 
 // blockingOnChange stalls the shard goroutine inside OnChange (tests only:
@@ -560,7 +549,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
 	go func() { queued <- e.Check(ctx, []shard.Item{it}, make([]bucket.Result, 1)) }()
-	waitFor(t, "the request to be queued", func() bool {
+	testwait.Until(t, "the request to be queued", func() bool {
 		st, _ := e.Stats(context.Background())
 		return st.Queue[0] == 1
 	})
@@ -608,7 +597,7 @@ func TestCloseJoins(t *testing.T) {
 	<-blk.entered
 	queued := make(chan error, 1)
 	go func() { queued <- e.Check(context.Background(), []shard.Item{it}, make([]bucket.Result, 1)) }()
-	waitFor(t, "the request to be queued", func() bool {
+	testwait.Until(t, "the request to be queued", func() bool {
 		st, _ := e.Stats(context.Background())
 		return st.Queue[0] == 1
 	})

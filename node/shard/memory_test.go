@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node/shard"
 )
 
@@ -64,7 +65,7 @@ func TestMemoryPerKey(t *testing.T) {
 	}
 
 	clk.Add(time.Hour)
-	waitFor(t, "every counter to idle out", func() bool { return keys(t, e) == 0 })
+	testwait.Until(t, "every counter to idle out", func() bool { return keys(t, e) == 0 })
 	final := heapAlloc()
 	var returned uint64
 	if after > final {
