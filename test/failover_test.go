@@ -115,9 +115,9 @@ func TestClusterBackToBackJoinsKeepCounters(t *testing.T) {
 // The owner of a hot key is killed under load. Its replica is promoted; the
 // decrements lost are those of the unshipped replication window (decisions
 // of the last ReplicationInterval plus the replication RPC in flight). At the
-// ~3,000 checks/s of this test that measured +0.4% to +9.4% over 10 runs; the
-// asserted bound is 15%. Without promotion the key would restart at full
-// burst (+50% here).
+// ~3,000 checks/s of this test that measured +0.3% to +1.9% over 12 runs
+// (4 of them beside other test packages); the asserted bound is 5%. Without
+// promotion the key would restart at full burst (+50% here).
 func TestClusterOwnerKilledUnderLoad(t *testing.T) {
 	c := newCluster(t, 3)
 	c.ApplyRules(`
@@ -167,8 +167,8 @@ rules:
 	wg.Wait()
 	got := allowed.Load()
 	t.Logf("owner killed after 500 admitted: admitted %d of burst 1000 (%+.1f%%), %d errors during failover", got, float64(got-1000)/10, errs.Load())
-	if got > 1150 {
-		t.Fatalf("admitted %d, more than burst 1000 + 15%%", got)
+	if got > 1050 {
+		t.Fatalf("admitted %d, more than burst 1000 + 5%%", got)
 	}
 	if got < 1000 && errs.Load() == 0 {
 		t.Fatalf("admitted %d < 1000 with no errors: tokens were lost", got)
