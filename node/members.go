@@ -149,8 +149,8 @@ func (n *Node) memberCount() int {
 // copies the event delegate keeps (memberlist's own Node structs may change
 // under a reader).
 func (n *Node) readMembers() map[string]member {
-	n.departedMu.Lock()
-	defer n.departedMu.Unlock()
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
 	out := make(map[string]member, len(n.known))
 	for id, m := range n.known {
 		out[id] = m
@@ -163,8 +163,8 @@ func (n *Node) readMembers() map[string]member {
 // departedMember reports whether gossip saw id die or leave (a node this
 // node has not heard of yet is not departed).
 func (n *Node) departedMember(id string) bool {
-	n.departedMu.Lock()
-	defer n.departedMu.Unlock()
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
 	_, ok := n.departed[id]
 	return ok
 }
@@ -174,8 +174,8 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	if len(m.Meta) > 0 {
 		_ = json.Unmarshal(m.Meta, &mm.memberMeta)
 	}
-	n.departedMu.Lock()
-	defer n.departedMu.Unlock()
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
 	if gone {
 		delete(n.known, m.Name)
 		n.departed[m.Name] = m.State
@@ -426,8 +426,8 @@ func (n *Node) manageRaft() {
 // leftMembers lists members that left gracefully (so the leader removes
 // them from Raft at once instead of waiting for the voter grace period).
 func (n *Node) leftMembers() []string {
-	n.departedMu.Lock()
-	defer n.departedMu.Unlock()
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
 	var out []string
 	for id, st := range n.departed {
 		if st == memberlist.StateLeft {

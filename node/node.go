@@ -59,7 +59,7 @@ type Node struct {
 	joined  atomic.Bool // gossip join done (when Join is configured)
 	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
 
-	departedMu sync.Mutex
+	membersMu sync.Mutex
 	departed   map[string]memberlist.NodeStateType // dead or left, by id
 	known      map[string]member                   // live members, copied in callbacks
 
