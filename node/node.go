@@ -60,8 +60,8 @@ type Node struct {
 	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	membersMu sync.Mutex
-	departed   map[string]memberlist.NodeStateType // dead or left, by id
-	known      map[string]member                   // live members, copied in callbacks
+	departed  map[string]memberlist.NodeStateType // dead or left, by id
+	known     map[string]member                   // live members, copied in callbacks
 
 	ctx    context.Context
 	cancel context.CancelFunc
