@@ -18,6 +18,9 @@ var (
 	ErrClosed = errors.New("client: closed")
 	// ErrNotReady is returned by WaitReady when no rule set arrived in time.
 	ErrNotReady = errors.New("client: no rules yet")
+	// ErrUnknownRule is returned by CheckKey for a rule id the current
+	// rule set does not have.
+	ErrUnknownRule = errors.New("client: unknown rule")
 )
 
 // Config configures a Client. Start from DefaultConfig.

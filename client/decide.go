@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -83,18 +84,54 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	if len(matched) == 0 {
 		return Decision{Allowed: true, Status: http.StatusOK}
 	}
-	now := c.now()
 	ps := make([]pending, len(matched))
 	for i, rule := range matched {
 		k := keyFor(rule, &r)
 		ps[i] = pending{rule: rule, key: k, id: rule.ID + "\x00" + k}
 	}
+	return c.decide(ctx, rs, ps, 1)
+}
+
+// CheckKey decides cost tokens of key under the named rules, all or
+// nothing, through the same path as Decide (owner routing, coalescing,
+// leases, the blocked-until cache and fail modes). It is for callers that
+// build their own keys (a bench, a non-HTTP service). It fails, deciding
+// nothing, before the first rule set arrives (ErrNotReady), for an unknown
+// rule (ErrUnknownRule), a key that is empty or longer than MaxKeyLen, or a
+// cost below 1.
+func (c *Client) CheckKey(ctx context.Context, key string, cost int64, ruleIDs ...string) (Decision, error) {
+	rs := c.rules.Load()
+	switch {
+	case rs == nil:
+		return Decision{}, ErrNotReady
+	case len(ruleIDs) == 0:
+		return Decision{}, fmt.Errorf("%w: no rule named", ErrUnknownRule)
+	case key == "" || len(key) > MaxKeyLen:
+		return Decision{}, fmt.Errorf("client: key must be 1 to %d bytes, got %d", MaxKeyLen, len(key))
+	case cost < 1:
+		return Decision{}, fmt.Errorf("client: cost must be at least 1, got %d", cost)
+	}
+	ps := make([]pending, len(ruleIDs))
+	for i, id := range ruleIDs {
+		rule, ok := rs.m.Rule(id)
+		if !ok {
+			return Decision{}, fmt.Errorf("%w: %q", ErrUnknownRule, id)
+		}
+		ps[i] = pending{rule: rule, key: key, id: rule.ID + "\x00" + key}
+	}
+	return c.decide(ctx, rs, ps, cost), nil
+}
+
+// decide runs the pending rules through leases, the blocked-until cache,
+// the cluster and the fail modes. Leases serve only cost 1.
+func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost int64) Decision {
+	now := c.now()
 	// Lease tokens were taken from the owner already, so they are spent
 	// first: a key the owner denied stays usable here while this gateway
 	// holds tokens for it. The blocked-until cache covers the rest.
 	for i := range ps {
 		p := &ps[i]
-		if p.rule.Lease <= 0 || p.rule.Shadow {
+		if p.rule.Lease <= 0 || p.rule.Shadow || cost != 1 {
 			continue
 		}
 		if lim, ok := c.local.takeLease(p.id, now); ok {
@@ -109,7 +146,7 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	if blocked {
 		c.stats.blockedHits.Add(1)
 	} else {
-		c.ask(ctx, rs, ps, now)
+		c.ask(ctx, rs, ps, cost, now)
 		d = combine(ps)
 	}
 	if !d.Allowed {
@@ -124,7 +161,7 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 
 // ask sends the undecided rules to the cluster and fills in their answers,
 // using the fail modes when the cluster does not answer.
-func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, now time.Time) {
+func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int64, now time.Time) {
 	for round := 0; round < 2; round++ {
 		items := make([]*weirv1.CheckItem, 0, len(ps))
 		where := make([]int, 0, len(ps))
@@ -138,11 +175,11 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, now time.
 			if p.done {
 				continue
 			}
-			cost := int64(1)
+			n := cost
 			if p.grab {
-				cost = p.rule.Lease
+				n = p.rule.Lease
 			}
-			items = append(items, &weirv1.CheckItem{Key: p.key, Rule: p.rule.ID, Cost: cost, Group: g, RuleVersion: rs.version})
+			items = append(items, &weirv1.CheckItem{Key: p.key, Rule: p.rule.ID, Cost: n, Group: g, RuleVersion: rs.version})
 			where = append(where, i)
 			timeout = max(timeout, p.rule.Timeout.D())
 		}
@@ -164,7 +201,7 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, now time.
 			for _, i := range where {
 				c.fallback(rs, &ps[i], reason, now)
 			}
-			c.settleOpen(ps, now)
+			c.settleOpen(ps, cost, now)
 			return
 		}
 		// A lease grab denied only because the lease is bigger than what
@@ -182,7 +219,7 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, now time.
 		for j, i := range where {
 			c.answer(rs, &ps[i], res[j], now)
 		}
-		c.settleOpen(ps, now)
+		c.settleOpen(ps, cost, now)
 		return
 	}
 }
@@ -305,7 +342,7 @@ func (c *Client) shareLimit(rs *ruleState, p *pending, now time.Time) (int64, bu
 
 // settleOpen decides the fail-open rules on the local share buckets, all
 // or nothing.
-func (c *Client) settleOpen(ps []pending, now time.Time) {
+func (c *Client) settleOpen(ps []pending, cost int64, now time.Time) {
 	var open []*pending
 	for i := range ps {
 		if ps[i].open {
@@ -333,7 +370,7 @@ func (c *Client) settleOpen(ps []pending, now time.Time) {
 			c.local.share[p.id] = e
 		}
 		var r bucket.Result
-		e.st, r = bucket.Decide(e.st, lim, 1, now.UnixNano())
+		e.st, r = bucket.Decide(e.st, lim, cost, now.UnixNano())
 		e.idle = now.Add(lim.IdleAfter())
 		p.lim.Allowed, p.lim.Limit, p.lim.Remaining = r.Allowed, r.Limit, r.Remaining
 		p.lim.Reset, p.lim.RetryAfter = r.ResetAfter, r.RetryAfter
@@ -345,7 +382,7 @@ func (c *Client) settleOpen(ps []pending, now time.Time) {
 	}
 	if !ok {
 		for _, t := range took {
-			t.e.st = bucket.Refund(t.e.st, t.lim, 1, now.UnixNano())
+			t.e.st = bucket.Refund(t.e.st, t.lim, cost, now.UnixNano())
 		}
 	}
 }
