@@ -78,37 +78,66 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usage(strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
 	}
-	cl, err := client.New(ctx, cfg)
+	gw, err := startGateway(ctx, cfg, up, *listen, *metrics)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-
-	proxy := httputil.NewSingleHostReverseProxy(up)
-	proxy.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-	mux := http.NewServeMux()
-	if *metrics {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	}
-	mux.Handle("/", cl.Middleware()(proxy))
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("gateway: listen %s: %w", *listen, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("weir gateway started", "listen", ln.Addr().String(), "upstream", up.String(), "cluster", cfg.Cluster)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("weir gateway started", "listen", gw.addr, "upstream", up.String(), "cluster", cfg.Cluster)
 	select {
-	case err := <-errc:
+	case err := <-gw.errc:
+		gw.cl.Close()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
 	}
+	return gw.close()
+}
+
+// gateway is a running reverse proxy guarded by the client middleware.
+type gateway struct {
+	addr string
+	cl   *client.Client
+	srv  *http.Server
+	errc chan error // the serve loop's end
+}
+
+// startGateway starts a client for cfg (cfg.Registry must be set) and
+// serves a reverse proxy to up on listen through its middleware. With
+// metrics, GET /metrics serves the client's registry instead of the
+// upstream's path.
+func startGateway(ctx context.Context, cfg client.Config, up *url.URL, listen string, metrics bool) (*gateway, error) {
+	cl, err := client.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	proxy := httputil.NewSingleHostReverseProxy(up)
+	proxy.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
+	mux := http.NewServeMux()
+	if metrics {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/", cl.Middleware()(proxy))
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("gateway: listen %s: %w", listen, err)
+	}
+	g := &gateway{addr: ln.Addr().String(), cl: cl, errc: make(chan error, 1),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { g.errc <- g.srv.Serve(ln) }()
+	return g, nil
+}
+
+// close stops serving (waiting up to 5 s for requests in flight) and
+// closes the client.
+func (g *gateway) close() error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+	err := g.srv.Shutdown(sctx)
+	if serr := <-g.errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
+	}
+	if cerr := g.cl.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

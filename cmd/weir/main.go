@@ -126,7 +126,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	case "node":
 		return runNode(ctx, rest)
 	case "dev":
-		return runDev(ctx, rest)
+		return runDev(ctx, rest, c.stdout)
 	case "gateway":
 		return runGateway(ctx, rest)
 	case "bench":

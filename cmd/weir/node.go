@@ -2,15 +2,23 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
@@ -118,7 +126,7 @@ func runNode(ctx context.Context, args []string) error {
 
 // serve starts a node, calls ready (if any) once it can serve, and on ctx
 // cancellation leaves gracefully and closes.
-func serve(ctx context.Context, cfg node.Config, ready func(*node.Node) error) error {
+func serve(ctx context.Context, cfg node.Config, ready func(*node.Node) (stop func(), err error)) error {
 	n, err := node.New(cfg)
 	if err != nil {
 		return err
@@ -128,17 +136,19 @@ func serve(ctx context.Context, cfg node.Config, ready func(*node.Node) error) e
 		return err
 	}
 	cfg.Logger.Info("weir node started", "id", n.ID(), "http", n.HTTPAddr(), "grpc", n.GRPCAddr(), "raft", n.RaftAddr(), "gossip", n.GossipAddr())
+	stop := func() {}
 	if ready != nil {
 		if err := waitReady(ctx, n); err != nil {
 			_ = n.Close()
 			return err
 		}
-		if err := ready(n); err != nil {
+		if stop, err = ready(n); err != nil {
 			_ = n.Close()
 			return err
 		}
 	}
 	<-ctx.Done()
+	stop()
 	cfg.Logger.Info("shutting down: handing partitions off")
 	lctx, cancel := context.WithTimeout(context.Background(), cfg.LeaveTimeout)
 	defer cancel()
@@ -167,12 +177,14 @@ func waitReady(ctx context.Context, n *node.Node) error {
 }
 
 // runDev starts one node with its data in a temporary directory, bootstraps
-// it, loads the example rules and prints what to try.
-func runDev(ctx context.Context, args []string) error {
+// it, loads the example rules, starts a gateway in front of a built-in echo
+// upstream and prints what to try.
+func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	var f nodeFlags
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	f.register(fs, true)
-	if err := parseFlags(fs, args, "weir dev [--data-dir DIR] [--http ADDR] [--grpc ADDR] [--raft ADDR] [--gossip ADDR]"); err != nil {
+	gwAddr := fs.String("gateway", "127.0.0.1:8000", `gateway listen address, in front of a built-in echo upstream ("off": none)`)
+	if err := parseFlags(fs, args, "weir dev [--data-dir DIR] [--http ADDR] [--grpc ADDR] [--raft ADDR] [--gossip ADDR] [--gateway ADDR|off]"); err != nil {
 		return err
 	}
 	if f.dataDir == "" {
@@ -194,22 +206,71 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("embedded example rules: %w", err)
 	}
-	return serve(ctx, cfg, func(n *node.Node) error {
+	return serve(ctx, cfg, func(n *node.Node) (func(), error) {
 		if set := n.Store().Current(); set == nil || len(set.Rules) == 0 {
 			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			if _, err := n.Store().Apply(actx, rulesraft.Command{Op: rulesraft.OpApply, Rules: example, Author: "weir dev", At: time.Now()}); err != nil {
-				return fmt.Errorf("loading example rules: %w", err)
+				return nil, fmt.Errorf("loading example rules: %w", err)
 			}
 		}
-		printDevHelp(n, cfg.DataDir)
-		return nil
+		if *gwAddr == "off" || *gwAddr == "" {
+			printDevHelp(stdout, n, cfg.DataDir, "")
+			return func() {}, nil
+		}
+		stop, addr, err := startDevGateway(ctx, n.GRPCAddr(), *gwAddr, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		printDevHelp(stdout, n, cfg.DataDir, addr)
+		return stop, nil
 	})
 }
 
-func printDevHelp(n *node.Node, dataDir string) {
+// startDevGateway serves an echo upstream on a free loopback port and a
+// gateway in front of it on listen, checking with the node at grpcAddr.
+func startDevGateway(ctx context.Context, grpcAddr, listen string, logger *slog.Logger) (stop func(), addr string, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("dev echo upstream: %w", err)
+	}
+	echo := &http.Server{Handler: http.HandlerFunc(echoHandler), ReadHeaderTimeout: 10 * time.Second}
+	go echo.Serve(ln)
+	cfg := client.DefaultConfig()
+	cfg.Cluster, cfg.GatewayID, cfg.Logger = []string{grpcAddr}, "dev-gateway", logger
+	cfg.Registry = prometheus.NewRegistry()
+	gw, err := startGateway(ctx, cfg, &url.URL{Scheme: "http", Host: ln.Addr().String()}, listen, true)
+	if err != nil {
+		echo.Close()
+		return nil, "", err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := gw.cl.WaitReady(rctx); err != nil {
+		gw.close()
+		echo.Close()
+		return nil, "", fmt.Errorf("dev gateway: %w", err)
+	}
+	return func() {
+		if err := gw.close(); err != nil {
+			logger.Warn("dev gateway: close", "err", err)
+		}
+		echo.Close()
+	}, gw.addr, nil
+}
+
+// echoHandler is the dev upstream: it answers 200 with what it received.
+func echoHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"upstream": "weir dev echo", "method": r.Method, "path": r.URL.Path,
+		"api_key": r.Header.Get("X-API-Key"), "plan": r.Header.Get("X-Plan"),
+	})
+}
+
+func printDevHelp(w io.Writer, n *node.Node, dataDir, gateway string) {
 	h := n.HTTPAddr()
-	fmt.Fprintf(os.Stdout, `weir dev: one node with the example rules is up.
+	fmt.Fprintf(w, `weir dev: one node with the example rules is up.
   HTTP  http://%[1]s    gRPC %[2]s    data %[3]s
 
 Try:
@@ -218,6 +279,14 @@ Try:
   curl -s -XPOST http://%[1]s/v1/limits/check -d '{"key":"apikey:ak_1","rule":"orders.write"}'
   curl -s http://%[1]s/v1/limits/apikey:ak_1
   curl -s http://%[1]s/metrics | grep weir_
-Stop with Ctrl-C.
 `, h, n.GRPCAddr(), dataDir)
+	if gateway != "" {
+		fmt.Fprintf(w, `
+Gateway http://%[1]s in front of a built-in echo upstream (rule login.ip: 5 per
+minute per IP). Watch RateLimit and X-RateLimit-Remaining count down to a 429:
+  for i in 1 2 3 4 5 6; do curl -si -XPOST http://%[1]s/v1/login | grep -iE '^(HTTP|ratelimit|x-ratelimit-remaining|retry-after)'; done
+  curl -si -H 'X-API-Key: ak_1' http://%[1]s/v1/search
+`, gateway)
+	}
+	fmt.Fprintln(w, "Stop with Ctrl-C.")
 }
