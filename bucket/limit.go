@@ -21,9 +21,10 @@ const (
 	// (Limit.IdleAfter): about 73 years. It keeps every timestamp the
 	// algorithms compute inside int64 for any clock before year 2200.
 	MaxIdle time.Duration = 1 << 61
-	// DefaultMaxLog is a suggested cap for the Rate of a sliding_log limit
-	// (each admitted token costs 8 bytes of log for one Period).
-	DefaultMaxLog = 1000
+	// DefaultMaxLog is the cap on the Rate of a sliding_log limit that the
+	// rules package enforces (each admitted token costs 8 bytes of log for
+	// one Period, so 80 KB per key at the cap).
+	DefaultMaxLog = 10000
 )
 
 // Limit is Rate tokens per Period.

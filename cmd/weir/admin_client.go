@@ -57,6 +57,7 @@ func (e *apiError) Unwrap() error { return errAPI }
 type apiClient struct {
 	base      string // "http://127.0.0.1:8080", no trailing slash
 	token     string
+	author    string // sent as X-Weir-Author; kept in the rules history
 	timeout   time.Duration
 	transport *http.Transport
 	http      *http.Client
@@ -98,6 +99,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, b
 	req.Header.Set("User-Agent", "weir-cli")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.author != "" && method != http.MethodGet {
+		req.Header.Set(authorHeader, c.author)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -16,6 +17,10 @@ const (
 	defaultTimeout = 10 * time.Second
 	envAddr        = "WEIR_ADDR"
 	envToken       = "WEIR_TOKEN"
+	envAuthor      = "WEIR_AUTHOR"
+	// authorHeader names who makes a write (node/api.AuthorHeader; the CLI
+	// does not import the node).
+	authorHeader = "X-Weir-Author"
 )
 
 // Output formats for -o.
@@ -143,6 +148,7 @@ func quoteAll(ss []string) string {
 type adminOpts struct {
 	addr    string
 	token   string
+	author  string
 	output  string
 	timeout time.Duration
 }
@@ -157,6 +163,7 @@ func (c *cli) adminFlags(fs *flagSet) *adminOpts {
 	}
 	fs.StringVar(&o.addr, "addr", addr, "a node's HTTP `address`, host:port or URL ($"+envAddr+")")
 	fs.StringVar(&o.token, "token", c.getenv(envToken), "admin `token`, sent as \"Authorization: Bearer\" ($"+envToken+")")
+	fs.StringVar(&o.author, "author", c.defaultAuthor(), "who makes a write, kept in the rules history ($"+envAuthor+", else $USER@host)")
 	fs.StringVar(&o.output, "o", outTable, "output `format`: table or json")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "how long to wait for the node")
 	return o
@@ -177,7 +184,25 @@ func (o *adminOpts) client(fs *flagSet) (*apiClient, error) {
 	if err != nil {
 		return nil, fs.usageErr("--addr: %v", err)
 	}
-	return newAPIClient(base, o.token, o.timeout), nil
+	cl := newAPIClient(base, o.token, o.timeout)
+	cl.author = o.author
+	return cl, nil
+}
+
+// defaultAuthor is $WEIR_AUTHOR, else $USER@hostname (or what of it is known).
+func (c *cli) defaultAuthor() string {
+	if a := c.getenv(envAuthor); a != "" {
+		return a
+	}
+	host, _ := os.Hostname()
+	switch user := c.getenv("USER"); {
+	case user != "" && host != "":
+		return user + "@" + host
+	case user != "":
+		return user
+	default:
+		return host
+	}
 }
 
 // json reports whether -o json was asked for.

@@ -122,7 +122,7 @@ func TestApplySendsTheFileAndPrintsDiffAndVersion(t *testing.T) {
 		"POST /v1/rules:apply": {body: `{"version":42,"diff":["+ search.read","~ orders.write: rate 10 -> 20"],"dry_run":false}`},
 	})
 	file := "rules:\n  - id: orders.write\n    match: {route: /v1/orders}\n    key: apikey\n    rate: 20\n    period: 1s\n"
-	r := runCLI(t, "", map[string]string{envAddr: api.addr(), envToken: "s3cret"},
+	r := runCLI(t, "", map[string]string{envAddr: api.addr(), envToken: "s3cret", envAuthor: "alice"},
 		"rules", "apply", "-f", writeTemp(t, "rules.yaml", file), "--replace")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
@@ -136,7 +136,7 @@ func TestApplySendsTheFileAndPrintsDiffAndVersion(t *testing.T) {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
 	got := reqs[0]
-	if got.URI != "/v1/rules:apply?replace=true" || got.Body != file || got.Auth != "Bearer s3cret" || got.ContentType != "application/yaml" {
+	if got.URI != "/v1/rules:apply?replace=true" || got.Body != file || got.Auth != "Bearer s3cret" || got.Author != "alice" || got.ContentType != "application/yaml" {
 		t.Errorf("request = %+v", got)
 	}
 }

@@ -174,6 +174,8 @@ Admin commands take these flags:
   --addr ADDR      a node's HTTP address, host:port or URL
                    (default $WEIR_ADDR, else 127.0.0.1:8080)
   --token TOKEN    admin token, sent as "Authorization: Bearer" (default $WEIR_TOKEN)
+  --author NAME    who makes a write, kept in the rules history
+                   (default $WEIR_AUTHOR, else $USER@host)
   -o table|json    output format (default table)
   --timeout D      how long to wait for the node (default 10s)
 `

@@ -32,7 +32,7 @@ func runCLI(t *testing.T, stdin string, env map[string]string, args ...string) r
 
 // recorded is one request a fakeAPI saw.
 type recorded struct {
-	Method, URI, Auth, ContentType, Body string
+	Method, URI, Auth, Author, ContentType, Body string
 }
 
 // fakeAPI is an HTTP server answering canned JSON per "METHOD /path" (the
@@ -60,7 +60,7 @@ func newFakeAPI(t *testing.T, routes map[string]cannedAnswer) *fakeAPI {
 		body, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
 		f.reqs = append(f.reqs, recorded{
-			Method: r.Method, URI: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"),
+			Method: r.Method, URI: r.URL.RequestURI(), Auth: r.Header.Get("Authorization"), Author: r.Header.Get(authorHeader),
 			ContentType: r.Header.Get("Content-Type"), Body: string(body),
 		})
 		f.mu.Unlock()

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -62,10 +64,34 @@ func (s *Server) routes() http.Handler {
 		prom.ServeHTTP(w, r)
 		return nil
 	})
-	handle("/", func(_ http.ResponseWriter, r *http.Request) error {
+	handle("/", func(w http.ResponseWriter, r *http.Request) error {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{
+				Error: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+				Code:  CodeMethodNotAllowed,
+			})
+			return nil
+		}
 		return status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
 	return mux
+}
+
+// CodeMethodNotAllowed is the error code of a 405 answer.
+const CodeMethodNotAllowed = "method_not_allowed"
+
+// allowedMethods lists the methods mux serves r's path with (other than
+// through the catch-all "/"); empty when the path is unknown.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // statusWriter records the status code written.

@@ -242,6 +242,9 @@ func TestHTTPBadInput(t *testing.T) {
 		{"wait without version", "GET", "/v1/rules?wait=1s", ``, 400, CodeInvalidArgument, []string{"version"}},
 		{"bad wait", "GET", "/v1/rules?version=1&wait=forever", ``, 400, CodeInvalidArgument, []string{"wait"}},
 		{"unknown endpoint", "GET", "/v2/nothing", ``, 404, CodeNotFound, []string{"/v2/nothing"}},
+		{"wrong method", "POST", "/v1/cluster", ``, 405, CodeMethodNotAllowed, []string{"POST", "/v1/cluster", "GET"}},
+		{"wrong method on a rule", "POST", "/v1/rules/x", rule + `}`, 405, CodeMethodNotAllowed, []string{"GET, PUT, DELETE"}},
+		{"reserved rule id", "PUT", "/v1/rules/history", `{"match":{"route":"/x"},"key":"ip","rate":1,"period":"1s"}`, 400, CodeInvalidArgument, []string{"reserved"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

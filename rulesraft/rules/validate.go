@@ -16,7 +16,9 @@ const (
 	MaxTimeout = 10 * time.Second
 	// MaxLogLimit caps the rate of a sliding_log rule: the log keeps one
 	// timestamp per admitted request in the window.
-	MaxLogLimit = 10000
+	MaxLogLimit = bucket.DefaultMaxLog
+	// ReservedID may not name a rule: /v1/rules/history is the history.
+	ReservedID = "history"
 	// MaxOverrideKeyLen is the longest limited key an override may name.
 	MaxOverrideKeyLen = 256
 )
@@ -200,6 +202,8 @@ func checkID(ps *problems, field, id string) {
 		ps.add(field, "is %d characters long; at most %d", len(id), MaxIDLen)
 	case !validID(id):
 		ps.add(field, "%q: may hold only letters, digits and . _ : -", id)
+	case id == ReservedID:
+		ps.add(field, "%q is reserved: GET /v1/rules/%s is the rules history", id, id)
 	}
 }
 
