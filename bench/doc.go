@@ -6,23 +6,27 @@
 //
 // It owns: the load generator (Run), the percentile and accuracy maths
 // (Percentile, Ideal, Deviation, Fairness), the key distributions
-// (KeyGen), the scenario presets (Scenario), two targets — Weir over gRPC
-// with a per-node coalescing sender (WeirCluster) and Redis with a Lua
-// token bucket (RedisServer) — and the helpers that spawn local `weir node`
-// and `redis-server` processes (SpawnCluster, SpawnRedis).
+// (KeyGen), the scenario presets (Scenario), three targets — Weir through
+// the gateway SDK, one client.Client per simulated gateway so batching,
+// routing, leases and fail modes are the real ones (SDKFactory); Weir's
+// HTTP check API, one JSON request per check (HTTPFactory); and Redis with
+// a Lua token bucket (RedisFactory) — and the helpers that spawn local
+// `weir node` and `redis-server` processes (SpawnCluster, SpawnRedis) and
+// read a cluster's members once (ReadCluster: HTTP addresses, the owner of
+// a key for the failover preset).
 //
 // Seam: a Target is one gateway's view of the limiter. A Factory makes one
-// Target per simulated gateway, so the gateway SDK (package client) can be
-// plugged in later by wrapping it in a Factory.
+// Target per simulated gateway. A check the SDK decided by a rule's fail
+// mode, not by the cluster, is an error for the bench (ErrUndecided).
 //
 // Invariants and ownership:
 //   - The maths (Percentile, Ideal, Deviation, Fairness, KeyGen) is pure:
 //     no clock, no I/O; callers pass every input.
 //   - Each caller goroutine of Run owns its latency slice and counters; Run
 //     merges them after every caller has returned.
-//   - A weir gateway owns one sender loop per node; that loop is the only
-//     goroutine that drains the node's queue. RPCs run in goroutines bounded
-//     by the sender's in-flight slots and are joined on Close.
+//   - Each simulated gateway owns its client (SDK or http.Client); Run
+//     closes every gateway it made, and the SDK joins its goroutines on
+//     Close.
 //   - Nothing here is package-level mutable state: two benches may run in
 //     one process.
 package bench

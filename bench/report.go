@@ -7,16 +7,23 @@ import (
 	"text/tabwriter"
 )
 
+// Target labels used in reports.
+const (
+	TargetSDK   = "weir"      // the gateway SDK over gRPC
+	TargetHTTP  = "weir-http" // one JSON request per check to a node
+	TargetRedis = "redis"     // Redis + the Lua token bucket
+)
+
 // WriteTable prints results as an aligned table, then the accuracy detail
-// of each run that has it, then the Weir/Redis ratios when both targets
+// of each run that has it, then each target's ratios to Redis when both
 // ran the same scenario.
 func WriteTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tscenario\tW\tG\tkeys\tdist\tchecks\tchecks/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\terrors\tallowed %\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t%.1f\t\n",
 			r.Target, r.Scenario, r.Callers, r.Gateways, r.Keys, r.Dist, r.Checks, r.PerSec,
-			r.P50us, r.P90us, r.P99us, r.P999us, r.Errors, 100*r.AllowedShare())
+			us(r.P50us), us(r.P90us), us(r.P99us), us(r.P999us), r.Errors, 100*r.AllowedShare())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -30,22 +37,35 @@ func WriteTable(w io.Writer, results []*Result) error {
 			for _, d := range a.Deviation {
 				fmt.Fprintf(w, " %+.2f%%", d)
 			}
-			fmt.Fprintf(w, "; worst %+.2f%%; gateway fairness (max deviation from equal share) %.2f%%\n", a.WorstDeviation, a.Fairness)
+			fmt.Fprintf(w, "; worst %+.2f%% (%+.0f); gateway fairness (max deviation from equal share) %.2f%%\n", a.WorstDeviation, a.WorstExcess, a.Fairness)
+			if a.LeaseBound > 0 && a.Ideal > 0 {
+				fmt.Fprintf(w, "%s/%s lease bound: |admitted − ideal| ≤ lease × gateways = %d × %d = %d (%.2f%% of ideal); worst %+.0f\n",
+					r.Target, r.Scenario, a.Lease, r.Gateways, a.LeaseBound, 100*float64(a.LeaseBound)/a.Ideal, a.WorstExcess)
+			}
 		}
 	}
 	for _, wr := range results {
-		if wr.Target != "weir" {
+		if wr.Target == TargetRedis {
 			continue
 		}
 		for _, rr := range results {
-			if rr.Target != "redis" || rr.Scenario != wr.Scenario {
+			if rr.Target != TargetRedis || rr.Scenario != wr.Scenario {
 				continue
 			}
-			fmt.Fprintf(w, "weir/redis %s: checks/s ×%.2f, p50 ×%.2f, p99 ×%.2f, p99.9 ×%.2f\n", wr.Scenario,
+			fmt.Fprintf(w, "%s/redis %s: checks/s ×%.2f, p50 ×%.2f, p99 ×%.2f, p99.9 ×%.2f\n", wr.Target, wr.Scenario,
 				ratio(wr.PerSec, rr.PerSec), ratio(wr.P50us, rr.P50us), ratio(wr.P99us, rr.P99us), ratio(wr.P999us, rr.P999us))
 		}
 	}
 	return nil
+}
+
+// us prints microseconds: whole ones, with a decimal below 10 (a local
+// decision takes well under one).
+func us(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 func ratio(a, b float64) float64 {

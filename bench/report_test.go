@@ -32,3 +32,29 @@ func TestReport(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v", back, err)
 	}
 }
+
+// A lease run states its bound; a sub-microsecond latency keeps a decimal;
+// the HTTP target gets its own ratio line.
+func TestReportLeaseAndHTTP(t *testing.T) {
+	l := &Result{Target: TargetSDK, Scenario: "lease", Gateways: 4, Checks: 100, PerSec: 1000, P50us: 0.4,
+		Accuracy: &AccuracyResult{Ideal: 4000, Admitted: []int64{3990}, Deviation: []float64{-0.25}, Lease: 20, LeaseBound: 80, WorstExcess: -10}}
+	h := &Result{Target: TargetHTTP, Scenario: "steady", PerSec: 30000, P50us: 1000, P99us: 4000, P999us: 8000}
+	r := &Result{Target: TargetRedis, Scenario: "steady", PerSec: 20000, P50us: 2000, P99us: 4000, P999us: 4000}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Result{l, h, r}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		" 0.4 ",
+		"lease × gateways = 20 × 4 = 80 (2.00% of ideal); worst -10",
+		"weir-http/redis steady: checks/s ×1.50, p50 ×0.50, p99 ×1.00, p99.9 ×2.00",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "weir/redis lease") {
+		t.Errorf("ratio for a scenario redis did not run:\n%s", out)
+	}
+}

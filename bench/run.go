@@ -24,6 +24,9 @@ type Config struct {
 	// KeyPrefix makes this run's keys distinct from earlier runs'.
 	KeyPrefix string
 	Seed      uint64
+	// Leases: the target spends rule leases locally (the SDK), so the
+	// accuracy report states the lease bound.
+	Leases bool
 	// Midway, if set, is called once half-way through a duration-bounded
 	// run (the failover and resize events).
 	Midway func(ctx context.Context) error
@@ -74,6 +77,12 @@ type AccuracyResult struct {
 	// Fairness is the worst per-key max deviation of a gateway's admitted
 	// count from the equal share, in percent.
 	Fairness float64 `json:"fairness_pct"`
+	// Lease and LeaseBound (lease × gateways, in tokens) are set for a
+	// rule with a lease: the stated bound on |admitted − ideal| per key.
+	Lease      int64 `json:"lease,omitempty"`
+	LeaseBound int64 `json:"lease_bound,omitempty"`
+	// WorstExcess is admitted − ideal of largest magnitude, in checks.
+	WorstExcess float64 `json:"worst_excess"`
 }
 
 // caller is what one caller goroutine collects.
@@ -127,9 +136,10 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		}
 	}
 
-	// Warm up: every caller makes one cost-0 check on a key of its own, so
-	// connections are open before the clock starts (accuracy measures the
-	// refill over the run's elapsed time).
+	// Warm up: every caller makes one check on a warm-up key that no
+	// measured check uses, so connections are open before the clock starts
+	// (accuracy measures the refill over the run's elapsed time). Cost 1:
+	// the SDK refuses cost 0.
 	var warm sync.WaitGroup
 	warmErr := make([]error, cfg.Callers)
 	for w := range warmErr {
@@ -141,9 +151,9 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 			key := "apikey:" + cfg.KeyPrefix + "warmup"
 			t := targets[w%cfg.Gateways]
 			if gc, ok := t.(GroupChecker); ok && len(rules) > 1 {
-				_, warmErr[w] = gc.CheckGroup(wctx, key, rules, 0)
+				_, warmErr[w] = gc.CheckGroup(wctx, key, rules, 1)
 			} else {
-				_, warmErr[w] = t.Check(wctx, key, rules[0], 0)
+				_, warmErr[w] = t.Check(wctx, key, rules[0], 1)
 			}
 		}()
 	}
@@ -292,6 +302,9 @@ func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration)
 		ideal /= float64(sc.Cost)
 	}
 	a := &AccuracyResult{Ideal: ideal, Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}
+	if cfg.Leases && rule.Lease > 0 {
+		a.Lease, a.LeaseBound = rule.Lease, rule.Lease*int64(cfg.Gateways)
+	}
 	perGW := make([][]int64, sc.Keys)
 	for k := range perGW {
 		perGW[k] = make([]int64, cfg.Gateways)
@@ -310,6 +323,9 @@ func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration)
 		a.Deviation[k] = d
 		if abs(d) > abs(a.WorstDeviation) {
 			a.WorstDeviation = d
+		}
+		if x := float64(adm) - ideal; abs(x) > abs(a.WorstExcess) {
+			a.WorstExcess = x
 		}
 		if f, err := Fairness(perGW[k]); err == nil && f > a.Fairness {
 			a.Fairness = f

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 // RuleSpec is one token-bucket rule a scenario installs on the target.
@@ -12,6 +14,8 @@ type RuleSpec struct {
 	Rate   int64
 	Period time.Duration
 	Burst  int64
+	// Lease is the tokens a gateway may hold locally (0: exact mode).
+	Lease int64
 }
 
 // Event is something a scenario does to a spawned cluster half-way.
@@ -38,11 +42,15 @@ type Scenario struct {
 	// fairness (needs few keys and a single rule).
 	Accuracy bool
 	Event    Event
+	// Timeout is the rules' timeout: how long an SDK gateway waits for
+	// the owner before the rule's fail mode decides (0: the rules'
+	// default, 5ms).
+	Timeout time.Duration
 }
 
 // Presets lists the scenario names Preset knows.
 func Presets() []string {
-	return []string{"steady", "hot", "multiwindow", "accuracy", "failover", "resize"}
+	return []string{"steady", "hot", "multiwindow", "accuracy", "lease", "failover", "resize"}
 }
 
 // Preset returns the named scenario.
@@ -62,6 +70,9 @@ func Preset(name string) (Scenario, error) {
 		}, Keys: 10_000, Cost: 1}, nil
 	case "accuracy":
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true}, nil
+	case "lease":
+		lease := RuleSpec{ID: "bench.lease", Rate: 1000, Period: time.Second, Burst: 100, Lease: 20}
+		return Scenario{Name: name, Rules: []RuleSpec{lease}, Keys: 2, Cost: 1, Accuracy: true}, nil
 	case "failover":
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventKill}, nil
 	case "resize":
@@ -81,10 +92,15 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("%w: negative cost %d", ErrInput, s.Cost)
 	case s.Accuracy && (len(s.Rules) != 1 || s.Keys > 1000):
 		return fmt.Errorf("%w: accuracy needs one rule and at most 1000 keys", ErrInput)
+	case s.Timeout < 0 || s.Timeout > rules.MaxTimeout || s.Timeout%time.Millisecond != 0:
+		return fmt.Errorf("%w: rule timeout %v must be whole milliseconds in [0, %v]", ErrInput, s.Timeout, rules.MaxTimeout)
 	}
 	for _, r := range s.Rules {
 		if r.Rate < 1 || r.Burst < 1 || r.Period <= 0 || r.Period%time.Millisecond != 0 {
 			return fmt.Errorf("%w: rule %q: rate, burst and period (whole ms) must be positive", ErrInput, r.ID)
+		}
+		if r.Lease < 0 || r.Lease > r.Burst {
+			return fmt.Errorf("%w: rule %q: lease %d must be in [0, burst %d]", ErrInput, r.ID, r.Lease, r.Burst)
 		}
 	}
 	return nil
@@ -99,13 +115,18 @@ func (s Scenario) RuleIDs() []string {
 	return ids
 }
 
-// RulesYAML renders s's rules as a Weir rules file (exact mode: lease 0).
+// RulesYAML renders s's rules as a Weir rules file: token buckets that
+// fail closed (a check the cluster did not decide is never admitted), with
+// s's timeout when set.
 func (s Scenario) RulesYAML() string {
 	var b strings.Builder
 	b.WriteString("rules:\n")
 	for _, r := range s.Rules {
-		fmt.Fprintf(&b, "  - id: %s\n    match: {route: /bench/%s, method: GET, plan: \"*\"}\n    key: apikey\n    algorithm: token_bucket\n    rate: %d\n    period: %s\n    burst: %d\n    fail_mode: closed\n    lease: 0\n",
-			r.ID, r.ID, r.Rate, r.Period, r.Burst)
+		fmt.Fprintf(&b, "  - id: %s\n    match: {route: /bench/%s, method: GET, plan: \"*\"}\n    key: apikey\n    algorithm: token_bucket\n    rate: %d\n    period: %s\n    burst: %d\n    fail_mode: closed\n    lease: %d\n",
+			r.ID, r.ID, r.Rate, r.Period, r.Burst, r.Lease)
+		if s.Timeout > 0 {
+			fmt.Fprintf(&b, "    timeout: %s\n", s.Timeout)
+		}
 	}
 	return b.String()
 }

@@ -7,18 +7,16 @@ import (
 
 // Errors a target reports; wrapped with %w and detail.
 var (
-	// ErrUndecided: the limiter answered but could not decide the check
-	// (unknown rule, unavailable owner…). A denial is not an error.
+	// ErrUndecided: the limiter did not decide the check (unknown rule,
+	// unavailable owner, an SDK fail-mode decision…). A denial is not an
+	// error.
 	ErrUndecided = errors.New("bench: check not decided")
 	// ErrNoGroup: the scenario checks several rules per key and the target
 	// cannot do that atomically.
 	ErrNoGroup = errors.New("bench: target cannot check a group of rules")
-	// ErrClosed: the target was closed.
-	ErrClosed = errors.New("bench: target closed")
 )
 
 // Target is one gateway's view of a rate limiter: what the bench drives.
-// The gateway SDK (package client) fits here unchanged.
 type Target interface {
 	// Check takes cost tokens from key under rule, if it may.
 	Check(ctx context.Context, key, rule string, cost int64) (allowed bool, err error)

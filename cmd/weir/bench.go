@@ -12,16 +12,18 @@ import (
 	"github.com/weirlimit/weir/bench"
 )
 
-const benchSynopsis = "weir bench [--scenario NAME] (--spawn N | --cluster ADDR,...) [--spawn-redis | --redis ADDR] [--callers W] [--gateways G] [--duration D] [--count N]"
+const benchSynopsis = "weir bench [--scenario NAME] (--spawn N | --cluster ADDR,...) [--target sdk,http] [--spawn-redis | --redis ADDR] [--callers W] [--gateways G] [--duration D] [--count N]"
 
-// runBench runs one scenario against Weir and/or Redis, back to back with
-// the same callers, keys and bounds, and prints one JSON line per run and
-// a table with the Weir/Redis ratios.
+// runBench runs one scenario against Weir (through the gateway SDK and/or
+// the HTTP check API) and/or Redis, back to back with the same callers,
+// keys and bounds, and prints one JSON line per run and a table with each
+// target's ratios to Redis.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.String("cluster", "", "comma-separated gRPC addresses of a running Weir cluster")
-	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for the run")
+	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
+	target := fs.String("target", "sdk", "Weir targets, comma-separated: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -31,16 +33,19 @@ func runBench(ctx context.Context, args []string) error {
 	cost := fs.Int64("cost", 0, "tokens per check (0: the scenario's)")
 	duration := fs.Duration("duration", 10*time.Second, "bound on each run's duration (0: none)")
 	count := fs.Int64("count", 0, "bound on each run's checks (0: none)")
-	timeout := fs.Duration("timeout", 5*time.Second, "bound on one check")
-	inflight := fs.Int("inflight", bench.DefaultWeirOptions().Inflight, "weir: Check RPCs in flight per gateway and node")
-	maxBatch := fs.Int("max-batch", bench.DefaultWeirOptions().MaxBatch, "weir: most items per Check RPC")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on one check; with --spawn also the rules' timeout (how long an SDK gateway waits for the owner before the fail mode, counted as an error, decides)")
+	inflight := fs.Int("inflight", 0, "sdk: Check RPCs in flight per gateway and node (0: the SDK's default)")
+	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
 	if err := parseFlags(fs, args, benchSynopsis); err != nil {
 		return err
 	}
+	usage := func(format string, a ...any) error {
+		return &usageError{msg: fmt.Sprintf(format, a...), synopsis: benchSynopsis}
+	}
 	sc, err := bench.Preset(*scenario)
 	if err != nil {
-		return &usageError{msg: err.Error(), synopsis: benchSynopsis}
+		return usage("%v", err)
 	}
 	if *keys > 0 {
 		sc.Keys = *keys
@@ -52,24 +57,44 @@ func runBench(ctx context.Context, args []string) error {
 	case "zipf":
 		sc.Zipf = true
 	default:
-		return &usageError{msg: fmt.Sprintf("--dist %q: use uniform or zipf", *dist), synopsis: benchSynopsis}
+		return usage("--dist %q: use uniform or zipf", *dist)
 	}
 	if *cost > 0 {
 		sc.Cost = *cost
 	}
+	if *spawn > 0 {
+		sc.Timeout = *timeout
+	}
 	if err := sc.Validate(); err != nil {
-		return &usageError{msg: err.Error(), synopsis: benchSynopsis}
+		return usage("%v", err)
+	}
+	if *inflight < 0 || *maxBatch < 0 {
+		return usage("--inflight and --max-batch must be ≥ 0")
 	}
 	useWeir := *cluster != "" || *spawn > 0
 	useRedis := *redisAddr != "" || *spawnRedis
 	if !useWeir && !useRedis {
-		return &usageError{msg: "no target: give --spawn N or --cluster, and/or --spawn-redis or --redis", synopsis: benchSynopsis}
+		return usage("no target: give --spawn N or --cluster, and/or --spawn-redis or --redis")
 	}
 	if *cluster != "" && *spawn > 0 || *redisAddr != "" && *spawnRedis {
-		return &usageError{msg: "give either an address or a spawn flag per target, not both", synopsis: benchSynopsis}
+		return usage("give either an address or a spawn flag per target, not both")
 	}
 	if sc.Event != bench.EventNone && useWeir && *spawn == 0 {
-		return &usageError{msg: fmt.Sprintf("scenario %s kills or adds nodes: it needs --spawn", sc.Name), synopsis: benchSynopsis}
+		return usage("scenario %s kills or adds nodes: it needs --spawn", sc.Name)
+	}
+	var targets []string
+	if useWeir {
+		for _, t := range strings.Split(*target, ",") {
+			switch t = strings.TrimSpace(t); t {
+			case "sdk", "http":
+				targets = append(targets, t)
+			default:
+				return usage("--target %q: use sdk, http or sdk,http", t)
+			}
+			if t == "http" && len(sc.Rules) > 1 {
+				return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
+			}
+		}
 	}
 	var logw io.Writer
 	if *nodeLog != "" {
@@ -84,16 +109,22 @@ func runBench(ctx context.Context, args []string) error {
 		Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
 		Seed: uint64(time.Now().UnixNano()),
 	}
-	prefix := fmt.Sprintf("b%x:", time.Now().UnixNano())
+	run := fmt.Sprintf("b%x", time.Now().UnixNano())
+	perGateway := (*callers + *gateways - 1) / *gateways
 	var results []*bench.Result
-
-	if useWeir {
-		r, err := benchWeir(ctx, cfg, sc, prefix, *cluster, *spawn, *inflight, *maxBatch, logw)
-		if err != nil {
-			return err
-		}
+	emit := func(r *bench.Result) error {
 		results = append(results, r)
-		if err := bench.WriteJSON(os.Stdout, r); err != nil {
+		return bench.WriteJSON(os.Stdout, r)
+	}
+
+	for _, t := range targets {
+		wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway,
+			sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
+		r, err := wb.do(ctx, *cluster, *spawn)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t, err)
+		}
+		if err := emit(r); err != nil {
 			return err
 		}
 	}
@@ -108,56 +139,78 @@ func runBench(ctx context.Context, args []string) error {
 			addr = p.Addr
 		}
 		c := cfg
-		c.Target, c.KeyPrefix = "redis", prefix
-		per := (*callers + *gateways - 1) / *gateways
-		r, err := bench.Run(ctx, c, sc, bench.RedisFactory(addr, sc.Rules, per))
+		c.Target, c.KeyPrefix = bench.TargetRedis, run+":"
+		r, err := bench.Run(ctx, c, sc, bench.RedisFactory(addr, sc.Rules, perGateway))
 		if err != nil {
 			return err
 		}
-		results = append(results, r)
-		if err := bench.WriteJSON(os.Stdout, r); err != nil {
+		if err := emit(r); err != nil {
 			return err
 		}
 	}
 	return bench.WriteTable(os.Stdout, results)
 }
 
-func benchWeir(ctx context.Context, cfg bench.Config, sc bench.Scenario, prefix, cluster string, spawn, inflight, maxBatch int, logw io.Writer) (*bench.Result, error) {
-	var addrs []string
+// weirBench is one run against Weir through one target (sdk or http).
+type weirBench struct {
+	cfg        bench.Config
+	sc         bench.Scenario
+	run        string
+	target     string
+	perGateway int
+	sdk        bench.SDKOptions
+	logw       io.Writer
+}
+
+// do runs against the cluster at addresses, or against a fresh cluster of
+// spawn nodes (so one target's run leaves nothing to the next).
+func (wb weirBench) do(ctx context.Context, cluster string, spawn int) (*bench.Result, error) {
+	var seeds []string
 	var sp *bench.Spawned
 	if spawn > 0 {
 		bin, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		sp, err = bench.SpawnCluster(ctx, bin, spawn, logw)
+		sp, err = bench.SpawnCluster(ctx, bin, spawn, wb.logw)
 		if err != nil {
 			return nil, err
 		}
 		defer sp.Close()
-		addrs = sp.GRPCAddrs()
-		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, sc.RulesYAML(), sc.RuleIDs(), addrs); err != nil {
+		seeds = sp.GRPCAddrs()
+		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds); err != nil {
 			return nil, err
 		}
 	} else {
 		for _, a := range strings.Split(cluster, ",") {
 			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
+				seeds = append(seeds, a)
 			}
 		}
 	}
-	opts := bench.DefaultWeirOptions()
-	opts.Inflight, opts.MaxBatch = inflight, maxBatch
-	wc, err := bench.NewWeirCluster(ctx, addrs, opts)
-	if err != nil {
-		return nil, err
+	cfg := wb.cfg
+	cfg.KeyPrefix = wb.run + ":" + wb.target + ":"
+	var factory bench.Factory
+	switch wb.target {
+	case "sdk":
+		cfg.Target, cfg.Leases = bench.TargetSDK, true
+		factory = bench.SDKFactory(ctx, seeds, wb.sdk)
+	case "http":
+		cfg.Target = bench.TargetHTTP
+		cl, err := bench.ReadCluster(ctx, seeds)
+		if err != nil {
+			return nil, err
+		}
+		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway)
 	}
-	defer wc.Close()
-	cfg.Target, cfg.KeyPrefix = "weir", prefix
-	switch sc.Event {
+	switch wb.sc.Event {
 	case bench.EventKill:
-		cfg.Midway = func(context.Context) error {
-			victim := wc.Owner("apikey:" + prefix + "0")
+		cfg.Midway = func(ctx context.Context) error {
+			cl, err := bench.ReadCluster(ctx, seeds)
+			if err != nil {
+				return err
+			}
+			victim := cl.Owner("apikey:" + cfg.KeyPrefix + "0")
 			fmt.Fprintf(os.Stderr, "bench: killing %s (owner of the first key) half-way\n", victim)
 			return sp.Kill(victim)
 		}
@@ -170,5 +223,5 @@ func benchWeir(ctx context.Context, cfg bench.Config, sc bench.Scenario, prefix,
 			return err
 		}
 	}
-	return bench.Run(ctx, cfg, sc, wc.Factory())
+	return bench.Run(ctx, cfg, wb.sc, factory)
 }

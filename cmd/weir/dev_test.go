@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func (s *syncBuffer) String() string {
 
 // TestDevGatewayCountsDownTo429 runs `weir dev` in-process and drives its
 // gateway as the printed help says: the example login.ip rule (5 per
-// minute per IP) admits 5 POSTs with the remaining count going down, then
+// minute per IP) admits POSTs with the remaining count going down, then
 // answers 429 with Retry-After; the echo upstream answers admitted ones.
 func TestDevGatewayCountsDownTo429(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,28 +66,44 @@ func TestDevGatewayCountsDownTo429(t *testing.T) {
 		}
 		return errors.New("no gateway line yet")
 	})
-	for i := 1; i <= 6; i++ {
+	// login.ip is fail_mode closed with the default 5 ms timeout: on a busy
+	// machine (the race detector) a check may miss it and get 503, which
+	// may still have taken a token. So: at most 5 admitted, remaining
+	// going down, then a 429.
+	admitted, last := 0, 5
+	for i := 1; ; i++ {
+		if i > 30 {
+			t.Fatalf("no 429 after 30 requests (%d admitted)", admitted)
+		}
 		resp, err := http.Post(gw+"/v1/login", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		h := resp.Header
-		if i <= 5 {
-			if resp.StatusCode != http.StatusOK || h.Get("Content-Type") != "application/json" {
-				t.Fatalf("request %d: %d %q, want 200 from the echo upstream", i, resp.StatusCode, h.Get("Content-Type"))
-			}
-			if got, want := h.Get("X-RateLimit-Remaining"), string(rune('0'+5-i)); got != want {
-				t.Fatalf("request %d: X-RateLimit-Remaining %q, want %q", i, got, want)
-			}
+		switch resp.StatusCode {
+		case http.StatusServiceUnavailable:
 			continue
+		case http.StatusOK:
+			admitted++
+			rem, err := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
+			if h.Get("Content-Type") != "application/json" || err != nil || rem >= last || admitted > 5 {
+				t.Fatalf("admitted #%d: %q, X-RateLimit-Remaining %q after %d; want the echo upstream's JSON and a count going down, at most 5",
+					admitted, h.Get("Content-Type"), h.Get("X-RateLimit-Remaining"), last)
+			}
+			last = rem
+			continue
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
-		if resp.StatusCode != http.StatusTooManyRequests || h.Get("Retry-After") == "" || h.Get("X-RateLimit-Remaining") != "0" {
-			t.Fatalf("request 6: %d Retry-After %q remaining %q, want 429 with Retry-After and 0",
-				resp.StatusCode, h.Get("Retry-After"), h.Get("X-RateLimit-Remaining"))
+		if h.Get("Retry-After") == "" || h.Get("X-RateLimit-Remaining") != "0" || admitted == 0 {
+			t.Fatalf("429 after %d admitted: Retry-After %q remaining %q, want a Retry-After and 0",
+				admitted, h.Get("Retry-After"), h.Get("X-RateLimit-Remaining"))
 		}
 		if !strings.Contains(h.Get("RateLimit-Policy"), `"login.ip";q=5;w=60`) {
 			t.Fatalf("RateLimit-Policy %q", h.Get("RateLimit-Policy"))
 		}
+		return
 	}
 }
