@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/ring"
@@ -37,6 +36,9 @@ type Client struct {
 
 	connMu sync.Mutex
 	conns  map[string]*nodeConn // by gRPC address
+
+	calls  sync.Pool // *call, see newCall
+	timers sync.Pool // *time.Timer, see timer
 
 	local   localState
 	stats   stats
@@ -157,8 +159,10 @@ func (c *Client) conn(addr string) (*nodeConn, error) {
 		return nil, err
 	}
 	c.conns[addr] = n
-	c.wg.Add(1)
-	go n.run(c.ctx)
+	c.wg.Add(c.cfg.InFlight)
+	for range c.cfg.InFlight {
+		go n.run(c.ctx)
+	}
 	return n, nil
 }
 
@@ -194,7 +198,7 @@ func (c *Client) stream(what string, attempt func(ctx context.Context, cc *grpc.
 	for i := 0; c.ctx.Err() == nil; i++ {
 		as := c.addrs()
 		addr := as[i%len(as)]
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := c.dial(addr)
 		progressed := false
 		if err == nil {
 			progressed, err = attempt(c.ctx, cc)

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
@@ -21,6 +23,9 @@ var (
 	// ErrUnknownRule is returned by CheckKey for a rule id the current
 	// rule set does not have.
 	ErrUnknownRule = errors.New("client: unknown rule")
+	// ErrInvalidCheck is returned by CheckKey for a key or cost the
+	// cluster would refuse.
+	ErrInvalidCheck = errors.New("client: invalid check")
 )
 
 // Config configures a Client. Start from DefaultConfig.
@@ -60,8 +65,12 @@ type Config struct {
 	// Registry, when set, gets the client's metrics.
 	Registry *prometheus.Registry
 	// Now is the clock for local state (blocked-until cache, leases, the
-	// fail-open buckets). Nil means time.Now.
+	// fail-open buckets, the breakers' cooldown). Nil means time.Now.
 	Now func() time.Time
+	// Dial, when set, opens every connection the client makes to a node
+	// (checks and watches) instead of a plain TCP dial; addr is host:port.
+	// Tests use it to cut links; a deployment may route through a proxy.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // DefaultConfig returns a Config with every tunable set; the caller fills

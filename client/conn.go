@@ -20,11 +20,29 @@ var (
 )
 
 // call is one Decide's items bound for one node. done has room for one
-// answer so the sender never blocks on a caller that gave up.
+// answer so the sender never blocks on a caller that gave up. Calls are
+// pooled (Client.newCall): the first items live in vals, so a decision
+// does not allocate them.
 type call struct {
 	items    []*weirv1.CheckItem
-	deadline time.Time
+	deadline time.Time     // when the caller gives up
+	timeout  time.Duration // the caller's whole wait, from enqueue
 	done     chan callResult
+	ptrs     [4]*weirv1.CheckItem
+	vals     [4]weirv1.CheckItem
+}
+
+// add appends a check item, in vals while there is room.
+func (cl *call) add(key, rule string, cost int64, group uint32, version uint64) {
+	j := len(cl.items)
+	if j >= len(cl.vals) {
+		cl.items = append(cl.items, &weirv1.CheckItem{Key: key, Rule: rule, Cost: cost, Group: group, RuleVersion: version})
+		return
+	}
+	v := &cl.vals[j]
+	v.Reset()
+	v.Key, v.Rule, v.Cost, v.Group, v.RuleVersion = key, rule, cost, group, version
+	cl.items = append(cl.items, v)
 }
 
 type callResult struct {
@@ -33,25 +51,25 @@ type callResult struct {
 }
 
 // nodeConn is the client's link to one node: a gRPC connection, a bounded
-// queue of calls drained by one sender goroutine into coalesced Check RPCs
-// (at most cap(slots) in flight), and a circuit breaker.
+// queue of calls drained by InFlight sender goroutines into coalesced
+// Check RPCs, and a circuit breaker.
 type nodeConn struct {
 	addr  string
 	cc    *grpc.ClientConn
 	lc    weirv1.LimiterClient
 	queue chan *call
-	slots chan struct{}
 	c     *Client
 
 	mu        sync.Mutex // guards the breaker fields
-	failures  int
-	openUntil time.Time
+	failures  int        // counted failures in a row
+	sent      uint64     // RPCs started
+	failMark  uint64     // sent when the last failure was counted
+	openUntil time.Time  // while open: no call before then
 	open      bool
-	probing   bool
 }
 
 func newNodeConn(c *Client, addr string) (*nodeConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := c.dial(addr)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
@@ -60,35 +78,62 @@ func newNodeConn(c *Client, addr string) (*nodeConn, error) {
 		cc:    cc,
 		lc:    weirv1.NewLimiterClient(cc),
 		queue: make(chan *call, c.cfg.QueueSize),
-		slots: make(chan struct{}, c.cfg.InFlight),
 		c:     c,
 	}, nil
 }
 
+// dial makes a (lazily connecting) gRPC client for addr, through
+// Config.Dial when set.
+func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if c.cfg.Dial != nil {
+		opts = append(opts, grpc.WithContextDialer(c.cfg.Dial))
+	}
+	return grpc.NewClient(addr, opts...)
+}
+
 // allow reports whether a call may go to the node now: the breaker is
-// closed, or its cooldown has passed and no other probe is out.
+// closed, or its cooldown has passed. Then one call goes through as a probe
+// and the next one waits another cooldown, so a probe that is lost (never
+// sent, its answer dropped) delays the next probe but cannot wedge the
+// breaker open.
 func (n *nodeConn) allow(now time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.open {
 		return true
 	}
-	if now.Before(n.openUntil) || n.probing {
+	if now.Before(n.openUntil) {
 		return false
 	}
-	n.probing = true
+	n.openUntil = now.Add(n.c.cfg.BreakerCooldown)
 	return true
 }
 
-// record feeds an RPC outcome to the breaker.
-func (n *nodeConn) record(ok bool, now time.Time) {
+// begin numbers an RPC for record.
+func (n *nodeConn) begin() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.probing = false
+	n.sent++
+	return n.sent
+}
+
+// record feeds the outcome of RPC seq to the breaker. A success closes it.
+// A failure counts only if the RPC was sent after the last counted one
+// failed: RPCs in flight together that fail together (one stall of this
+// process or of the node) count once, so BreakerFailures means that many
+// attempts in a row, not that many concurrent RPCs.
+func (n *nodeConn) record(seq uint64, ok bool, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if ok {
 		n.failures, n.open = 0, false
 		return
 	}
+	if seq <= n.failMark {
+		return
+	}
+	n.failMark = n.sent
 	n.failures++
 	if n.failures >= n.c.cfg.BreakerFailures {
 		if !n.open {
@@ -99,14 +144,14 @@ func (n *nodeConn) record(ok bool, now time.Time) {
 	}
 }
 
-// BreakerOpen reports whether the breaker is open (tests, status).
+// breakerOpen reports whether the breaker is open (tests, status).
 func (n *nodeConn) breakerOpen() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.open
 }
 
-// enqueue hands a call to the sender without blocking.
+// enqueue hands a call to the senders without blocking.
 func (n *nodeConn) enqueue(cl *call) error {
 	select {
 	case n.queue <- cl:
@@ -116,12 +161,15 @@ func (n *nodeConn) enqueue(cl *call) error {
 	}
 }
 
-// run is the sender loop: take the first waiting call, wait for a free
-// in-flight slot, then take whatever else queued meanwhile (up to MaxBatch
-// items) and send it all as one RPC. No fixed wait: under load, calls pile
-// up while the slots are busy and leave together.
+// run is one of InFlight sender loops: take the first waiting call, then
+// whatever else queued meanwhile (up to MaxBatch items), and send it all
+// as one RPC. No fixed wait: under load, calls pile up while every sender
+// is busy and leave together. Long-lived senders (rather than a goroutine
+// per RPC) keep their grown stacks and reuse their batch buffers.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
+	var batch []*call
+	var items []*weirv1.CheckItem
 	for {
 		var first *call
 		select {
@@ -130,14 +178,7 @@ func (n *nodeConn) run(ctx context.Context) {
 			return
 		case first = <-n.queue:
 		}
-		select {
-		case n.slots <- struct{}{}:
-		case <-ctx.Done():
-			first.done <- callResult{err: ErrClosed}
-			n.failQueued()
-			return
-		}
-		batch := []*call{first}
+		batch = append(batch[:0], first)
 		count := len(first.items)
 	drain:
 		for count < n.c.cfg.MaxBatch {
@@ -149,8 +190,9 @@ func (n *nodeConn) run(ctx context.Context) {
 				break drain
 			}
 		}
-		n.c.wg.Add(1)
-		go n.send(ctx, batch, count)
+		items = n.send(ctx, batch, items[:0])
+		clear(batch) // drop references to answered calls
+		clear(items)
 	}
 }
 
@@ -165,49 +207,50 @@ func (n *nodeConn) failQueued() {
 	}
 }
 
-// send makes one Check RPC for batch and answers every call in it.
-func (n *nodeConn) send(ctx context.Context, batch []*call, count int) {
-	defer n.c.wg.Done()
-	defer func() { <-n.slots }()
+// send makes one Check RPC for batch and answers every call in it. items
+// is a buffer to build the request in; send returns it for reuse.
+func (n *nodeConn) send(ctx context.Context, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
 	now := n.c.now()
-	var deadline time.Time
-	items := make([]*weirv1.CheckItem, 0, count)
-	live := batch[:0:0]
+	var timeout time.Duration
+	live := batch[:0]
 	for _, cl := range batch {
 		if !cl.deadline.After(now) { // its caller already gave up
 			cl.done <- callResult{err: context.DeadlineExceeded}
 			continue
 		}
-		if cl.deadline.After(deadline) {
-			deadline = cl.deadline
-		}
+		timeout = max(timeout, cl.timeout)
 		items = append(items, cl.items...)
 		live = append(live, cl)
 	}
 	if len(live) == 0 {
-		return
+		return items
 	}
-	// The caller's clock (Config.Now) may be fake in tests; the RPC
-	// deadline is real time, so use the timeout, not the instant.
-	rctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
+	// The RPC gets the whole timeout from now, not what the callers have
+	// left after queueing: the breaker judges the node by how fast it
+	// answers, and time lost in this process's queue (a busy gateway) is
+	// not the node's failure. A caller still gives up at its own deadline.
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	n.c.stats.rpcs.Add(1)
 	n.c.stats.batchedItems.Add(uint64(len(items)))
+	seq := n.begin()
 	resp, err := n.lc.Check(rctx, &weirv1.CheckRequest{Items: items})
 	if err == nil && len(resp.GetResults()) != len(items) {
 		err = fmt.Errorf("client: %s answered %d results for %d items", n.addr, len(resp.GetResults()), len(items))
 	}
-	n.record(err == nil, n.c.now())
+	n.record(seq, err == nil, n.c.now())
 	if err != nil {
 		n.c.stats.rpcErrors.Add(1)
 		for _, cl := range live {
 			cl.done <- callResult{err: err}
 		}
-		return
+		return items
 	}
 	res := resp.GetResults()
 	for _, cl := range live {
-		cl.done <- callResult{res: res[:len(cl.items):len(cl.items)]}
-		res = res[len(cl.items):]
+		k := len(cl.items) // read before answering: the caller may reuse cl at once
+		cl.done <- callResult{res: res[:k:k]}
+		res = res[k:]
 	}
+	return items
 }

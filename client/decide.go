@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -58,7 +61,7 @@ type Decision struct {
 type pending struct {
 	rule      *rules.Rule
 	key       string
-	id        string // rule + "\x00" + key
+	id        ruleKey // for the local maps
 	lim       Limit
 	done      bool
 	grab      bool // asks the owner for a lease of rule.Lease tokens
@@ -84,10 +87,11 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	if len(matched) == 0 {
 		return Decision{Allowed: true, Status: http.StatusOK}
 	}
-	ps := make([]pending, len(matched))
-	for i, rule := range matched {
+	var psBuf [4]pending
+	ps := psBuf[:0]
+	for _, rule := range matched {
 		k := keyFor(rule, &r)
-		ps[i] = pending{rule: rule, key: k, id: rule.ID + "\x00" + k}
+		ps = append(ps, pending{rule: rule, key: k, id: ruleKey{rule.ID, k}})
 	}
 	return c.decide(ctx, rs, ps, 1)
 }
@@ -96,9 +100,10 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 // nothing, through the same path as Decide (owner routing, coalescing,
 // leases, the blocked-until cache and fail modes). It is for callers that
 // build their own keys (a bench, a non-HTTP service). It fails, deciding
-// nothing, before the first rule set arrives (ErrNotReady), for an unknown
-// rule (ErrUnknownRule), a key that is empty or longer than MaxKeyLen, or a
-// cost below 1.
+// nothing, before the first rule set arrives (ErrNotReady), for no rule or
+// an unknown rule (ErrUnknownRule), and for a key that is empty, longer
+// than MaxKeyLen or not UTF-8, a cost below 1 or a rule named twice
+// (ErrInvalidCheck).
 func (c *Client) CheckKey(ctx context.Context, key string, cost int64, ruleIDs ...string) (Decision, error) {
 	rs := c.rules.Load()
 	switch {
@@ -107,17 +112,25 @@ func (c *Client) CheckKey(ctx context.Context, key string, cost int64, ruleIDs .
 	case len(ruleIDs) == 0:
 		return Decision{}, fmt.Errorf("%w: no rule named", ErrUnknownRule)
 	case key == "" || len(key) > MaxKeyLen:
-		return Decision{}, fmt.Errorf("client: key must be 1 to %d bytes, got %d", MaxKeyLen, len(key))
+		return Decision{}, fmt.Errorf("%w: key must be 1 to %d bytes, got %d", ErrInvalidCheck, MaxKeyLen, len(key))
+	case !utf8.ValidString(key):
+		return Decision{}, fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidCheck)
 	case cost < 1:
-		return Decision{}, fmt.Errorf("client: cost must be at least 1, got %d", cost)
+		return Decision{}, fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidCheck, cost)
 	}
-	ps := make([]pending, len(ruleIDs))
+	var psBuf [4]pending
+	ps := psBuf[:0]
 	for i, id := range ruleIDs {
 		rule, ok := rs.m.Rule(id)
 		if !ok {
 			return Decision{}, fmt.Errorf("%w: %q", ErrUnknownRule, id)
 		}
-		ps[i] = pending{rule: rule, key: key, id: rule.ID + "\x00" + key}
+		for _, prev := range ruleIDs[:i] {
+			if prev == id { // would take cost twice from one bucket
+				return Decision{}, fmt.Errorf("%w: rule %q named twice", ErrInvalidCheck, id)
+			}
+		}
+		ps = append(ps, pending{rule: rule, key: key, id: ruleKey{rule.ID, key}})
 	}
 	return c.decide(ctx, rs, ps, cost), nil
 }
@@ -142,7 +155,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 			p.grab = true
 		}
 	}
-	d, blocked := c.local.blockedDecision(ps, now)
+	d, blocked := c.local.blockedDecision(ps, cost, now)
 	if blocked {
 		c.stats.blockedHits.Add(1)
 	} else {
@@ -163,8 +176,9 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 // using the fail modes when the cluster does not answer.
 func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int64, now time.Time) {
 	for round := 0; round < 2; round++ {
-		items := make([]*weirv1.CheckItem, 0, len(ps))
-		where := make([]int, 0, len(ps))
+		cl := c.newCall()
+		var whereBuf [8]int
+		where := whereBuf[:0]
 		var timeout time.Duration
 		g := c.group.Add(1)
 		if g == 0 {
@@ -179,29 +193,30 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			if p.grab {
 				n = p.rule.Lease
 			}
-			items = append(items, &weirv1.CheckItem{Key: p.key, Rule: p.rule.ID, Cost: n, Group: g, RuleVersion: rs.version})
+			cl.add(p.key, p.rule.ID, n, g, rs.version)
 			where = append(where, i)
 			timeout = max(timeout, p.rule.Timeout.D())
 		}
-		if len(items) == 0 {
+		if len(cl.items) == 0 {
+			c.putCall(cl)
 			return
 		}
 		if timeout <= 0 {
 			timeout = rules.DefaultTimeout
 		}
-		res, err := c.send(ctx, items, timeout, now)
+		res, err := c.send(ctx, cl, timeout, now)
 		if err != nil {
 			reason := "unavailable"
 			switch {
 			case errors.Is(err, errBreakerOpen):
 				reason = "breaker_open"
-			case errors.Is(err, context.DeadlineExceeded):
+			case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
 				reason = "timeout"
 			}
 			for _, i := range where {
 				c.fallback(rs, &ps[i], reason, now)
 			}
-			c.settleOpen(ps, cost, now)
+			c.settleOpen(rs, ps, cost, now)
 			return
 		}
 		// A lease grab denied only because the lease is bigger than what
@@ -217,35 +232,52 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			continue
 		}
 		for j, i := range where {
-			c.answer(rs, &ps[i], res[j], now)
+			c.answer(rs, &ps[i], res[j], cost, now)
 		}
-		c.settleOpen(ps, cost, now)
+		c.settleOpen(rs, ps, cost, now)
 		return
 	}
 }
 
-// send hands items to the owner of the first one's node and waits for the
-// answer at most timeout.
-func (c *Client) send(ctx context.Context, items []*weirv1.CheckItem, timeout time.Duration, now time.Time) ([]*weirv1.CheckResult, error) {
+// newCall takes an empty call from the client's pool.
+func (c *Client) newCall() *call {
+	if cl, _ := c.calls.Get().(*call); cl != nil {
+		return cl
+	}
+	cl := &call{done: make(chan callResult, 1)}
+	cl.items = cl.ptrs[:0]
+	return cl
+}
+
+// send hands cl to the owner of its first item's key and waits for the
+// answer at most timeout. cl goes back to the pool when it is certain
+// nobody touches it again: not sent, or answered (the sender's last touch
+// is the answer); a call given up on is left to the garbage collector.
+func (c *Client) send(ctx context.Context, cl *call, timeout time.Duration, now time.Time) ([]*weirv1.CheckResult, error) {
 	if c.closed.Load() {
+		c.putCall(cl)
 		return nil, ErrClosed
 	}
-	nc, err := c.conn(c.route(items[0].Key))
+	nc, err := c.conn(c.route(cl.items[0].Key))
 	if err != nil {
+		c.putCall(cl)
 		return nil, err
 	}
 	if !nc.allow(now) {
+		c.putCall(cl)
 		c.stats.breakerRejects.Add(1)
 		return nil, errBreakerOpen
 	}
-	cl := &call{items: items, deadline: now.Add(timeout), done: make(chan callResult, 1)}
+	cl.deadline, cl.timeout = now.Add(timeout), timeout
 	if err := nc.enqueue(cl); err != nil {
+		c.putCall(cl)
 		return nil, err
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	t := c.timer(timeout)
+	defer c.stopTimer(t)
 	select {
 	case r := <-cl.done:
+		c.putCall(cl)
 		return r.res, r.err
 	case <-t.C:
 		return nil, context.DeadlineExceeded
@@ -254,8 +286,31 @@ func (c *Client) send(ctx context.Context, items []*weirv1.CheckItem, timeout ti
 	}
 }
 
+// putCall empties cl and pools it.
+func (c *Client) putCall(cl *call) {
+	clear(cl.ptrs[:])
+	cl.items = cl.ptrs[:0]
+	c.calls.Put(cl)
+}
+
+// timer returns a pooled timer set to fire after d.
+func (c *Client) timer(d time.Duration) *time.Timer {
+	if t, _ := c.timers.Get().(*time.Timer); t != nil {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and pools it; since Go 1.23 a stopped timer's channel
+// delivers nothing stale after Reset.
+func (c *Client) stopTimer(t *time.Timer) {
+	t.Stop()
+	c.timers.Put(t)
+}
+
 // answer records the cluster's verdict for one rule.
-func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, now time.Time) {
+func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost int64, now time.Time) {
 	if x.GetErrorCode() != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
 		c.fallback(rs, p, strings.ToLower(strings.TrimPrefix(x.GetErrorCode().String(), "ERROR_CODE_")), now)
 		return
@@ -279,11 +334,11 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, now ti
 		return
 	}
 	if !p.lim.Allowed {
-		c.local.block(p.id, p.lim, now)
+		c.local.block(p.id, p.lim, cost, now)
 		return
 	}
 	if p.grab && p.rule.Lease > 1 {
-		c.local.addLease(p.id, p.key, p.rule.ID, p.rule.Lease-1, p.lim, now.Add(c.cfg.LeaseTTL))
+		c.local.addLease(p.id, p.rule.Lease-1, p.lim, now.Add(c.cfg.LeaseTTL))
 	}
 }
 
@@ -342,27 +397,24 @@ func (c *Client) shareLimit(rs *ruleState, p *pending, now time.Time) (int64, bu
 
 // settleOpen decides the fail-open rules on the local share buckets, all
 // or nothing.
-func (c *Client) settleOpen(ps []pending, cost int64, now time.Time) {
-	var open []*pending
+func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Time) {
+	n := 0
 	for i := range ps {
 		if ps[i].open {
-			open = append(open, &ps[i])
+			n++
 		}
 	}
-	if len(open) == 0 {
+	if n == 0 {
 		return
 	}
-	rs := c.rules.Load()
 	c.local.mu.Lock()
 	defer c.local.mu.Unlock()
 	ok := true
-	type taken struct {
-		e   *shareBucket
-		lim bucket.Limit
-	}
-	var took []taken
-	for _, p := range open {
-		p.open = false
+	for i := range ps {
+		p := &ps[i]
+		if !p.open {
+			continue
+		}
 		_, lim := c.shareLimit(rs, p, now)
 		e := c.local.share[p.id]
 		if e == nil {
@@ -374,15 +426,18 @@ func (c *Client) settleOpen(ps []pending, cost int64, now time.Time) {
 		e.idle = now.Add(lim.IdleAfter())
 		p.lim.Allowed, p.lim.Limit, p.lim.Remaining = r.Allowed, r.Limit, r.Remaining
 		p.lim.Reset, p.lim.RetryAfter = r.ResetAfter, r.RetryAfter
-		if r.Allowed {
-			took = append(took, taken{e, lim})
-		} else {
-			ok = false
-		}
+		ok = ok && r.Allowed
 	}
-	if !ok {
-		for _, t := range took {
-			t.e.st = bucket.Refund(t.e.st, t.lim, cost, now.UnixNano())
+	for i := range ps {
+		p := &ps[i]
+		if !p.open {
+			continue
+		}
+		p.open = false
+		if !ok && p.lim.Allowed { // give back what the others' denial voids
+			_, lim := c.shareLimit(rs, p, now)
+			e := c.local.share[p.id]
+			e.st = bucket.Refund(e.st, lim, cost, now.UnixNano())
 		}
 	}
 }
@@ -482,9 +537,10 @@ func keyFor(r *rules.Rule, req *Request) string {
 }
 
 // limitKey joins prefix and value, replacing a value that would make the
-// key longer than MaxKeyLen by "~" and its xxhash64 in hex.
+// key longer than MaxKeyLen, or that is not UTF-8 (a proto string must
+// be), by "~" and its xxhash64 in hex.
 func limitKey(prefix, v string) string {
-	if len(prefix)+len(v) <= MaxKeyLen {
+	if len(prefix)+len(v) <= MaxKeyLen && utf8.ValidString(v) {
 		return prefix + v
 	}
 	return prefix + "~" + strconv.FormatUint(xxhash.Sum64String(v), 16)

@@ -16,16 +16,16 @@
 //     request's items go to the owner of its first key (a node that is not
 //     the owner forwards; all rules of a request are one all-or-nothing
 //     group, decided by that node).
-//   - Coalescing: one sender goroutine per node takes the first waiting
-//     check, waits for one of InFlight RPC slots, then takes whatever else
-//     queued meanwhile (up to MaxBatch items) into one Check RPC. There is
-//     no fixed flush delay: batches grow only while slots are busy.
+//   - Coalescing: InFlight sender goroutines per node each take the first
+//     waiting check, then whatever else queued meanwhile (up to MaxBatch
+//     items), into one Check RPC. There is no fixed flush delay: batches
+//     grow only while every sender is busy.
 //   - Local state (localState): the blocked-until cache, the fail-open
 //     share buckets and the leases, each map behind its own mutex; a
 //     janitor goroutine gives back expired leases and drops stale entries.
 //
-// Every goroutine (two watches, the janitor, one sender per node and its
-// RPCs) is started by New or conn and joined by Close.
+// Every goroutine (two watches, the janitor, InFlight senders per node)
+// is started by New or conn and joined by Close.
 //
 // # Keys
 //
@@ -40,7 +40,9 @@
 //   - with no usable IP either, "ip:unknown" (one shared bucket).
 //
 // A value that would make the key longer than MaxKeyLen (256 bytes, the
-// node's limit) is replaced by "~" and its xxhash64 in hex.
+// node's limit), or that is not valid UTF-8 (the wire's strings must be;
+// one such key would fail the whole coalesced RPC and count against the
+// node's breaker), is replaced by "~" and its xxhash64 in hex.
 //
 // The client IP is RemoteAddr; X-Forwarded-For (else Forwarded for=) is
 // believed only when RemoteAddr is in TrustedProxies, and then the
@@ -64,10 +66,13 @@
 //
 // Each such decision is counted (Stats.Fallbacks and the Prometheus
 // counter weir_client_fallback_decisions_total{rule,fail_mode,reason}) and
-// logged at most once per second. After BreakerFailures consecutive failed
-// RPCs a node's breaker opens: for BreakerCooldown no request is sent to
+// logged at most once per second. After BreakerFailures failed attempts in
+// a row a node's breaker opens: for BreakerCooldown no request is sent to
 // it (each fails over at once, without waiting), then one probe is let
-// through; its success closes the breaker.
+// through per cooldown; a success closes the breaker. RPCs that were in
+// flight together and fail together (one stall, one GC pause, one burst
+// of timeouts) count as one attempt, so a hiccup of a few milliseconds
+// does not cost a whole cooldown of fallbacks.
 //
 // A check that times out may still have taken tokens on its owner; that
 // request is then decided by the fail mode (so counted once too often,

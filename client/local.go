@@ -15,14 +15,17 @@ import (
 // map has its own mutex; settleOpen holds mu across a whole request.
 type localState struct {
 	mu    sync.Mutex // guards share
-	share map[string]*shareBucket
+	share map[ruleKey]*shareBucket
 
 	bmu     sync.Mutex // guards blocked
-	blocked map[string]blockedEntry
+	blocked map[ruleKey]blockedEntry
 
 	lmu    sync.Mutex // guards leases
-	leases map[string]*lease
+	leases map[ruleKey]*lease
 }
+
+// ruleKey names one counter: a rule and a limited key.
+type ruleKey struct{ rule, key string }
 
 type shareBucket struct {
 	st   bucket.State
@@ -31,37 +34,38 @@ type shareBucket struct {
 
 type blockedEntry struct {
 	at, until time.Time
+	cost      int64 // the denied cost; a smaller one may pass sooner
 	lim       Limit
 }
 
 // lease is a number of tokens taken from the owner and not yet spent.
 type lease struct {
-	key, rule string
-	tokens    int64
-	expires   time.Time
-	lim       Limit // the owner's answer when the lease was taken
+	tokens  int64
+	expires time.Time
+	lim     Limit // the owner's answer when the lease was taken
 }
 
 func (l *localState) init() {
-	l.share = map[string]*shareBucket{}
-	l.blocked = map[string]blockedEntry{}
-	l.leases = map[string]*lease{}
+	l.share = map[ruleKey]*shareBucket{}
+	l.blocked = map[ruleKey]blockedEntry{}
+	l.leases = map[ruleKey]*lease{}
 }
 
-// block remembers that id is denied until its retry-after has passed.
-func (l *localState) block(id string, lim Limit, now time.Time) {
+// block remembers that id is denied for cost (and more) until its
+// retry-after has passed.
+func (l *localState) block(id ruleKey, lim Limit, cost int64, now time.Time) {
 	wait := waitOf(&lim)
 	if wait <= 0 {
 		return
 	}
 	l.bmu.Lock()
-	l.blocked[id] = blockedEntry{at: now, until: now.Add(wait), lim: lim}
+	l.blocked[id] = blockedEntry{at: now, until: now.Add(wait), cost: cost, lim: lim}
 	l.bmu.Unlock()
 }
 
 // blockedDecision denies at once when a non-shadow rule's key is blocked
-// (rules served from a lease are not).
-func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, bool) {
+// for this cost (rules served from a lease are not).
+func (l *localState) blockedDecision(ps []pending, cost int64, now time.Time) (Decision, bool) {
 	l.bmu.Lock()
 	defer l.bmu.Unlock()
 	if len(l.blocked) == 0 {
@@ -73,7 +77,7 @@ func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, boo
 			continue
 		}
 		e, ok := l.blocked[ps[i].id]
-		if !ok || !now.Before(e.until) {
+		if !ok || !now.Before(e.until) || cost < e.cost {
 			continue
 		}
 		lim := e.lim
@@ -96,7 +100,7 @@ func (l *localState) blockedDecision(ps []pending, now time.Time) (Decision, boo
 }
 
 // takeLease spends one local lease token for id.
-func (l *localState) takeLease(id string, now time.Time) (Limit, bool) {
+func (l *localState) takeLease(id ruleKey, now time.Time) (Limit, bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	ls := l.leases[id]
@@ -112,7 +116,7 @@ func (l *localState) takeLease(id string, now time.Time) (Limit, bool) {
 
 // returnLease gives back a token taken by takeLease for a request that
 // was denied by another rule.
-func (l *localState) returnLease(id string) {
+func (l *localState) returnLease(id ruleKey) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	if ls := l.leases[id]; ls != nil {
@@ -122,7 +126,7 @@ func (l *localState) returnLease(id string) {
 
 // addLease stores tokens taken from the owner, merging with a lease a
 // concurrent request took meanwhile.
-func (l *localState) addLease(id, key, rule string, tokens int64, lim Limit, expires time.Time) {
+func (l *localState) addLease(id ruleKey, tokens int64, lim Limit, expires time.Time) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	if ls := l.leases[id]; ls != nil && ls.tokens > 0 {
@@ -130,7 +134,7 @@ func (l *localState) addLease(id, key, rule string, tokens int64, lim Limit, exp
 		ls.expires, ls.lim = expires, lim
 		return
 	}
-	l.leases[id] = &lease{key: key, rule: rule, tokens: tokens, expires: expires, lim: lim}
+	l.leases[id] = &lease{tokens: tokens, expires: expires, lim: lim}
 }
 
 // leaseJanitor gives back expired leases and drops stale local entries.
@@ -163,8 +167,8 @@ func (c *Client) refundLeases(ctx context.Context, all bool) {
 		}
 		delete(c.local.leases, id)
 		if ls.tokens > 0 {
-			a := c.route(ls.key)
-			byAddr[a] = append(byAddr[a], &weirv1.CheckItem{Key: ls.key, Rule: ls.rule, Cost: ls.tokens, Refund: true})
+			a := c.route(id.key)
+			byAddr[a] = append(byAddr[a], &weirv1.CheckItem{Key: id.key, Rule: id.rule, Cost: ls.tokens, Refund: true})
 		}
 	}
 	c.local.lmu.Unlock()
@@ -173,8 +177,9 @@ func (c *Client) refundLeases(ctx context.Context, all bool) {
 		if err != nil || !nc.allow(now) {
 			continue // the tokens come back by refill anyway
 		}
+		seq := nc.begin()
 		_, err = nc.lc.Check(ctx, &weirv1.CheckRequest{Items: items})
-		nc.record(err == nil, c.now())
+		nc.record(seq, err == nil, c.now())
 		if err != nil {
 			c.cfg.Logger.Debug("weir client: lease refund failed", "addr", addr, "err", err)
 			continue
