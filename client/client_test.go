@@ -49,6 +49,14 @@ rules:
     burst: 50
     lease: 5
     timeout: 200ms
+  - id: leaseslow
+    match: {route: /leaseslow}
+    key: apikey
+    rate: 10
+    period: 1m
+    burst: 10
+    lease: 5
+    timeout: 2s
   - id: byhdr
     match: {route: /tenant}
     key: header:X-Tenant
@@ -328,6 +336,31 @@ func TestLeasesBound(t *testing.T) {
 	}
 	if cl1.Stats().LeaseHits+cl2.Stats().LeaseHits == 0 {
 		t.Error("no decision was served from a lease")
+	}
+}
+
+// TestLeaseDeniedWaitsForOneToken: once a leased key is spent, the denial
+// says how long until one token is back (6 s at 10 per minute), not a
+// whole lease (30 s), and the blocked-until cache keeps that.
+func TestLeaseDeniedWaitsForOneToken(t *testing.T) {
+	_, cl := startWith(t, nil)
+	req := Request{Route: "/leaseslow", Method: "GET", APIKey: "spent"}
+	for i := 1; i <= 10; i++ {
+		if d := cl.Decide(context.Background(), req); !d.Allowed || d.Limits[0].Fallback {
+			t.Fatalf("request %d: %+v, want allowed by the cluster or a lease", i, d)
+		}
+	}
+	for i := 0; i < 2; i++ { // the second is answered by the blocked-until cache
+		d := cl.Decide(context.Background(), req)
+		if d.Allowed || d.Status != http.StatusTooManyRequests {
+			t.Fatalf("request %d after the burst: %+v, want 429", 11+i, d)
+		}
+		if d.RetryAfter <= 0 || d.RetryAfter > 6*time.Second {
+			t.Fatalf("request %d: Retry-After %v, want the wait for one token (at most 6s), not a lease's 30s", 11+i, d.RetryAfter)
+		}
+	}
+	if got := cl.Stats().BlockedHits; got == 0 {
+		t.Errorf("blocked-until cache hits %d, want the second denial served locally", got)
 	}
 }
 

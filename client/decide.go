@@ -219,12 +219,14 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			c.settleOpen(rs, ps, cost, now)
 			return
 		}
-		// A lease grab denied only because the lease is bigger than what
-		// is left: ask again for single tokens (the node undid the group).
+		// A lease grab denied: ask again for single tokens (the node undid
+		// the group). Either fewer than the lease are left, or none are,
+		// and then the answer's retry-after is the wait for one token, not
+		// for a whole lease, which is what the blocked-until cache keeps.
 		regrab := false
 		for j, i := range where {
 			p, x := &ps[i], res[j]
-			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 && x.GetRemaining() >= 1 {
+			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 {
 				p.grab, regrab = false, true
 			}
 		}
