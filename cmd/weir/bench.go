@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -37,8 +38,20 @@ func runBench(ctx context.Context, args []string) error {
 	inflight := fs.Int("inflight", 0, "sdk: Check RPCs in flight per gateway and node (0: the SDK's default)")
 	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this load generator (its SDK gateways and callers) to `file`")
 	if err := parseFlags(fs, args, benchSynopsis); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	usage := func(format string, a ...any) error {
 		return &usageError{msg: fmt.Sprintf(format, a...), synopsis: benchSynopsis}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"strconv"
@@ -29,7 +30,7 @@ import (
 // also reads WEIR_<NAME> from the environment (flags win).
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
-	join, adminToken, logLevel                            string
+	join, adminToken, logLevel, pprofAddr                 string
 	bootstrapExpect, shards                               int
 }
 
@@ -62,6 +63,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet, dev bool) {
 	fs.StringVar(&f.adminToken, "admin-token", env("ADMIN_TOKEN", ""), "token required for rule writes (WEIR_ADMIN_TOKEN)")
 	fs.StringVar(&f.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (WEIR_LOG_LEVEL)")
 	fs.IntVar(&f.shards, "shards", envInt("SHARDS", def.Shards), "decision goroutines (WEIR_SHARDS)")
+	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
 func (f *nodeFlags) config() (node.Config, error) {
@@ -121,7 +123,33 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if f.pprofAddr != "" {
+		stop, err := servePprof(f.pprofAddr, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return serve(ctx, cfg, nil)
+}
+
+// servePprof serves the runtime profiles (net/http/pprof) on addr, apart
+// from the API so that they are never exposed by accident.
+func servePprof(addr string, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	logger.Info("pprof serving", "addr", ln.Addr().String())
+	return func() { srv.Close() }, nil
 }
 
 // serve starts a node, calls ready (if any) once it can serve, and on ctx
