@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +31,9 @@ type ruleView struct {
 type ovKey struct{ rule, key string }
 
 type compiledRule struct {
-	rule  rules.Rule
-	limit bucket.Limit
+	rule     rules.Rule
+	limit    bucket.Limit
+	windowMS int64 // rule.Period in milliseconds
 }
 
 // rules returns the compiled view of the current rule set.
@@ -53,7 +55,7 @@ func (n *Node) rules() *ruleView {
 	if set != nil {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
-			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit()}
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), windowMS: r.Period.D().Milliseconds()}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -151,16 +153,15 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	nowNS := n.now()
 	now := time.Unix(0, nowNS)
 
-	res := make([]*weirv1.CheckResult, len(items))
+	res := newResults(len(items))
+	sc := scratchPool.Get().(*checkScratch)
+	defer sc.release()
 	var (
-		local    []shard.Item
-		localIdx []int
-		remote   map[string][]int
-		waits    map[uint32]bool
+		remote map[string][]int
+		waits  map[uint32]bool
 	)
 	for i, it := range items {
-		r := &weirv1.CheckResult{}
-		res[i] = r
+		r := res[i]
 		if err := validateItem(it); err != nil {
 			r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, err.Error()
 			continue
@@ -172,7 +173,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		}
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		r.Limit = lim.Capacity()
-		r.WindowMs = cr.rule.Period.D().Milliseconds()
+		r.WindowMs = cr.windowMS
 		r.Shadow = cr.rule.Shadow
 		if blocked {
 			r.Allowed = false
@@ -195,9 +196,6 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 			if remote == nil {
 				remote = map[string][]int{}
 			}
-			if it.RuleVersion < rv.version {
-				it.RuleVersion = rv.version
-			}
 			remote[dest] = append(remote[dest], i)
 			continue
 		}
@@ -205,7 +203,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		if cr.rule.Shadow {
 			group = 0 // shadow rules never block their group
 		}
-		local = append(local, shard.Item{
+		sc.local = append(sc.local, shard.Item{
 			ID:        counterID(it.Rule, it.Key),
 			Partition: p,
 			Limit:     lim,
@@ -213,7 +211,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 			Refund:    it.Refund,
 			Group:     group,
 		})
-		localIdx = append(localIdx, i)
+		sc.idx = append(sc.idx, i)
 	}
 
 	// Partitions waiting for hand-off with no live previous holder.
@@ -227,37 +225,102 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		}
 	}
 
-	var wg sync.WaitGroup
+	// Queue the remote parts first so they travel while the local part is
+	// decided, then decide locally, then collect the remote answers.
+	var calls []remoteCall
 	for dest, idx := range remote {
-		wg.Add(1)
-		go func(dest string, idx []int) {
-			defer wg.Done()
-			sub := make([]*weirv1.CheckItem, len(idx))
-			for j, i := range idx {
-				sub[j] = items[i]
-			}
-			out, err := n.forwarder(dest).do(ctx, sub)
-			for j, i := range idx {
-				if err != nil {
-					res[i].ErrorCode, res[i].Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "owner "+dest+" unreachable: "+err.Error()
-					continue
-				}
-				res[i] = out[j]
-			}
-		}(dest, idx)
+		f := n.forwarder(dest)
+		c, err := f.start(ctx, forwardItems(items, idx, rv.version))
+		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
 	}
-	if len(local) > 0 {
-		out := make([]bucket.Result, len(local))
-		if err := n.engine.Check(ctx, local, out); err != nil {
-			wg.Wait()
+	if len(sc.local) > 0 {
+		sc.out = slices.Grow(sc.out[:0], len(sc.local))[:len(sc.local)]
+		if err := n.engine.Check(ctx, sc.local, sc.out); err != nil {
 			return nil, err
 		}
-		for j, i := range localIdx {
-			fillResult(res[i], out[j])
+		for j, i := range sc.idx {
+			fillResult(res[i], sc.out[j])
 		}
 	}
-	wg.Wait()
+	for _, rc := range calls {
+		err := rc.err
+		var got []*weirv1.CheckResult
+		if err == nil {
+			got, err = rc.f.wait(ctx, rc.c)
+		}
+		for j, i := range rc.idx {
+			if err != nil {
+				res[i].ErrorCode, res[i].Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "owner "+rc.f.dest+" unreachable: "+err.Error()
+				continue
+			}
+			res[i] = got[j]
+		}
+	}
 	return res, nil
+}
+
+// remoteCall is one destination's part of a check in flight.
+type remoteCall struct {
+	f   *forwarder
+	idx []int // positions in the caller's items
+	c   *fwdCall
+	err error // from start
+}
+
+// forwardItems picks items[idx] to send to an owner, each carrying at least
+// rule version ver, so the owner waits for the rule set they were matched
+// against. Items with an older version are copied, never changed: they
+// belong to the caller.
+func forwardItems(items []*weirv1.CheckItem, idx []int, ver uint64) []*weirv1.CheckItem {
+	sub := make([]*weirv1.CheckItem, len(idx))
+	var copies []weirv1.CheckItem
+	for j, i := range idx {
+		it := items[i]
+		if it.RuleVersion < ver {
+			if copies == nil {
+				copies = make([]weirv1.CheckItem, len(idx))
+			}
+			c := &copies[j]
+			c.Key, c.Rule, c.Cost, c.RuleVersion, c.Group, c.Refund = it.Key, it.Rule, it.Cost, ver, it.Group, it.Refund
+			it = c
+		}
+		sub[j] = it
+	}
+	return sub
+}
+
+// newResults allocates n empty results in one block.
+func newResults(n int) []*weirv1.CheckResult {
+	block := make([]weirv1.CheckResult, n)
+	res := make([]*weirv1.CheckResult, n)
+	for i := range res {
+		res[i] = &block[i]
+	}
+	return res
+}
+
+// checkScratch holds a check's local part; reused through scratchPool (the
+// engine copies what it keeps, so nothing refers to it after check).
+type checkScratch struct {
+	local []shard.Item
+	idx   []int
+	out   []bucket.Result
+}
+
+// scratchPool recycles checkScratch values. It carries no state between
+// calls, so nodes sharing a process do not see each other.
+var scratchPool = sync.Pool{New: func() any { return new(checkScratch) }}
+
+// maxPooledItems bounds what a pooled scratch keeps, so one huge batch does
+// not pin memory.
+const maxPooledItems = 4096
+
+func (sc *checkScratch) release() {
+	if cap(sc.local) > maxPooledItems {
+		return
+	}
+	sc.local, sc.idx, sc.out = sc.local[:0], sc.idx[:0], sc.out[:0]
+	scratchPool.Put(sc)
 }
 
 // route says where partition p is decided: locally, at dest, or locally

@@ -15,6 +15,7 @@ import (
 type peerPool struct {
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	opts  []grpc.DialOption // set once by New, before any dial
 }
 
 func newPeerPool() *peerPool { return &peerPool{conns: map[string]*grpc.ClientConn{}} }
@@ -28,7 +29,7 @@ func (p *peerPool) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, p.opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -62,16 +63,15 @@ func (n *Node) peerClient(id string) (weirv1.PeerClient, error) {
 	return weirv1.NewPeerClient(c), nil
 }
 
-// forwarder coalesces items bound for one peer into few Forward RPCs. Its
-// loop takes a call, waits for a free in-flight slot, then drains whatever
-// else queued meanwhile (up to ForwardMaxBatch items) and sends it all in
-// one RPC: batches grow with load and there is no fixed wait at low load.
+// forwarder coalesces items bound for one peer into few Forward RPCs.
+// ForwardInflight senders each take a call, drain whatever else queued
+// meanwhile (up to ForwardMaxBatch items) and send it all in one RPC:
+// batches grow with load and there is no fixed wait at low load. The
+// senders live as long as the node, so an RPC does not start a goroutine.
 type forwarder struct {
 	n    *Node
 	dest string
 	ch   chan *fwdCall
-	sem  chan struct{}
-	wg   sync.WaitGroup
 }
 
 type fwdCall struct {
@@ -91,60 +91,67 @@ func (n *Node) forwarder(dest string) *forwarder {
 		n:    n,
 		dest: dest,
 		ch:   make(chan *fwdCall, 4096),
-		sem:  make(chan struct{}, n.cfg.ForwardInflight),
 	}
 	n.fwd[dest] = f
-	n.goFunc(f.loop)
+	for range n.cfg.ForwardInflight {
+		n.goFunc(f.sender)
+	}
 	return f
 }
 
+// closeForwarders fails calls still queued once the senders have stopped
+// (after n.wg is joined).
 func (n *Node) closeForwarders() {
 	n.fwdMu.Lock()
 	defer n.fwdMu.Unlock()
 	for _, f := range n.fwd {
-		f.wg.Wait()
+		f.failQueued()
 	}
 }
 
-// do sends items to the peer (coalesced with other callers) and returns one
-// result per item.
-func (f *forwarder) do(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+// start queues items for the peer (coalesced with other callers' items);
+// wait returns their results, one per item.
+func (f *forwarder) start(ctx context.Context, items []*weirv1.CheckItem) (*fwdCall, error) {
 	c := &fwdCall{items: items, done: make(chan struct{})}
 	select {
 	case f.ch <- c:
+		return c, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-f.n.ctx.Done():
 		return nil, ErrClosed
 	}
+}
+
+// wait returns the results of a call queued by start.
+func (f *forwarder) wait(ctx context.Context, c *fwdCall) ([]*weirv1.CheckResult, error) {
 	select {
 	case <-c.done:
 		return c.res, c.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-f.n.ctx.Done():
+		return nil, ErrClosed
 	}
 }
 
-func (f *forwarder) loop() {
+// sender sends queued calls, one RPC per drained batch, until the node
+// closes.
+func (f *forwarder) sender() {
 	max := f.n.cfg.ForwardMaxBatch
+	var (
+		batch []*fwdCall
+		items []*weirv1.CheckItem
+	)
 	for {
-		var first *fwdCall
 		select {
 		case <-f.n.ctx.Done():
 			f.failQueued()
 			return
-		case first = <-f.ch:
+		case c := <-f.ch:
+			batch = append(batch, c)
 		}
-		select {
-		case f.sem <- struct{}{}:
-		case <-f.n.ctx.Done():
-			first.err = ErrClosed
-			close(first.done)
-			f.failQueued()
-			return
-		}
-		batch := []*fwdCall{first}
-		count := len(first.items)
+		count := len(batch[0].items)
 	drain:
 		for count < max {
 			select {
@@ -155,12 +162,10 @@ func (f *forwarder) loop() {
 				break drain
 			}
 		}
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			defer func() { <-f.sem }()
-			f.send(batch, count)
-		}()
+		items = f.send(batch, items[:0])
+		clear(batch)
+		batch = batch[:0]
+		clear(items)
 	}
 }
 
@@ -176,13 +181,14 @@ func (f *forwarder) failQueued() {
 	}
 }
 
-func (f *forwarder) send(batch []*fwdCall, count int) {
-	items := make([]*weirv1.CheckItem, 0, count)
+// send sends batch's items in one RPC (building the request in items, which
+// it returns for reuse) and answers every call.
+func (f *forwarder) send(batch []*fwdCall, items []*weirv1.CheckItem) []*weirv1.CheckItem {
 	for _, c := range batch {
 		items = append(items, c.items...)
 	}
-	f.n.met.forwardBatch.Observe(float64(count))
-	f.n.met.forwarded.Add(float64(count))
+	f.n.met.forwardBatch.Observe(float64(len(items)))
+	f.n.met.forwarded.Add(float64(len(items)))
 	resp, err := f.rpc(items)
 	off := 0
 	for _, c := range batch {
@@ -194,6 +200,7 @@ func (f *forwarder) send(batch []*fwdCall, count int) {
 		off += len(c.items)
 		close(c.done)
 	}
+	return items
 }
 
 func (f *forwarder) rpc(items []*weirv1.CheckItem) (*weirv1.CheckResponse, error) {

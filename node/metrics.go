@@ -1,6 +1,7 @@
 package node
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ type metrics struct {
 	partitionsOwned prometheus.Gauge
 	handedOff       prometheus.Counter
 	promoted        prometheus.Counter
+
+	checkChildren sync.Map // rule id → *[nDecisions]prometheus.Counter of checks
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -38,7 +41,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 7),
 		}),
 		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
-		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Local ring version."}),
+		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Ring identity: a 32-bit hash of the ring's members and config, equal on every node that agrees on the ring."}),
 		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
 		handedOff:       prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_partitions_handed_off_total", Help: "Partitions handed to a new owner."}),
 		promoted:        prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_replica_states_promoted_total", Help: "Replica counter copies promoted after an owner died."}),
@@ -47,21 +50,69 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// Decisions, the "decision" label of weir_checks_total, as indexes.
+const (
+	decAllowed = iota
+	decDenied
+	decError
+	nDecisions
+)
+
+var decisionNames = [nDecisions]string{"allowed", "denied", "error"}
+
+// checkCounters returns rule's weir_checks_total children, by decision,
+// cached so the check path does not hash label values per item.
+func (m *metrics) checkCounters(rule string) *[nDecisions]prometheus.Counter {
+	if c, ok := m.checkChildren.Load(rule); ok {
+		return c.(*[nDecisions]prometheus.Counter)
+	}
+	var c [nDecisions]prometheus.Counter
+	for d, name := range decisionNames {
+		c[d] = m.checks.WithLabelValues(rule, name)
+	}
+	got, _ := m.checkChildren.LoadOrStore(rule, &c)
+	return got.(*[nDecisions]prometheus.Counter)
+}
+
+// observeChecks counts a batch's decisions by rule (one counter update per
+// run of items with the same rule and decision) and its latency.
 func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckResult, d time.Duration) {
 	m.latency.Observe(d.Seconds())
+	var (
+		rule   string
+		counts [nDecisions]int
+		have   bool
+	)
+	flush := func() {
+		if !have {
+			return
+		}
+		c := m.checkCounters(rule)
+		for dec, k := range counts {
+			if k > 0 {
+				c[dec].Add(float64(k))
+			}
+		}
+		counts, have = [nDecisions]int{}, false
+	}
 	for i, r := range res {
 		if items[i] == nil {
 			continue
 		}
-		dec := "denied"
+		if have && items[i].Rule != rule {
+			flush()
+		}
+		rule, have = items[i].Rule, true
 		switch {
 		case r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
-			dec = "error"
+			counts[decError]++
 		case r.Allowed:
-			dec = "allowed"
+			counts[decAllowed]++
+		default:
+			counts[decDenied]++
 		}
-		m.checks.WithLabelValues(items[i].Rule, dec).Inc()
 	}
+	flush()
 }
 
 // registerFuncs exposes values owned elsewhere, read at scrape time.

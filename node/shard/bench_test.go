@@ -9,14 +9,24 @@ import (
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/node/shard"
+	"github.com/weirlimit/weir/replication"
 )
 
 // BenchmarkCheck: parallel callers, each Check carrying `batch` items for
-// random keys among 100,000 spread over 1024 partitions.
+// random keys among 100,000 spread over 1024 partitions; with onchange, the
+// engine reports changed states (to a no-op), as a node's does.
 func BenchmarkCheck(b *testing.B) {
-	for _, batch := range []int{1, 32} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			e, err := shard.New(shard.Config{})
+	for _, c := range []struct {
+		batch    int
+		onChange bool
+	}{{1, false}, {32, false}, {32, true}, {128, true}} {
+		batch := c.batch
+		b.Run(fmt.Sprintf("batch=%d/onchange=%v", batch, c.onChange), func(b *testing.B) {
+			cfg := shard.Config{}
+			if c.onChange {
+				cfg.OnChange = func([]replication.State) {}
+			}
+			e, err := shard.New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -82,7 +82,7 @@ type shard struct {
 	live     int
 	batch    []*request
 	dirty    []dirtyRef
-	dirtySet map[dirtyKey]struct{}
+	dirtySet dirtySet
 	changes  []replication.State
 	tent     []tentative
 	seen     []bool
@@ -107,7 +107,6 @@ func newShard(cfg *Config) *shard {
 		sweepBudget: cfg.SweepBudget,
 		importIdle:  int64(cfg.ImportIdle),
 		parts:       make(map[uint32]*part),
-		dirtySet:    make(map[dirtyKey]struct{}),
 		emptyLog:    make([]int64, 0),
 	}
 }
@@ -201,17 +200,16 @@ func (s *shard) flush() {
 	clear(s.changes)
 	s.changes = s.changes[:0]
 	s.dirty = s.dirty[:0]
-	clear(s.dirtySet)
+	s.dirtySet.reset()
 }
 
 func (s *shard) markDirty(pid uint32, k dirtyKey) {
 	if s.onChange == nil {
 		return
 	}
-	if _, ok := s.dirtySet[k]; ok {
+	if !s.dirtySet.add(k) {
 		return
 	}
-	s.dirtySet[k] = struct{}{}
 	s.dirty = append(s.dirty, dirtyRef{pid: pid, dirtyKey: k})
 }
 
