@@ -53,6 +53,9 @@ type Result struct {
 	P999us  float64 `json:"p999_us"`
 	MaxUs   float64 `json:"max_us"`
 	FirstEr string  `json:"first_error,omitempty"`
+	// ItemsPerRPC is the mean checks per RPC of a coalescing target during
+	// the measured run (0: not reported).
+	ItemsPerRPC float64 `json:"items_per_rpc,omitempty"`
 
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Event    string          `json:"event,omitempty"`
@@ -173,6 +176,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	}
 	var budget atomic.Int64
 	budget.Store(cfg.Count)
+	rpcs0, items0 := batching(targets)
 	start := time.Now()
 	for w := range callers {
 		c := &caller{lat: make([]time.Duration, 0, 4096)}
@@ -244,7 +248,25 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return summarize(cfg, sc, callers, elapsed)
+	r, err := summarize(cfg, sc, callers, elapsed)
+	if err != nil {
+		return nil, err
+	}
+	if rpcs, items := batching(targets); rpcs > rpcs0 {
+		r.ItemsPerRPC = float64(items-items0) / float64(rpcs-rpcs0)
+	}
+	return r, nil
+}
+
+// batching sums the RPCs and items of the targets that coalesce.
+func batching(targets []Target) (rpcs, items uint64) {
+	for _, t := range targets {
+		if b, ok := t.(Batcher); ok {
+			r, i := b.Batching()
+			rpcs, items = rpcs+r, items+i
+		}
+	}
+	return rpcs, items
 }
 
 func summarize(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration) (*Result, error) {

@@ -68,6 +68,9 @@ func TestSmokeOneNode(t *testing.T) {
 		if r.Allowed != 4*100 || r.Accuracy == nil || len(r.Accuracy.Admitted) != 4 {
 			t.Fatalf("%s: allowed %d, accuracy %+v; want 400 over 4 keys", tc.target, r.Allowed, r.Accuracy)
 		}
+		if sdkRun := tc.target == TargetSDK; sdkRun != (r.ItemsPerRPC >= 1) {
+			t.Fatalf("%s: %.2f checks per RPC; the SDK reports its coalescing (≥ 1), HTTP does not", tc.target, r.ItemsPerRPC)
+		}
 		for k, a := range r.Accuracy.Admitted {
 			if a != 100 {
 				t.Fatalf("%s: key %d admitted %d, want the burst 100", tc.target, k, a)

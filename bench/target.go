@@ -33,3 +33,10 @@ type GroupChecker interface {
 // Factory makes the Target of simulated gateway i (0 ≤ i < G). Each call
 // must return an independent instance (its own connections and batching).
 type Factory func(gateway int) (Target, error)
+
+// Batcher is implemented by targets that coalesce checks into RPCs; Run
+// reports the mean items per RPC over the measured run.
+type Batcher interface {
+	// Batching returns the RPCs sent and the items they carried so far.
+	Batching() (rpcs, items uint64)
+}

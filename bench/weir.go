@@ -61,6 +61,7 @@ type sdkGateway struct{ c *client.Client }
 var (
 	_ Target       = sdkGateway{}
 	_ GroupChecker = sdkGateway{}
+	_ Batcher      = sdkGateway{}
 )
 
 func (g sdkGateway) Check(ctx context.Context, key, rule string, cost int64) (bool, error) {
@@ -72,6 +73,11 @@ func (g sdkGateway) CheckGroup(ctx context.Context, key string, rules []string, 
 }
 
 func (g sdkGateway) Close() error { return g.c.Close() }
+
+func (g sdkGateway) Batching() (rpcs, items uint64) {
+	st := g.c.Stats()
+	return st.RPCs, st.Items
+}
 
 // verdict is the bench's reading of an SDK decision: a rule decided by its
 // fail mode (the cluster did not answer in the rule's timeout, or answered
