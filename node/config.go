@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/ring"
@@ -61,6 +63,15 @@ type Config struct {
 
 	// LeaveTimeout bounds a graceful leave (hand-off of owned partitions).
 	LeaveTimeout time.Duration
+
+	// PeerDialer, when set, opens this node's gRPC connections to its peers
+	// (forwarding, replication, hand-off) instead of a plain TCP dial. Tests
+	// pass a fault-injecting dialer here; nil costs nothing.
+	PeerDialer func(ctx context.Context, addr string) (net.Conn, error)
+	// WrapGossip, when set, wraps the memberlist transport this node gossips
+	// through (tests drop packets and streams to cut a node off). Nil: the
+	// plain transport.
+	WrapGossip func(memberlist.Transport) memberlist.Transport
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry

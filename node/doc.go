@@ -18,6 +18,10 @@
 //   - the replicator loop ships changed counters to replicas.
 //   - pullPartitions (one per ring change that gains partitions) fetches
 //     their state from the previous holder, then marks them ready.
+//   - resyncReplicas (one per ring change that gives a partition this node
+//     keeps a new replica) queues the partition's full state for it.
+//   - reconnectLoop rejoins members gossip declared dead (every 2 s, for an
+//     hour), so the two sides of a healed network split merge again.
 //
 // Partition states (partitions.go): ready (decide here), pending (this node
 // owns it by the ring but waits for hand-off: items go to the previous

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/memberlist"
 
 	"github.com/weirlimit/weir/replication"
@@ -40,7 +41,7 @@ type member struct {
 // clusterView is an immutable snapshot: the member set and the ring built
 // from it. The cluster loop swaps it atomically.
 type clusterView struct {
-	version uint64
+	version uint64 // ringVersion(ring)
 	ring    *ring.Ring
 	members map[string]member
 }
@@ -129,6 +130,17 @@ func (n *Node) startMemberlist() error {
 	mc.Delegate = delegate{n}
 	mc.Events = delegate{n}
 	mc.Logger = log.New(slogWriter{n}, "", 0)
+	if n.cfg.WrapGossip != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return fmt.Errorf("node: gossip transport: %w", err)
+		}
+		if port == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+			mc.AdvertisePort = mc.BindPort
+		}
+		mc.Transport = n.cfg.WrapGossip(nt)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("node: gossip: %w", err)
@@ -158,8 +170,6 @@ func (n *Node) readMembers() map[string]member {
 	return out
 }
 
-// remember copies a member's address, state and metadata. Called from
-// memberlist callbacks, which hold memberlist's lock while m is stable.
 // departedMember reports whether gossip saw id die or leave (a node this
 // node has not heard of yet is not departed).
 func (n *Node) departedMember(id string) bool {
@@ -169,20 +179,98 @@ func (n *Node) departedMember(id string) bool {
 	return ok
 }
 
+// remember copies a member's address, state and metadata. Called from
+// memberlist callbacks, which hold memberlist's lock while m is stable.
+// memberlist does not fill in m.State (its own record of the state is
+// elsewhere), so the state is derived: a member that gossip drops while
+// its metadata says it is leaving left gracefully; any other was declared
+// dead.
 func (n *Node) remember(m *memberlist.Node, gone bool) {
-	mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(m.State)}
+	mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(memberlist.StateAlive)}
 	if len(m.Meta) > 0 {
 		_ = json.Unmarshal(m.Meta, &mm.memberMeta)
+	}
+	st := memberlist.StateAlive
+	if gone {
+		st = memberlist.StateDead
+		if mm.Leaving {
+			st = memberlist.StateLeft
+		}
 	}
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	if gone {
 		delete(n.known, m.Name)
-		n.departed[m.Name] = m.State
+		n.departed[m.Name] = st
+		if st == memberlist.StateDead && m.Name != n.cfg.ID {
+			n.lost[m.Name] = lostMember{gossip: mm.Gossip, since: time.Now()}
+		}
 	} else {
 		n.known[m.Name] = mm
 		delete(n.departed, m.Name)
+		delete(n.lost, m.Name)
 	}
+}
+
+// lostMember is a member gossip declared dead (not one that left).
+type lostMember struct {
+	gossip string
+	since  time.Time
+}
+
+// Reconnecting to members declared dead: how often, and for how long after
+// their death.
+const (
+	reconnectEvery = 2 * time.Second
+	reconnectFor   = time.Hour
+)
+
+// reconnectLoop tries, every reconnectEvery, to rejoin the members gossip
+// declared dead in the last reconnectFor. A dead member may only have been
+// cut off (a network split): after a split each side holds the other as
+// dead, and memberlist alone does not merge them again once the dead
+// notices stopped being gossiped. A join is a full state exchange: each
+// side learns it was declared dead, refutes it, and the member sets merge
+// (two rounds at most). A member that really died refuses the connection.
+func (n *Node) reconnectLoop() {
+	t := time.NewTicker(reconnectEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.leaving.Load() {
+			continue
+		}
+		if addrs := n.lostAddrs(time.Now()); len(addrs) > 0 {
+			if k, err := n.ml.Join(addrs); err != nil && k == 0 {
+				n.log.Debug("reconnect to dead members failed", "members", len(addrs), "err", err)
+			} else {
+				n.log.Info("reconnected to members declared dead", "contacted", k)
+			}
+		}
+	}
+}
+
+// lostAddrs lists the gossip addresses of members declared dead less than
+// reconnectFor ago, and forgets older ones.
+func (n *Node) lostAddrs(now time.Time) []string {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	var out []string
+	for id, l := range n.lost {
+		if now.Sub(l.since) > reconnectFor {
+			delete(n.lost, id)
+			continue
+		}
+		if l.gossip != "" {
+			out = append(out, l.gossip)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func stateName(s memberlist.NodeStateType) string {
@@ -255,19 +343,40 @@ func (n *Node) refreshView() {
 		n.log.Error("ring rebuild failed", "err", err)
 		return
 	}
-	var version uint64 = 1
+	version := ringVersion(r)
 	var oldRing *ring.Ring
 	if old != nil {
-		version = old.version + 1
 		oldRing = old.ring
 	}
 	nv := &clusterView{version: version, ring: r, members: members}
-	n.applyRingChange(oldRing, nv, old)
+	resync := n.applyRingChange(oldRing, nv, old)
 	n.view.Store(nv)
+	if len(resync) > 0 {
+		n.goFunc(func() { n.resyncReplicas(resync) })
+	}
 	n.met.members.Set(float64(len(members)))
 	n.met.ringVersion.Set(float64(version))
 	n.met.partitionsOwned.Set(float64(len(r.OwnedBy(n.cfg.ID))))
 	n.log.Info("ring changed", "version", version, "members", len(members))
+}
+
+// ringVersion identifies a ring by what it is built from: a 32-bit hash of
+// its sorted member ids and its config. Every node with the same ring
+// members reports the same version, so an operator comparing nodes sees
+// at once whether they agree; it is not ordered (a later ring is not a
+// larger number). 32 bits keep it short and exact as a Prometheus gauge.
+func ringVersion(r *ring.Ring) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	ids := r.Members()
+	sort.Strings(ids)
+	for _, id := range ids {
+		_, _ = d.WriteString(id)
+		_, _ = d.Write([]byte{0})
+	}
+	c := r.Config()
+	_, _ = fmt.Fprintf(&d, "%d/%d/%g/%d", c.PartitionCount, c.ReplicationFactor, c.Load, c.Replicas)
+	return d.Sum64() & 0xffffffff
 }
 
 // sameRing reports whether a and b put the same members in the ring.
@@ -295,7 +404,9 @@ func sameMeta(a, b map[string]member) bool {
 
 // applyRingChange marks partitions this node gains as pending (served by
 // their previous holder until hand-off completes) and starts the hand-off.
-func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *clusterView) {
+// It returns the partitions this node keeps serving whose replica set
+// gained a member: their full state goes to it once nv is the view.
+func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *clusterView) (resync []uint32) {
 	self := n.cfg.ID
 	if oldRing == nil {
 		// First view. The cluster existed before without this node: compare
@@ -311,16 +422,20 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 			for _, p := range nv.ring.OwnedBy(self) {
 				n.parts.setReady(p)
 			}
-			return
+			return nil
 		}
 		r, err := ring.New(others, n.cfg.Ring)
 		if err != nil {
 			n.log.Error("ring rebuild failed", "err", err)
-			return
+			return nil
 		}
 		oldRing = r
 	}
-	n.parts.clearMoved(n.departedMember)
+	// A puller this node has not heard of yet (not in nv.ring) is not stale:
+	// it pulled on a newer ring than this one.
+	n.parts.clearMoved(func(p uint32, puller string) bool {
+		return n.departedMember(puller) || (nv.ring.Contains(puller) && nv.ring.PartitionOwner(p) != puller)
+	})
 	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
 	moves := ring.Diff(oldRing, nv.ring)
 	rm := make([]replication.Move, len(moves))
@@ -328,6 +443,11 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		rm[i] = replication.Move{Partition: m.Partition, OldOwner: m.OldOwner, NewOwner: m.NewOwner, OldReplicas: m.OldReplicas, NewReplicas: m.NewReplicas}
 	}
 	gain, lose, dropReplica := replication.PlanHandoff(self, rm, alive)
+	for _, p := range replication.PlanResync(self, rm) {
+		if n.parts.state(p) == partReady {
+			resync = append(resync, p)
+		}
+	}
 	if len(dropReplica) > 0 {
 		// The new owner may still pull these copies (its previous owner
 		// died): keep them for a while.
@@ -340,12 +460,13 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		n.parts.setNone(p)
 	}
 	if len(gain) == 0 {
-		return
+		return resync
 	}
 	for _, g := range gain {
 		n.parts.setPending(g.Partition, n.source(g.From))
 	}
 	n.goFunc(func() { n.pullPartitions(gain) })
+	return resync
 }
 
 // source is the peer to pull a gained partition from: the first of the

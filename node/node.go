@@ -42,6 +42,7 @@ type Node struct {
 	ml       *memberlist.Memberlist
 	peers    *peerPool
 	met      *metrics
+	resynced prometheus.Counter // weir_replica_resync_states_total
 
 	grpcSrv *grpc.Server
 	httpSrv *http.Server
@@ -61,6 +62,7 @@ type Node struct {
 
 	membersMu sync.Mutex
 	departed  map[string]memberlist.NodeStateType // dead or left, by id
+	lost      map[string]lostMember               // declared dead: rejoined by reconnectLoop
 	known     map[string]member                   // live members, copied in callbacks
 
 	ctx    context.Context
@@ -94,12 +96,16 @@ func New(cfg Config) (*Node, error) {
 		changed:  make(chan struct{}, 1),
 		fwd:      map[string]*forwarder{},
 		departed: map[string]memberlist.NodeStateType{},
+		lost:     map[string]lostMember{},
 		known:    map[string]member{},
 		parts:    newPartitionTable(cfg.Ring.PartitionCount),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
+	n.resynced = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."})
+	cfg.Registry.MustRegister(n.resynced)
 	n.peers = newPeerPool()
+	n.peers.opts = peerDialOptions(cfg)
 
 	ok := false
 	defer func() {
@@ -206,6 +212,7 @@ func (n *Node) Start() error {
 		}
 	}
 	n.goFunc(n.clusterLoop)
+	n.goFunc(n.reconnectLoop)
 	n.signalChanged()
 	return nil
 }

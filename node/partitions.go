@@ -147,16 +147,18 @@ func (t *partitionTable) pending() int {
 	return n
 }
 
-// clearMoved routes moved partitions by the ring again when the node that
-// pulled them is gone (died or left). Otherwise the mark stays: this node
-// no longer has their counters, so items that peers with an older ring
-// still send here must go on to the puller, not be decided on empty
-// counters. A puller this node has not heard of yet is not gone.
-func (t *partitionTable) clearMoved(gone func(string) bool) {
+// clearMoved routes moved partitions by the ring again when their mark is
+// stale: stale(p, puller) reports that the node that pulled p is gone (died
+// or left) or, by this node's current ring, no longer owns p (it handed p
+// on, so forwarding there would reach a node without p's counters).
+// Otherwise the mark stays: this node no longer has p's counters, so items
+// that peers with an older ring still send here must go on to the puller,
+// not be decided on empty counters.
+func (t *partitionTable) clearMoved(stale func(p uint32, puller string) bool) {
 	for i := range t.slots {
 		s := &t.slots[i]
 		s.mu.Lock()
-		if p := s.peer.Load(); s.state.Load() == partMoved && (p == nil || gone(*p)) {
+		if p := s.peer.Load(); s.state.Load() == partMoved && (p == nil || stale(uint32(i), *p)) {
 			s.state.Store(partNone)
 			s.peer.Store(nil)
 		}

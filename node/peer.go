@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -138,6 +140,47 @@ func (n *Node) install(ctx context.Context, parts []uint32, states []replication
 	return n.engine.Import(ctx, states)
 }
 
+// resyncReplicas sends the full state of partitions this node still owns
+// to their replicas after the ring gave them a new one (which would
+// otherwise get only the counters that change from now on). One partition
+// at a time goes through the replicator, ordered with the change stream;
+// a partition that moved on meanwhile is skipped.
+func (n *Node) resyncReplicas(parts []uint32) {
+	total := 0
+	for _, p := range parts {
+		for attempt := 0; ; attempt++ {
+			if v := n.view.Load(); v == nil || v.ring.PartitionOwner(p) != n.cfg.ID || n.parts.state(p) != partReady {
+				break
+			}
+			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+			k, err := n.repl.Resync(ctx, func(ctx context.Context) ([]replication.State, error) {
+				return n.engine.Export(ctx, []uint32{p})
+			})
+			cancel()
+			if errors.Is(err, replication.ErrQueueFull) && attempt < 100 {
+				t := time.NewTimer(n.cfg.ReplicationInterval)
+				select {
+				case <-n.ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				continue
+			}
+			if err != nil {
+				if n.ctx.Err() == nil {
+					n.log.Warn("replica resync failed", "partition", p, "err", err)
+				}
+				break
+			}
+			total += k
+			break
+		}
+	}
+	n.resynced.Add(float64(total))
+	n.log.Info("resynced new replicas", "partitions", len(parts), "states", total)
+}
+
 // replicaPlacement lists where a partition's copies go (not this node).
 func (n *Node) replicaPlacement(p uint32) []string {
 	v := n.view.Load()
@@ -205,4 +248,19 @@ func (n *Node) markReady(parts []uint32) {
 	for _, p := range parts {
 		n.parts.arrived(p, v == nil || v.ring.PartitionOwner(p) == n.cfg.ID)
 	}
+}
+
+// peerDialOptions are the options of every peer connection besides its
+// credentials. Reconnects back off to at most one second (gRPC's default
+// is two minutes), so a peer that comes back after a network split or a
+// restart is reachable again as soon as gossip says it is alive.
+func peerDialOptions(cfg Config) []grpc.DialOption {
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = 100 * time.Millisecond
+	bo.MaxDelay = time.Second
+	opts := []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second})}
+	if cfg.PeerDialer != nil {
+		opts = append(opts, grpc.WithContextDialer(cfg.PeerDialer))
+	}
+	return opts
 }

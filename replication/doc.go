@@ -10,6 +10,9 @@
 //     batch; Run flushes every Config.Interval, or early once MaxBatch
 //     changes are pending, grouping them by destination via Placement and
 //     sending each group with Transport.
+//   - Resync (owner side): queues a snapshot of a partition's counters for a
+//     replica that just joined its replica list, ordered with the change
+//     stream (see Resync). PlanResync says which partitions need it.
 //   - Store (replica side): Apply is called by the peer gRPC handler; Take,
 //     Peek and Drop by the node on promotion, hand-off and ring change.
 //   - PlanHandoff: a pure function from ring moves and liveness to the
@@ -27,8 +30,9 @@
 // Run on a channel and is joined (WaitGroup) before Run returns, so no
 // goroutine outlives Run. Stats reads atomics that Run publishes, plus the
 // inbox under the mutex. Store guards its map with its own mutex (it is not
-// on a check's path). Lock order: the Replicator's mutex and its stats mutex
-// are never held together.
+// on a check's path). Lock order: flushMu (held by a flush's swap and by
+// Resync) before the Replicator's mutex; that mutex and the stats mutex are
+// never held together.
 //
 // # Invariants
 //

@@ -12,4 +12,7 @@ var (
 	// ErrNilDependency is returned by NewReplicator for a nil Transport or
 	// Placement.
 	ErrNilDependency = errors.New("replication: nil dependency")
+	// ErrQueueFull is returned by Resync when the states would not fit in
+	// the queue of changes waiting for the next flush; retry after a flush.
+	ErrQueueFull = errors.New("replication: queue full")
 )

@@ -58,6 +58,9 @@ type Replicator struct {
 
 	mu  sync.Mutex // guards cur only; held for O(batch) in Enqueue, O(1) in flush and Stats
 	cur *inbox
+	// flushMu keeps flushes out while Resync reads and queues a snapshot.
+	// Lock order: flushMu before mu.
+	flushMu sync.Mutex
 
 	running     atomic.Bool
 	sent        atomic.Uint64
@@ -197,12 +200,14 @@ func (r *Replicator) Run(ctx context.Context) error {
 // every destination that has none in flight. It returns the sends started.
 func (r *Replicator) flush(ctx context.Context) (started int) {
 	now := r.now().UnixNano()
+	r.flushMu.Lock()
 	r.mu.Lock()
 	b := r.cur
 	r.cur, r.spare = r.spare, b
 	r.flushOldest.Store(b.oldest())
 	r.flushLen.Store(int64(b.n))
 	r.mu.Unlock()
+	r.flushMu.Unlock()
 
 	clear(r.places)
 	var dropped uint64

@@ -26,7 +26,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int) *cluster {
 	t.Helper()
-	c := &cluster{Cluster: testcluster.New(t, n), t: t, conns: map[string]*grpc.ClientConn{}}
+	return wrapCluster(t, testcluster.New(t, n))
+}
+
+// wrapCluster adds the suite's helpers (cached Limiter connections) to tc.
+func wrapCluster(t *testing.T, tc *testcluster.Cluster) *cluster {
+	c := &cluster{Cluster: tc, t: t, conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(func() {
 		for _, cc := range c.conns {
 			_ = cc.Close()

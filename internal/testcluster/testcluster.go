@@ -46,14 +46,29 @@ func Config(t testing.TB, id string) node.Config {
 type Cluster struct {
 	T     testing.TB
 	Nodes []*node.Node
-	seq   int
+	// Faults, when not nil, carries every node's peer links (set by
+	// NewWithFaults; nodes started later are wired too).
+	Faults *Faults
+	seq    int
 }
 
 // New starts n nodes that bootstrap Raft together and waits until every
 // node is ready and sees all n members. The nodes are closed at cleanup.
 func New(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{T: t}
+	return start(t, n, nil)
+}
+
+// NewWithFaults is New with every node's peer links (gossip and peer gRPC)
+// running through c.Faults, so the test can cut nodes off and heal them.
+func NewWithFaults(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return start(t, n, NewFaults())
+}
+
+func start(t testing.TB, n int, f *Faults) *Cluster {
+	t.Helper()
+	c := &Cluster{T: t, Faults: f}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		cfg := Config(t, fmt.Sprintf("n%d", i+1))
@@ -71,9 +86,15 @@ func New(t testing.TB, n int) *Cluster {
 // Start starts one node with cfg and adds it to the cluster.
 func (c *Cluster) Start(cfg node.Config) *node.Node {
 	c.T.Helper()
+	if c.Faults != nil {
+		c.Faults.Wire(&cfg)
+	}
 	nd, err := node.New(cfg)
 	if err != nil {
 		c.T.Fatalf("node %s: %v", cfg.ID, err)
+	}
+	if c.Faults != nil {
+		c.Faults.Learn(nd)
 	}
 	if err := nd.Start(); err != nil {
 		_ = nd.Close()
