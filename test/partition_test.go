@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
