@@ -64,11 +64,14 @@ func TestCheckLocalForwardedAndCounted(t *testing.T) {
 	for _, line := range []string{
 		`weir_checks_total{decision="allowed",rule="three"} 6`,
 		`weir_checks_total{decision="denied",rule="three"} 4`,
-		`weir_checks_total{decision="error",rule="nope"} 5`,
+		`weir_checks_total{decision="error",rule="(invalid)"} 5`,
 	} {
 		if !strings.Contains(metrics, line+"\n") {
 			t.Errorf("metrics lack %q", line)
 		}
+	}
+	if strings.Contains(metrics, `rule="nope"`) {
+		t.Error(`an unknown rule name became a label value (rule="nope")`)
 	}
 }
 

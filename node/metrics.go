@@ -50,6 +50,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
+// invalidRuleLabel is the rule label of items that named an unknown rule
+// or were malformed.
+const invalidRuleLabel = "(invalid)"
+
 // Decisions, the "decision" label of weir_checks_total, as indexes.
 const (
 	decAllowed = iota
@@ -99,10 +103,14 @@ func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckRe
 		if items[i] == nil {
 			continue
 		}
-		if have && items[i].Rule != rule {
+		label := items[i].Rule
+		if r.ErrorCode == weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE || r.ErrorCode == weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+			label = invalidRuleLabel // a caller's bad names must not grow the metric
+		}
+		if have && label != rule {
 			flush()
 		}
-		rule, have = items[i].Rule, true
+		rule, have = label, true
 		switch {
 		case r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
 			counts[decError]++
