@@ -7,32 +7,37 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 )
 
-// HTTPFactory returns a Factory of gateways that use a node's HTTP check
-// API: one JSON `POST /v1/limits/check {key, rule, cost}` per check.
-// Gateway i talks to addrs[i % len(addrs)] (the node forwards to the
-// owner) over its own keep-alive http.Client that keeps up to conns idle
-// connections (size it to the gateway's callers).
+// HTTPFactory returns a Factory of gateways that use the nodes' HTTP check
+// API: one JSON `POST /v1/limits/check {key, rule, cost}` per check. Like a
+// gateway behind a load balancer, each gateway spreads its checks over
+// every node in turn (a node forwards to the owner), so no gateway is
+// favoured by sitting next to an owner. Each gateway has its own
+// keep-alive http.Client keeping up to conns idle connections per node
+// (size it to the gateway's callers).
 func HTTPFactory(addrs []string, conns int) Factory {
 	return func(i int) (Target, error) {
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("%w: no HTTP addresses", ErrInput)
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = max(conns, 1)
+		tr.MaxIdleConns = max(conns, 1) * len(addrs)
 		tr.MaxIdleConnsPerHost = max(conns, 1)
-		return &httpGateway{
-			url: "http://" + addrs[i%len(addrs)] + "/v1/limits/check",
-			hc:  &http.Client{Transport: tr},
-		}, nil
+		g := &httpGateway{hc: &http.Client{Transport: tr}}
+		for j := range addrs {
+			g.urls = append(g.urls, "http://"+addrs[(i+j)%len(addrs)]+"/v1/limits/check")
+		}
+		return g, nil
 	}
 }
 
 // httpGateway is one simulated gateway without the SDK.
 type httpGateway struct {
-	url string
-	hc  *http.Client
+	urls []string
+	next atomic.Uint64
+	hc   *http.Client
 }
 
 var _ Target = (*httpGateway)(nil)
@@ -52,7 +57,8 @@ func (g *httpGateway) Check(ctx context.Context, key, rule string, cost int64) (
 	if err != nil {
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(body))
+	url := g.urls[g.next.Add(1)%uint64(len(g.urls))]
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return false, err
 	}
