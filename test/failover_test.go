@@ -49,6 +49,20 @@ func (c *cluster) checkOnce(n *node.Node, key, rule string, cost int64) *weirv1.
 	return r
 }
 
+// tryCheck asks for one token of key under rule; decided is false when the
+// cluster did not answer it (an RPC error or an item error), after a short
+// pause so a loop over it does not spin during a failover.
+func tryCheck(cl weirv1.LimiterClient, key, rule string) (allowed, decided bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := cl.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: rule, Cost: 1}}})
+	if err != nil || resp.Results[0].ErrorCode != 0 {
+		time.Sleep(time.Millisecond)
+		return false, false
+	}
+	return resp.Results[0].Allowed, true
+}
+
 // A key held at 0 remaining stays limited when a node joins and when a node
 // leaves gracefully: no counter returns to full because the ring changed.
 func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
@@ -147,16 +161,13 @@ rules:
 			defer wg.Done()
 			deadline := time.Now().Add(20 * time.Second)
 			for attempts.Load() < 3000 && time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				resp, err := cl.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "big", Cost: 1}}})
-				cancel()
-				if err != nil || resp.Results[0].ErrorCode != 0 {
+				ok, decided := tryCheck(cl, key, "big")
+				if !decided {
 					errs.Add(1) // the owner is unreachable until gossip declares it dead
-					time.Sleep(time.Millisecond)
 					continue
 				}
 				attempts.Add(1)
-				if resp.Results[0].Allowed {
+				if ok {
 					if allowed.Add(1) == 500 {
 						killOnce.Do(func() { go c.Kill(owner) })
 					}
@@ -206,16 +217,13 @@ rules:
 			deadline := time.Now().Add(30 * time.Second)
 			for i := w; attempts.Load() < 2*keys*burst && time.Now().Before(deadline); i += 8 {
 				k := i % keys
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				resp, err := cl.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: fmt.Sprintf("apikey:join%d", k), Rule: "big", Cost: 1}}})
-				cancel()
-				if err != nil || resp.Results[0].ErrorCode != 0 {
+				ok, decided := tryCheck(cl, fmt.Sprintf("apikey:join%d", k), "big")
+				if !decided {
 					errs.Add(1)
-					time.Sleep(time.Millisecond)
 					continue
 				}
 				attempts.Add(1)
-				if resp.Results[0].Allowed {
+				if ok {
 					allowed[k].Add(1)
 					if total.Add(1) == keys*burst/2 {
 						joinOnce.Do(func() { go func() { joined <- c.Add() }() })

@@ -144,15 +144,12 @@ func cutOffRun(t *testing.T, pick func(owner string, replicas, ids []string) str
 				if started.Add(1) > checksBeforeIsolate {
 					<-isolated // the first burst/2 checks run before the cut
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				resp, err := cl.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: hot, Rule: "split", Cost: 1}}})
-				cancel()
-				if err != nil || resp.Results[0].ErrorCode != 0 {
+				ok, decided := tryCheck(cl, hot, "split")
+				if !decided {
 					errs.Add(1) // the owner is unreachable until gossip declares it dead
-					time.Sleep(time.Millisecond)
 					continue
 				}
-				if resp.Results[0].Allowed {
+				if ok {
 					allowed.Add(1)
 					streak = 0
 					if cut.Load() {
