@@ -43,13 +43,14 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded
 	// headers are believed.
 	TrustedProxies []netip.Prefix
-	// MaxBatch caps the items of one coalesced Check RPC.
+	// MaxBatch caps the items of one coalesced request.
 	MaxBatch int
-	// InFlight is the number of concurrent Check RPCs per node. 1 (the
-	// default) sends a batch whenever the connection goes idle, which
-	// gives the largest batches; measured with `weir bench --scenario
-	// steady --spawn 3` (64 callers, 4 gateways, 2 cores): 22.6k checks/s
-	// at 1, 18.1k at 2, 16.3k at 4.
+	// InFlight is the number of senders per node, each with its own
+	// CheckStream and one request in flight. 1 (the default) sends a
+	// batch whenever the connection goes idle, which gives the largest
+	// batches; measured with unary RPCs and `weir bench --scenario steady
+	// --spawn 3` (64 callers, 4 gateways, 2 cores): 22.6k checks/s at 1,
+	// 18.1k at 2, 16.3k at 4. Over streams, 1 and 2 were within noise.
 	InFlight int
 	// QueueSize bounds the checks waiting per node; beyond it checks fail
 	// over to their fail mode at once.

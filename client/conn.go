@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -52,13 +55,16 @@ type callResult struct {
 
 // nodeConn is the client's link to one node: a gRPC connection, a bounded
 // queue of calls drained by InFlight sender goroutines into coalesced
-// Check RPCs, and a circuit breaker.
+// batches, and a circuit breaker. Each sender sends its batches over a
+// CheckStream of its own (see checkStream), or as unary Check RPCs to a
+// node that does not serve CheckStream.
 type nodeConn struct {
 	addr  string
 	cc    *grpc.ClientConn
 	lc    weirv1.LimiterClient
 	queue chan *call
 	c     *Client
+	unary atomic.Bool // the node answered Unimplemented to CheckStream
 
 	mu        sync.Mutex // guards the breaker fields
 	failures  int        // counted failures in a row
@@ -110,7 +116,7 @@ func (n *nodeConn) allow(now time.Time) bool {
 	return true
 }
 
-// begin numbers an RPC for record.
+// begin numbers a request (a stream message or an RPC) for record.
 func (n *nodeConn) begin() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -163,11 +169,13 @@ func (n *nodeConn) enqueue(cl *call) error {
 
 // run is one of InFlight sender loops: take the first waiting call, then
 // whatever else queued meanwhile (up to MaxBatch items), and send it all
-// as one RPC. No fixed wait: under load, calls pile up while every sender
+// as one request. No fixed wait: under load, calls pile up while every sender
 // is busy and leave together. Long-lived senders (rather than a goroutine
 // per RPC) keep their grown stacks and reuse their batch buffers.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
+	cs := &checkStream{lc: n.lc, addr: n.addr}
+	defer cs.close()
 	var batch []*call
 	var items []*weirv1.CheckItem
 	for {
@@ -190,7 +198,7 @@ func (n *nodeConn) run(ctx context.Context) {
 				break drain
 			}
 		}
-		items = n.send(ctx, batch, items[:0])
+		items = n.send(ctx, cs, batch, items[:0])
 		clear(batch) // drop references to answered calls
 		clear(items)
 	}
@@ -207,9 +215,10 @@ func (n *nodeConn) failQueued() {
 	}
 }
 
-// send makes one Check RPC for batch and answers every call in it. items
-// is a buffer to build the request in; send returns it for reuse.
-func (n *nodeConn) send(ctx context.Context, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
+// send sends batch as one request on cs (or one unary Check RPC) and
+// answers every call in it. items is a buffer to build the request in;
+// send returns it for reuse.
+func (n *nodeConn) send(ctx context.Context, cs *checkStream, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
 	now := n.c.now()
 	var timeout time.Duration
 	live := batch[:0]
@@ -225,18 +234,26 @@ func (n *nodeConn) send(ctx context.Context, batch []*call, items []*weirv1.Chec
 	if len(live) == 0 {
 		return items
 	}
-	// The RPC gets the whole timeout from now, not what the callers have
-	// left after queueing: the breaker judges the node by how fast it
+	// The request gets the whole timeout from now, not what the callers
+	// have left after queueing: the breaker judges the node by how fast it
 	// answers, and time lost in this process's queue (a busy gateway) is
 	// not the node's failure. A caller still gives up at its own deadline.
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	n.c.stats.rpcs.Add(1)
 	n.c.stats.batchedItems.Add(uint64(len(items)))
 	seq := n.begin()
-	resp, err := n.lc.Check(rctx, &weirv1.CheckRequest{Items: items})
-	if err == nil && len(resp.GetResults()) != len(items) {
-		err = fmt.Errorf("client: %s answered %d results for %d items", n.addr, len(resp.GetResults()), len(items))
+	var res []*weirv1.CheckResult
+	var err error
+	if !n.unary.Load() {
+		res, err = cs.check(ctx, items, timeout)
+		if status.Code(err) == codes.Unimplemented { // an older node
+			n.unary.Store(true)
+		}
+	}
+	if n.unary.Load() {
+		res, err = n.checkUnary(ctx, items, timeout)
+	}
+	if err == nil && len(res) != len(items) {
+		err = fmt.Errorf("client: %s answered %d results for %d items", n.addr, len(res), len(items))
 	}
 	n.record(seq, err == nil, n.c.now())
 	if err != nil {
@@ -246,11 +263,18 @@ func (n *nodeConn) send(ctx context.Context, batch []*call, items []*weirv1.Chec
 		}
 		return items
 	}
-	res := resp.GetResults()
 	for _, cl := range live {
 		k := len(cl.items) // read before answering: the caller may reuse cl at once
 		cl.done <- callResult{res: res[:k:k]}
 		res = res[k:]
 	}
 	return items
+}
+
+// checkUnary sends items as one unary Check RPC.
+func (n *nodeConn) checkUnary(ctx context.Context, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := n.lc.Check(rctx, &weirv1.CheckRequest{Items: items})
+	return resp.GetResults(), err
 }

@@ -18,8 +18,12 @@
 //     group, decided by that node).
 //   - Coalescing: InFlight sender goroutines per node each take the first
 //     waiting check, then whatever else queued meanwhile (up to MaxBatch
-//     items), into one Check RPC. There is no fixed flush delay: batches
-//     grow only while every sender is busy.
+//     items), into one request. There is no fixed flush delay: batches
+//     grow only while every sender is busy. Each sender sends its requests
+//     as messages of one long-lived CheckStream (far cheaper per request
+//     than a unary RPC), one in flight at a time; the stream is opened
+//     lazily and dropped after a failure or timeout. A node that answers
+//     Unimplemented to CheckStream gets unary Check RPCs instead.
 //   - Local state (localState): the blocked-until cache, the fail-open
 //     share buckets and the leases, each map behind its own mutex; a
 //     janitor goroutine gives back expired leases and drops stale entries.

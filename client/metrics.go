@@ -18,9 +18,9 @@ type stats struct {
 
 // Stats is a snapshot of the client's counters.
 type Stats struct {
-	RPCs           uint64 // Check RPCs sent (each may carry many decisions)
+	RPCs           uint64 // Check requests sent: CheckStream messages or unary RPCs (each may carry many decisions)
 	RPCErrors      uint64 // of which failed
-	Items          uint64 // items carried by those RPCs
+	Items          uint64 // items carried by those requests
 	BreakerRejects uint64 // decisions that skipped the cluster because a breaker was open
 	BreakerOpens   uint64 // times a node's breaker opened
 	Fallbacks      uint64 // rule decisions made by the fail mode
@@ -63,9 +63,9 @@ func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
 	}
 	m.cs = []prometheus.Collector{
 		m.fallbacks,
-		counter("weir_client_rpcs_total", "Check RPCs sent.", &c.stats.rpcs),
-		counter("weir_client_rpc_errors_total", "Check RPCs that failed.", &c.stats.rpcErrors),
-		counter("weir_client_rpc_items_total", "Items carried by Check RPCs.", &c.stats.batchedItems),
+		counter("weir_client_rpcs_total", "Check requests sent (CheckStream messages or unary Check RPCs).", &c.stats.rpcs),
+		counter("weir_client_rpc_errors_total", "Check requests that failed.", &c.stats.rpcErrors),
+		counter("weir_client_rpc_items_total", "Items carried by Check requests.", &c.stats.batchedItems),
 		counter("weir_client_breaker_rejects_total", "Decisions that skipped a node whose breaker was open.", &c.stats.breakerRejects),
 		counter("weir_client_breaker_opens_total", "Times a node's circuit breaker opened.", &c.stats.breakerOpens),
 		counter("weir_client_lease_hits_total", "Rule decisions served from a local lease.", &c.stats.leaseHits),

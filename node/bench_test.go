@@ -63,13 +63,14 @@ func newBenchCluster(b *testing.B, size int) *benchCluster {
 	return bc
 }
 
-// run drives Check RPCs of batch items each from 16 callers per GOMAXPROCS.
+// run drives Check RPCs of batch items each from 16 callers per GOMAXPROCS
+// (with stream, CheckStream requests: one stream per caller and node).
 // With owner set, every batch goes to the node owning all its keys (what
 // the SDK does); otherwise to a random node with random keys, so most items
 // are forwarded. It reports checks/s, CPU time and allocations per check
 // and write system calls per client RPC (whole process: callers and every
 // node).
-func (bc *benchCluster) run(b *testing.B, batch int, owner bool) {
+func (bc *benchCluster) run(b *testing.B, batch int, owner, stream bool) {
 	b.SetParallelism(16)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
@@ -78,6 +79,10 @@ func (bc *benchCluster) run(b *testing.B, batch int, owner bool) {
 	b.RunParallel(func(pb *testing.PB) {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		items := make([]*weirv1.CheckItem, batch)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // ends this caller's streams
+		streams := make([]weirv1.Limiter_CheckStreamClient, len(bc.clients))
+		var id uint64
 		for pb.Next() {
 			n := rng.IntN(len(bc.clients))
 			keys := bc.all
@@ -87,12 +92,36 @@ func (bc *benchCluster) run(b *testing.B, batch int, owner bool) {
 			for i := range items {
 				items[i] = &weirv1.CheckItem{Key: keys[rng.IntN(len(keys))], Rule: "bench", Cost: 1}
 			}
-			resp, err := bc.clients[n].Check(context.Background(), &weirv1.CheckRequest{Items: items})
-			if err != nil {
-				b.Error(err)
-				return
+			var results []*weirv1.CheckResult
+			if stream {
+				if streams[n] == nil {
+					s, err := bc.clients[n].CheckStream(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					streams[n] = s
+				}
+				id++
+				if err := streams[n].Send(&weirv1.CheckStreamRequest{Id: id, Items: items}); err != nil {
+					b.Error(err)
+					return
+				}
+				resp, err := streams[n].Recv()
+				if err != nil || resp.GetId() != id || resp.GetErrorCode() != 0 {
+					b.Errorf("stream: %v %v", resp, err)
+					return
+				}
+				results = resp.GetResults()
+			} else {
+				resp, err := bc.clients[n].Check(ctx, &weirv1.CheckRequest{Items: items})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				results = resp.GetResults()
 			}
-			for _, r := range resp.Results {
+			for _, r := range results {
 				if r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
 					b.Errorf("check: %v %s", r.ErrorCode, r.Error)
 					return
@@ -146,7 +175,7 @@ func writeSyscalls() int64 {
 func BenchmarkCheck1Node(b *testing.B) {
 	bc := newBenchCluster(b, 1)
 	for _, batch := range []int{1, 16, 128} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { bc.run(b, batch, true) })
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { bc.run(b, batch, true, false) })
 	}
 }
 
@@ -157,7 +186,19 @@ func BenchmarkCheck3Nodes(b *testing.B) {
 	bc := newBenchCluster(b, 3)
 	for _, route := range []string{"owner", "any"} {
 		for _, batch := range []int{1, 16, 128} {
-			b.Run(fmt.Sprintf("route=%s/batch=%d", route, batch), func(b *testing.B) { bc.run(b, batch, route == "owner") })
+			b.Run(fmt.Sprintf("route=%s/batch=%d", route, batch), func(b *testing.B) { bc.run(b, batch, route == "owner", false) })
+		}
+	}
+}
+
+// BenchmarkCheckStream3Nodes is BenchmarkCheck3Nodes with every caller
+// sending its batches over one CheckStream per node (as the SDK's senders
+// do), one request in flight at a time, instead of unary Check RPCs.
+func BenchmarkCheckStream3Nodes(b *testing.B) {
+	bc := newBenchCluster(b, 3)
+	for _, route := range []string{"owner", "any"} {
+		for _, batch := range []int{1, 16, 128} {
+			b.Run(fmt.Sprintf("route=%s/batch=%d", route, batch), func(b *testing.B) { bc.run(b, batch, route == "owner", true) })
 		}
 	}
 }

@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -48,7 +51,53 @@ func wellFormed(items []*weirv1.CheckItem) bool {
 // Check validates each item's shape and sends the well-formed ones to the
 // Backend; malformed items get an INVALID_ARGUMENT result of their own.
 func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
-	items := req.GetItems()
+	results, err := l.check(ctx, req.GetItems())
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.CheckResponse{Results: results}, nil
+}
+
+// CheckStream decides each request of the stream exactly as Check would,
+// one after the other, and answers it with the request's id. A request
+// Check would fail as a whole gets a response with error_code set; the
+// stream goes on. It ends when the caller closes its side, the stream's
+// context ends, or a Send fails.
+//
+// Requests are decided in order, not concurrently: the SDK keeps one
+// request in flight per stream (it opens one stream per sender), so a
+// goroutine per request would only add cost.
+func (l *limiterService) CheckStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp := &weirv1.CheckStreamResponse{Id: req.GetId()}
+		results, err := l.check(ctx, req.GetItems())
+		if err != nil {
+			st := status.Convert(err)
+			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
+			if st.Code() == codes.InvalidArgument {
+				resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+			}
+			resp.Error = st.Code().String() + ": " + st.Message()
+		} else {
+			resp.Results = results
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// check is Check's decision for items: one result per item, in order, or a
+// gRPC status error for the request as a whole.
+func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
 	if len(items) > MaxItems {
 		return nil, status.Errorf(codes.InvalidArgument, "items: %d in one request; at most %d (split the batch)", len(items), MaxItems)
 	}
@@ -62,7 +111,7 @@ func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*
 		if len(got) != len(items) {
 			return nil, status.Errorf(codes.Internal, "backend answered %d results for %d items", len(got), len(items))
 		}
-		return &weirv1.CheckResponse{Results: got}, nil
+		return got, nil
 	}
 	results := make([]*weirv1.CheckResult, len(items))
 	valid := make([]*weirv1.CheckItem, 0, len(items))
@@ -87,7 +136,7 @@ func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*
 			results[where[j]] = r
 		}
 	}
-	return &weirv1.CheckResponse{Results: results}, nil
+	return results, nil
 }
 
 // GetLimits reports a key's quota under every rule, taking nothing.

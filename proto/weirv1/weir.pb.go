@@ -376,6 +376,133 @@ func (x *CheckResponse) GetResults() []*CheckResult {
 	return nil
 }
 
+type CheckStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the caller to match the response; the node only echoes it.
+	Id            uint64       `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Items         []*CheckItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamRequest) Reset() {
+	*x = CheckStreamRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamRequest) ProtoMessage() {}
+
+func (x *CheckStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamRequest.ProtoReflect.Descriptor instead.
+func (*CheckStreamRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CheckStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamRequest) GetItems() []*CheckItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type CheckStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request answered.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// One result per item, in order (as CheckResponse.results); empty when
+	// error_code is set.
+	Results []*CheckResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// Set when the request as a whole could not be decided (where a unary
+	// Check would have failed): INVALID_ARGUMENT for a request Check rejects,
+	// UNAVAILABLE otherwise. error says why.
+	ErrorCode     ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=weir.v1.ErrorCode" json:"error_code,omitempty"`
+	Error         string    `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamResponse) Reset() {
+	*x = CheckStreamResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamResponse) ProtoMessage() {}
+
+func (x *CheckStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamResponse.ProtoReflect.Descriptor instead.
+func (*CheckStreamResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CheckStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamResponse) GetResults() []*CheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *CheckStreamResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+func (x *CheckStreamResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type GetLimitsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -385,7 +512,7 @@ type GetLimitsRequest struct {
 
 func (x *GetLimitsRequest) Reset() {
 	*x = GetLimitsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[4]
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +524,7 @@ func (x *GetLimitsRequest) String() string {
 func (*GetLimitsRequest) ProtoMessage() {}
 
 func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[4]
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +537,7 @@ func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{4}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetLimitsRequest) GetKey() string {
@@ -430,7 +557,7 @@ type KeyLimit struct {
 
 func (x *KeyLimit) Reset() {
 	*x = KeyLimit{}
-	mi := &file_weir_v1_weir_proto_msgTypes[5]
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +569,7 @@ func (x *KeyLimit) String() string {
 func (*KeyLimit) ProtoMessage() {}
 
 func (x *KeyLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[5]
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +582,7 @@ func (x *KeyLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLimit.ProtoReflect.Descriptor instead.
 func (*KeyLimit) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{5}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KeyLimit) GetRule() string {
@@ -481,7 +608,7 @@ type GetLimitsResponse struct {
 
 func (x *GetLimitsResponse) Reset() {
 	*x = GetLimitsResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +620,7 @@ func (x *GetLimitsResponse) String() string {
 func (*GetLimitsResponse) ProtoMessage() {}
 
 func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +633,7 @@ func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetLimitsResponse) GetLimits() []*KeyLimit {
@@ -527,7 +654,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +666,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +679,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Match) GetRoute() string {
@@ -596,7 +723,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +735,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +748,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Rule) GetId() string {
@@ -716,7 +843,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +855,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +868,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Override) GetKey() string {
@@ -797,7 +924,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +936,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +949,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -856,7 +983,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +995,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1008,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -901,7 +1028,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1040,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1053,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -956,7 +1083,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1095,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1108,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1022,7 +1149,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1161,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1174,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1074,7 +1201,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1213,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1226,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1126,7 +1253,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1265,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1278,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1179,7 +1306,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1318,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1331,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1240,7 +1367,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1379,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1392,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1292,7 +1419,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1431,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1444,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1340,7 +1467,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1479,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1492,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1405,7 +1532,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1544,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1557,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1452,7 +1579,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1591,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1604,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -1509,7 +1636,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1648,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1661,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -1566,7 +1693,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1705,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1718,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 type Member struct {
@@ -1613,7 +1740,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1752,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1765,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Member) GetId() string {
@@ -1719,7 +1846,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1858,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1871,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1806,7 +1933,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1945,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1958,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -1887,7 +2014,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2026,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2039,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -1944,7 +2071,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2083,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2096,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 type HandoffRequest struct {
@@ -1984,7 +2111,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2123,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2136,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2042,7 +2169,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2181,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2194,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2087,7 +2214,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2226,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2239,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -2137,7 +2264,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2276,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2289,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 var File_weir_v1_weir_proto protoreflect.FileDescriptor
@@ -2191,7 +2318,16 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12\x1b\n" +
 	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\"?\n" +
 	"\rCheckResponse\x12.\n" +
-	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"$\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
+	"\x12CheckStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12(\n" +
+	"\x05items\x18\x02 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\x9e\x01\n" +
+	"\x13CheckStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
+	"\aresults\x18\x02 \x03(\v2\x14.weir.v1.CheckResultR\aresults\x121\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"$\n" +
 	"\x10GetLimitsRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"L\n" +
 	"\bKeyLimit\x12\x12\n" +
@@ -2325,9 +2461,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x02\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\x12\x18\n" +
-	"\x14ERROR_CODE_NOT_OWNER\x10\x042\x85\x01\n" +
+	"\x14ERROR_CODE_NOT_OWNER\x10\x042\xd3\x01\n" +
 	"\aLimiter\x126\n" +
-	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12B\n" +
+	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
+	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
 	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse2\xb9\x04\n" +
 	"\x05Rules\x128\n" +
 	"\tListRules\x12\x19.weir.v1.ListRulesRequest\x1a\x10.weir.v1.RuleSet\x121\n" +
@@ -2363,99 +2500,106 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
 	(*CheckRequest)(nil),          // 2: weir.v1.CheckRequest
 	(*CheckResult)(nil),           // 3: weir.v1.CheckResult
 	(*CheckResponse)(nil),         // 4: weir.v1.CheckResponse
-	(*GetLimitsRequest)(nil),      // 5: weir.v1.GetLimitsRequest
-	(*KeyLimit)(nil),              // 6: weir.v1.KeyLimit
-	(*GetLimitsResponse)(nil),     // 7: weir.v1.GetLimitsResponse
-	(*Match)(nil),                 // 8: weir.v1.Match
-	(*Rule)(nil),                  // 9: weir.v1.Rule
-	(*Override)(nil),              // 10: weir.v1.Override
-	(*RuleSet)(nil),               // 11: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),      // 12: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),        // 13: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),     // 14: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),     // 15: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),       // 16: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),    // 17: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil), // 18: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),         // 19: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),        // 20: weir.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 21: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 22: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),          // 23: weir.v1.WatchRequest
-	(*WatchEvent)(nil),            // 24: weir.v1.WatchEvent
-	(*MembersRequest)(nil),        // 25: weir.v1.MembersRequest
-	(*Member)(nil),                // 26: weir.v1.Member
-	(*MembersResponse)(nil),       // 27: weir.v1.MembersResponse
-	(*CounterState)(nil),          // 28: weir.v1.CounterState
-	(*ReplicateRequest)(nil),      // 29: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),     // 30: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),        // 31: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),       // 32: weir.v1.HandoffResponse
-	(*JoinRequest)(nil),           // 33: weir.v1.JoinRequest
-	(*JoinResponse)(nil),          // 34: weir.v1.JoinResponse
+	(*CheckStreamRequest)(nil),    // 5: weir.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil),   // 6: weir.v1.CheckStreamResponse
+	(*GetLimitsRequest)(nil),      // 7: weir.v1.GetLimitsRequest
+	(*KeyLimit)(nil),              // 8: weir.v1.KeyLimit
+	(*GetLimitsResponse)(nil),     // 9: weir.v1.GetLimitsResponse
+	(*Match)(nil),                 // 10: weir.v1.Match
+	(*Rule)(nil),                  // 11: weir.v1.Rule
+	(*Override)(nil),              // 12: weir.v1.Override
+	(*RuleSet)(nil),               // 13: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),      // 14: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),        // 15: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),     // 16: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),     // 17: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),       // 18: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),    // 19: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil), // 20: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),         // 21: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),        // 22: weir.v1.HistoryRequest
+	(*HistoryEntry)(nil),          // 23: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 24: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),          // 25: weir.v1.WatchRequest
+	(*WatchEvent)(nil),            // 26: weir.v1.WatchEvent
+	(*MembersRequest)(nil),        // 27: weir.v1.MembersRequest
+	(*Member)(nil),                // 28: weir.v1.Member
+	(*MembersResponse)(nil),       // 29: weir.v1.MembersResponse
+	(*CounterState)(nil),          // 30: weir.v1.CounterState
+	(*ReplicateRequest)(nil),      // 31: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),     // 32: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),        // 33: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),       // 34: weir.v1.HandoffResponse
+	(*JoinRequest)(nil),           // 35: weir.v1.JoinRequest
+	(*JoinResponse)(nil),          // 36: weir.v1.JoinResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
 	0,  // 1: weir.v1.CheckResult.error_code:type_name -> weir.v1.ErrorCode
 	3,  // 2: weir.v1.CheckResponse.results:type_name -> weir.v1.CheckResult
-	3,  // 3: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
-	6,  // 4: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
-	8,  // 5: weir.v1.Rule.match:type_name -> weir.v1.Match
-	9,  // 6: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	10, // 7: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	9,  // 8: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	10, // 9: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	21, // 10: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	11, // 11: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	26, // 12: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	28, // 13: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	28, // 14: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	2,  // 15: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 16: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	12, // 17: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	13, // 18: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	14, // 19: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	15, // 20: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	20, // 21: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	16, // 22: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	17, // 23: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	18, // 24: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	23, // 25: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	25, // 26: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	25, // 27: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 28: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	29, // 29: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	31, // 30: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	33, // 31: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
-	4,  // 32: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	7,  // 33: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	11, // 34: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	9,  // 35: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	19, // 36: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	19, // 37: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	22, // 38: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	19, // 39: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	19, // 40: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	19, // 41: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	24, // 42: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	27, // 43: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	27, // 44: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 45: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	30, // 46: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	32, // 47: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	34, // 48: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
-	32, // [32:49] is the sub-list for method output_type
-	15, // [15:32] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 3: weir.v1.CheckStreamRequest.items:type_name -> weir.v1.CheckItem
+	3,  // 4: weir.v1.CheckStreamResponse.results:type_name -> weir.v1.CheckResult
+	0,  // 5: weir.v1.CheckStreamResponse.error_code:type_name -> weir.v1.ErrorCode
+	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
+	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
+	10, // 8: weir.v1.Rule.match:type_name -> weir.v1.Match
+	11, // 9: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	12, // 10: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	11, // 11: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	12, // 12: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	23, // 13: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	13, // 14: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	28, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	30, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	30, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	2,  // 18: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 19: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 20: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	14, // 21: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	15, // 22: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	16, // 23: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	17, // 24: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	22, // 25: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	18, // 26: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	19, // 27: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	20, // 28: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	25, // 29: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	27, // 30: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	27, // 31: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 32: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	31, // 33: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	33, // 34: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	35, // 35: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
+	4,  // 36: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 37: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 38: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 39: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 40: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 41: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 42: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	24, // 43: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 44: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 45: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 46: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	26, // 47: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	29, // 48: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	29, // 49: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 50: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	32, // 51: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	34, // 52: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	36, // 53: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
+	36, // [36:54] is the sub-list for method output_type
+	18, // [18:36] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -2469,7 +2613,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -22,8 +22,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Limiter_Check_FullMethodName     = "/weir.v1.Limiter/Check"
-	Limiter_GetLimits_FullMethodName = "/weir.v1.Limiter/GetLimits"
+	Limiter_Check_FullMethodName       = "/weir.v1.Limiter/Check"
+	Limiter_CheckStream_FullMethodName = "/weir.v1.Limiter/CheckStream"
+	Limiter_GetLimits_FullMethodName   = "/weir.v1.Limiter/GetLimits"
 )
 
 // LimiterClient is the client API for Limiter service.
@@ -34,6 +35,14 @@ const (
 // keys another node owns are forwarded to the owner.
 type LimiterClient interface {
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CheckStream carries many Check requests over one long-lived stream
+	// (cheaper per request than a unary Check). Each request is decided
+	// exactly like a unary Check; its response carries the request's id.
+	// Responses may come back in any order. A malformed item gets its own
+	// error result, as in Check; a request Check would fail as a whole (too
+	// many items, node shutting down) gets a response with error_code set and
+	// no results. Neither ends the stream.
+	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 	// GetLimits reports every rule's remaining quota for one limited key
 	// (cost-0 peeks; nothing changes).
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
@@ -57,6 +66,19 @@ func (c *limiterClient) Check(ctx context.Context, in *CheckRequest, opts ...grp
 	return out, nil
 }
 
+func (c *limiterClient) CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Limiter_ServiceDesc.Streams[0], Limiter_CheckStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckStreamRequest, CheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Limiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
+
 func (c *limiterClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetLimitsResponse)
@@ -75,6 +97,14 @@ func (c *limiterClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opt
 // keys another node owns are forwarded to the owner.
 type LimiterServer interface {
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// CheckStream carries many Check requests over one long-lived stream
+	// (cheaper per request than a unary Check). Each request is decided
+	// exactly like a unary Check; its response carries the request's id.
+	// Responses may come back in any order. A malformed item gets its own
+	// error result, as in Check; a request Check would fail as a whole (too
+	// many items, node shutting down) gets a response with error_code set and
+	// no results. Neither ends the stream.
+	CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	// GetLimits reports every rule's remaining quota for one limited key
 	// (cost-0 peeks; nothing changes).
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
@@ -90,6 +120,9 @@ type UnimplementedLimiterServer struct{}
 
 func (UnimplementedLimiterServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
 }
 func (UnimplementedLimiterServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
@@ -133,6 +166,13 @@ func _Limiter_Check_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limiter_CheckStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LimiterServer).CheckStream(&grpc.GenericServerStream[CheckStreamRequest, CheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Limiter_CheckStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
+
 func _Limiter_GetLimits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetLimitsRequest)
 	if err := dec(in); err != nil {
@@ -167,7 +207,14 @@ var Limiter_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Limiter_GetLimits_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CheckStream",
+			Handler:       _Limiter_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "weir/v1/weir.proto",
 }
 
