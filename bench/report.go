@@ -33,7 +33,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 			fmt.Fprintf(w, "%s/%s first error: %s\n", r.Target, r.Scenario, r.FirstEr)
 		}
 		if r.ItemsPerRPC > 0 {
-			fmt.Fprintf(w, "%s/%s coalescing: %.1f checks per RPC\n", r.Target, r.Scenario, r.ItemsPerRPC)
+			fmt.Fprintf(w, "%s/%s coalescing: %.1f checks per request (stream message or RPC)\n", r.Target, r.Scenario, r.ItemsPerRPC)
 		}
 		if a := r.Accuracy; a != nil {
 			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)

@@ -53,7 +53,7 @@ type Result struct {
 	P999us  float64 `json:"p999_us"`
 	MaxUs   float64 `json:"max_us"`
 	FirstEr string  `json:"first_error,omitempty"`
-	// ItemsPerRPC is the mean checks per RPC of a coalescing target during
+	// ItemsPerRPC is the mean checks per request (stream message or RPC) of a coalescing target during
 	// the measured run (0: not reported).
 	ItemsPerRPC float64 `json:"items_per_rpc,omitempty"`
 

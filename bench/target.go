@@ -35,8 +35,8 @@ type GroupChecker interface {
 type Factory func(gateway int) (Target, error)
 
 // Batcher is implemented by targets that coalesce checks into RPCs; Run
-// reports the mean items per RPC over the measured run.
+// reports the mean items per request over the measured run.
 type Batcher interface {
-	// Batching returns the RPCs sent and the items they carried so far.
+	// Batching returns the requests sent and the items they carried so far.
 	Batching() (rpcs, items uint64)
 }
