@@ -219,14 +219,17 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			c.settleOpen(rs, ps, cost, now)
 			return
 		}
-		// A lease grab denied: ask again for single tokens (the node undid
-		// the group). Either fewer than the lease are left, or none are,
-		// and then the answer's retry-after is the wait for one token, not
-		// for a whole lease, which is what the blocked-until cache keeps.
+		// A lease grab denied while some tokens are left: ask again for
+		// single tokens (the node undid the group). Denied with none left,
+		// the answer's retry-after is the wait for a whole lease, and the
+		// blocked-until cache holds the key that long: a hot key over its
+		// limit then costs the owner one check per gateway per lease's
+		// worth of refill, not one per request. No token is lost meanwhile
+		// (a lease is at most the burst, so the bucket keeps the refill).
 		regrab := false
 		for j, i := range where {
 			p, x := &ps[i], res[j]
-			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 {
+			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 && x.GetRemaining() >= 1 {
 				p.grab, regrab = false, true
 			}
 		}
