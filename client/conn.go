@@ -64,7 +64,10 @@ type nodeConn struct {
 	lc    weirv1.LimiterClient
 	queue chan *call
 	c     *Client
-	unary atomic.Bool // the node answered Unimplemented to CheckStream
+	// unaryUntil (unix ns): the node answered Unimplemented to CheckStream
+	// (an older node), so batches go as unary Check RPCs until then; the
+	// stream is tried again afterwards, in case the node was upgraded.
+	unaryUntil atomic.Int64
 
 	mu        sync.Mutex // guards the breaker fields
 	failures  int        // counted failures in a row
@@ -243,13 +246,15 @@ func (n *nodeConn) send(ctx context.Context, cs *checkStream, batch []*call, ite
 	seq := n.begin()
 	var res []*weirv1.CheckResult
 	var err error
-	if !n.unary.Load() {
+	unary := time.Now().UnixNano() < n.unaryUntil.Load()
+	if !unary {
 		res, err = cs.check(ctx, items, timeout)
 		if status.Code(err) == codes.Unimplemented { // an older node
-			n.unary.Store(true)
+			n.unaryUntil.Store(time.Now().Add(unaryRetry).UnixNano())
+			unary = true
 		}
 	}
-	if n.unary.Load() {
+	if unary {
 		res, err = n.checkUnary(ctx, items, timeout)
 	}
 	if err == nil && len(res) != len(items) {
@@ -270,6 +275,10 @@ func (n *nodeConn) send(ctx context.Context, cs *checkStream, batch []*call, ite
 	}
 	return items
 }
+
+// unaryRetry is how long a node that does not serve CheckStream gets unary
+// Check RPCs before the stream is tried again.
+const unaryRetry = time.Minute
 
 // checkUnary sends items as one unary Check RPC.
 func (n *nodeConn) checkUnary(ctx context.Context, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {
