@@ -139,5 +139,29 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 				}
 				return 0
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_last_index", Help: "Last index of this node's Raft log."},
+			func() float64 { last, _ := n.store.Indexes(); return float64(last) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_applied_index", Help: "Last Raft index applied to this node's rules (the rules version it serves)."},
+			func() float64 { _, applied := n.store.Indexes(); return float64(applied) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_last_contact_seconds", Help: "Seconds since this node last heard from the Raft leader (0 on the leader or before any contact)."},
+			func() float64 {
+				if t := n.store.LastContact(); !t.IsZero() && !n.store.IsLeader() {
+					return time.Since(t).Seconds()
+				}
+				return 0
+			}),
 	)
+	for _, st := range raftStates {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "weir_raft_state", Help: "1 for this node's current Raft state.", ConstLabels: prometheus.Labels{"state": st},
+		}, func() float64 {
+			if n.store.State() == st {
+				return 1
+			}
+			return 0
+		}))
+	}
 }
+
+// raftStates are the values of weir_raft_state's label (Store.State).
+var raftStates = []string{"follower", "candidate", "leader", "shutdown"}

@@ -278,6 +278,16 @@ func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
 // State returns "leader", "follower", "candidate" or "shutdown".
 func (s *Store) State() string { return strings.ToLower(s.raft.State().String()) }
 
+// Indexes returns the Raft log's last index, and the last index the FSM
+// applied (how far behind the rules of this node are).
+func (s *Store) Indexes() (last, applied uint64) {
+	return s.raft.LastIndex(), s.raft.AppliedIndex()
+}
+
+// LastContact is when this node last heard from the leader (zero for a
+// leader or before any contact).
+func (s *Store) LastContact() time.Time { return s.raft.LastContact() }
+
 // Barrier waits until every command committed before it is applied to the
 // local FSM: after it returns nil on the leader, Current is up to date.
 func (s *Store) Barrier(ctx context.Context) error {
