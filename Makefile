@@ -5,10 +5,10 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TOOLS         := $(CURDIR)/bin/tools
 
-.PHONY: help build test lint bench bench-short proto run clean
+.PHONY: help build test lint bench bench-micro bench-short proto run clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/weir (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/weir
@@ -22,8 +22,10 @@ lint: ## go vet, gofmt check, go mod tidy check
 	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi
 
-bench: ## Go micro-benchmarks of the pure cores
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./bucket ./ring ./rulesraft/rules
+bench: bench-micro bench-short ## the micro-benchmarks, then a short `weir bench` preset
+
+bench-micro: ## Go micro-benchmarks of the pure cores and the shard engine
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1s ./bucket ./ring ./rulesraft/rules ./node/shard
 
 bench-short: build ## a short `weir bench` preset: 3 spawned nodes, then redis-server (if installed), back to back
 	@if command -v redis-server >/dev/null; then r=--spawn-redis; \
