@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -56,7 +57,7 @@ type callResult struct {
 // nodeConn is the client's link to one node: a gRPC connection, a bounded
 // queue of calls drained by InFlight sender goroutines into coalesced
 // batches, and a circuit breaker. Each sender sends its batches over a
-// CheckStream of its own (see checkStream), or as unary Check RPCs to a
+// CheckStream of its own (internal/checkstream), or as unary Check RPCs to a
 // node that does not serve CheckStream.
 type nodeConn struct {
 	addr  string
@@ -177,8 +178,8 @@ func (n *nodeConn) enqueue(cl *call) error {
 // per RPC) keep their grown stacks and reuse their batch buffers.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
-	cs := &checkStream{lc: n.lc, addr: n.addr}
-	defer cs.close()
+	cs := &checkstream.Stream{Name: "client: " + n.addr}
+	defer cs.Close()
 	var batch []*call
 	var items []*weirv1.CheckItem
 	for {
@@ -221,7 +222,7 @@ func (n *nodeConn) failQueued() {
 // send sends batch as one request on cs (or one unary Check RPC) and
 // answers every call in it. items is a buffer to build the request in;
 // send returns it for reuse.
-func (n *nodeConn) send(ctx context.Context, cs *checkStream, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
+func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
 	now := n.c.now()
 	var timeout time.Duration
 	live := batch[:0]
@@ -248,7 +249,7 @@ func (n *nodeConn) send(ctx context.Context, cs *checkStream, batch []*call, ite
 	var err error
 	unary := time.Now().UnixNano() < n.unaryUntil.Load()
 	if !unary {
-		res, err = cs.check(ctx, items, timeout)
+		res, err = cs.Do(ctx, nil, n.lc.CheckStream, items, timeout)
 		if status.Code(err) == codes.Unimplemented { // an older node
 			n.unaryUntil.Store(time.Now().Add(unaryRetry).UnixNano())
 			unary = true

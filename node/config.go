@@ -46,9 +46,10 @@ type Config struct {
 	ReplicationInterval time.Duration
 	// ForwardTimeout bounds one forwarded batch to the owner.
 	ForwardTimeout time.Duration
-	// ForwardMaxBatch caps the items coalesced in one forwarded RPC.
+	// ForwardMaxBatch caps the items coalesced in one forwarded request.
 	ForwardMaxBatch int
-	// ForwardInflight caps concurrent forwarded RPCs per destination.
+	// ForwardInflight is the number of forward senders per destination,
+	// each with its own Peer.ForwardStream and one request in flight.
 	ForwardInflight int
 
 	// Gossip timing; DefaultConfig is tuned for a LAN.

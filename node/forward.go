@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/checkstream"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -48,6 +53,15 @@ func (p *peerPool) close() {
 
 // peerClient returns a Peer client for the member id in the current view.
 func (n *Node) peerClient(id string) (weirv1.PeerClient, error) {
+	c, err := n.peerConn(id)
+	if err != nil {
+		return nil, err
+	}
+	return weirv1.NewPeerClient(c), nil
+}
+
+// peerConn returns the connection to the member id in the current view.
+func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
 	v := n.view.Load()
 	if v == nil {
 		return nil, fmt.Errorf("%w: no view", errUnavailable)
@@ -56,23 +70,28 @@ func (n *Node) peerClient(id string) (weirv1.PeerClient, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown member %q", errUnavailable, id)
 	}
-	c, err := n.peers.conn(addr)
-	if err != nil {
-		return nil, err
-	}
-	return weirv1.NewPeerClient(c), nil
+	return n.peers.conn(addr)
 }
 
-// forwarder coalesces items bound for one peer into few Forward RPCs.
+// forwarder coalesces items bound for one peer into few requests.
 // ForwardInflight senders each take a call, drain whatever else queued
-// meanwhile (up to ForwardMaxBatch items) and send it all in one RPC:
+// meanwhile (up to ForwardMaxBatch items) and send it all as one request:
 // batches grow with load and there is no fixed wait at low load. The
-// senders live as long as the node, so an RPC does not start a goroutine.
+// senders live as long as the node, so a request does not start a
+// goroutine. Each sender sends its requests as messages on a ForwardStream
+// of its own (much cheaper than a unary RPC each); a peer that answers
+// Unimplemented (an older node) gets unary Forward RPCs for a while.
 type forwarder struct {
-	n    *Node
-	dest string
-	ch   chan *fwdCall
+	n          *Node
+	dest       string
+	ch         chan *fwdCall
+	unaryUntil atomic.Int64 // unix ns: use unary Forward until then
 }
+
+// unaryRetry is how long a forwarder sends unary Forward RPCs to a peer
+// that answered Unimplemented to ForwardStream before it tries again (the
+// peer may have been upgraded meanwhile).
+const unaryRetry = time.Minute
 
 type fwdCall struct {
 	items []*weirv1.CheckItem
@@ -142,7 +161,9 @@ func (f *forwarder) sender() {
 	var (
 		batch []*fwdCall
 		items []*weirv1.CheckItem
+		st    = checkstream.Stream{Name: "peer " + f.dest}
 	)
+	defer st.Close()
 	for {
 		select {
 		case <-f.n.ctx.Done():
@@ -162,7 +183,7 @@ func (f *forwarder) sender() {
 				break drain
 			}
 		}
-		items = f.send(batch, items[:0])
+		items = f.send(&st, batch, items[:0])
 		clear(batch)
 		batch = batch[:0]
 		clear(items)
@@ -181,21 +202,21 @@ func (f *forwarder) failQueued() {
 	}
 }
 
-// send sends batch's items in one RPC (building the request in items, which
-// it returns for reuse) and answers every call.
-func (f *forwarder) send(batch []*fwdCall, items []*weirv1.CheckItem) []*weirv1.CheckItem {
+// send sends batch's items as one request on st (building the request in
+// items, which it returns for reuse) and answers every call.
+func (f *forwarder) send(st *checkstream.Stream, batch []*fwdCall, items []*weirv1.CheckItem) []*weirv1.CheckItem {
 	for _, c := range batch {
 		items = append(items, c.items...)
 	}
 	f.n.met.forwardBatch.Observe(float64(len(items)))
 	f.n.met.forwarded.Add(float64(len(items)))
-	resp, err := f.rpc(items)
+	res, err := f.forward(st, items)
 	off := 0
 	for _, c := range batch {
 		if err != nil {
 			c.err = err
 		} else {
-			c.res = resp.Results[off : off+len(c.items)]
+			c.res = res[off : off+len(c.items)]
 		}
 		off += len(c.items)
 		close(c.done)
@@ -203,19 +224,29 @@ func (f *forwarder) send(batch []*fwdCall, items []*weirv1.CheckItem) []*weirv1.
 	return items
 }
 
-func (f *forwarder) rpc(items []*weirv1.CheckItem) (*weirv1.CheckResponse, error) {
-	cl, err := f.n.peerClient(f.dest)
+// forward decides items at the peer: on st, or by a unary Forward RPC if
+// the peer lacks ForwardStream. Either way the request gets ForwardTimeout.
+func (f *forwarder) forward(st *checkstream.Stream, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	cc, err := f.n.peerConn(f.dest)
 	if err != nil {
 		return nil, err
 	}
+	unary := time.Now().UnixNano() < f.unaryUntil.Load()
+	if !unary {
+		res, err := st.Do(f.n.ctx, cc, weirv1.NewPeerClient(cc).ForwardStream, items, f.n.cfg.ForwardTimeout)
+		if status.Code(err) != codes.Unimplemented {
+			return res, err
+		}
+		f.unaryUntil.Store(time.Now().Add(unaryRetry).UnixNano())
+	}
 	ctx, cancel := context.WithTimeout(f.n.ctx, f.n.cfg.ForwardTimeout)
 	defer cancel()
-	resp, err := cl.Forward(ctx, &weirv1.CheckRequest{Items: items})
+	resp, err := weirv1.NewPeerClient(cc).Forward(ctx, &weirv1.CheckRequest{Items: items})
 	if err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(items) {
 		return nil, fmt.Errorf("peer %s answered %d results for %d items", f.dest, len(resp.Results), len(items))
 	}
-	return resp, nil
+	return resp.Results, nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/checkstream"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
 )
@@ -22,11 +23,27 @@ type peerServer struct {
 
 // Forward decides items a peer believes this node owns.
 func (s *peerServer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
-	res, err := s.n.check(ctx, req.Items, true)
+	res, err := s.forward(ctx, req.GetItems())
+	if err != nil {
+		return nil, err
+	}
+	return &weirv1.CheckResponse{Results: res}, nil
+}
+
+// ForwardStream decides each request of the stream exactly as Forward
+// would, in order, and answers it with the request's id (checkstream.Serve).
+func (s *peerServer) ForwardStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
+	return checkstream.Serve(stream, s.forward)
+}
+
+// forward is the body of Forward and ForwardStream: one result per item,
+// in order, or a gRPC status error for the request as a whole.
+func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	res, err := s.n.check(ctx, items, true)
 	if err != nil {
 		return nil, grpcErr(err)
 	}
-	return &weirv1.CheckResponse{Results: res}, nil
+	return res, nil
 }
 
 // Replicate stores counter copies shipped by an owner.

@@ -2,14 +2,13 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -59,40 +58,9 @@ func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*
 }
 
 // CheckStream decides each request of the stream exactly as Check would,
-// one after the other, and answers it with the request's id. A request
-// Check would fail as a whole gets a response with error_code set; the
-// stream goes on. It ends when the caller closes its side, the stream's
-// context ends, or a Send fails.
-//
-// Requests are decided in order, not concurrently: the SDK keeps one
-// request in flight per stream (it opens one stream per sender), so a
-// goroutine per request would only add cost.
+// in order, and answers it with the request's id (checkstream.Serve).
 func (l *limiterService) CheckStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
-	ctx := stream.Context()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resp := &weirv1.CheckStreamResponse{Id: req.GetId()}
-		results, err := l.check(ctx, req.GetItems())
-		if err != nil {
-			st := status.Convert(err)
-			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
-			if st.Code() == codes.InvalidArgument {
-				resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
-			}
-			resp.Error = st.Code().String() + ": " + st.Message()
-		} else {
-			resp.Results = results
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
+	return checkstream.Serve(stream, l.check)
 }
 
 // check is Check's decision for items: one result per item, in order, or a

@@ -791,10 +791,11 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Peer_Forward_FullMethodName   = "/weir.v1.Peer/Forward"
-	Peer_Replicate_FullMethodName = "/weir.v1.Peer/Replicate"
-	Peer_Handoff_FullMethodName   = "/weir.v1.Peer/Handoff"
-	Peer_Join_FullMethodName      = "/weir.v1.Peer/Join"
+	Peer_Forward_FullMethodName       = "/weir.v1.Peer/Forward"
+	Peer_ForwardStream_FullMethodName = "/weir.v1.Peer/ForwardStream"
+	Peer_Replicate_FullMethodName     = "/weir.v1.Peer/Replicate"
+	Peer_Handoff_FullMethodName       = "/weir.v1.Peer/Handoff"
+	Peer_Join_FullMethodName          = "/weir.v1.Peer/Join"
 )
 
 // PeerClient is the client API for Peer service.
@@ -803,6 +804,11 @@ const (
 type PeerClient interface {
 	// Forward decides items this node owns (sent by a node that does not).
 	Forward(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// ForwardStream decides each request of the stream as Forward would, in
+	// order, answering it with the request's id (the sender keeps one in
+	// flight). A request Forward would fail gets error_code set; the stream
+	// goes on.
+	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 	Replicate(ctx context.Context, in *ReplicateRequest, opts ...grpc.CallOption) (*ReplicateResponse, error)
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
 	// Join asks the Raft leader to add the caller to the group.
@@ -826,6 +832,19 @@ func (c *peerClient) Forward(ctx context.Context, in *CheckRequest, opts ...grpc
 	}
 	return out, nil
 }
+
+func (c *peerClient) ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_ForwardStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckStreamRequest, CheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ForwardStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
 
 func (c *peerClient) Replicate(ctx context.Context, in *ReplicateRequest, opts ...grpc.CallOption) (*ReplicateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -863,6 +882,11 @@ func (c *peerClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Cal
 type PeerServer interface {
 	// Forward decides items this node owns (sent by a node that does not).
 	Forward(context.Context, *CheckRequest) (*CheckResponse, error)
+	// ForwardStream decides each request of the stream as Forward would, in
+	// order, answering it with the request's id (the sender keeps one in
+	// flight). A request Forward would fail gets error_code set; the stream
+	// goes on.
+	ForwardStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	Replicate(context.Context, *ReplicateRequest) (*ReplicateResponse, error)
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
 	// Join asks the Raft leader to add the caller to the group.
@@ -879,6 +903,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Forward(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedPeerServer) ForwardStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ForwardStream not implemented")
 }
 func (UnimplementedPeerServer) Replicate(context.Context, *ReplicateRequest) (*ReplicateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Replicate not implemented")
@@ -927,6 +954,13 @@ func _Peer_Forward_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Peer_ForwardStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).ForwardStream(&grpc.GenericServerStream[CheckStreamRequest, CheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ForwardStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
 
 func _Peer_Replicate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReplicateRequest)
@@ -1006,6 +1040,13 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_Join_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ForwardStream",
+			Handler:       _Peer_ForwardStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "weir/v1/weir.proto",
 }

@@ -1,0 +1,162 @@
+// Package checkstream keeps one bidirectional stream of CheckStreamRequest
+// and CheckStreamResponse messages with one request in flight: what a
+// gateway's sender (Limiter.CheckStream) and a node's forward sender
+// (Peer.ForwardStream) use instead of a unary RPC per batch, which costs
+// far more per batch in grpc-go.
+package checkstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+)
+
+// Opener opens a stream bound to ctx: a generated client's method value,
+// such as LimiterClient.CheckStream or PeerClient.ForwardStream.
+type Opener func(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse], error)
+
+// Stream is one sender's stream; only that sender may use it. The stream
+// is opened lazily and dropped after any failure (the next Do opens a new
+// one): a timeout cancels it, as it would cancel a unary RPC, so a late
+// answer can never be taken for a later request's.
+type Stream struct {
+	// Name prefixes errors ("client: 127.0.0.1:9090", "peer n2").
+	Name string
+
+	key    any // what the stream was opened for (see Do)
+	stream grpc.BidiStreamingClient[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]
+	cancel context.CancelFunc // ends stream
+	timer  *time.Timer        // cancels stream when a request takes too long
+	id     uint64             // of the last request sent
+	req    weirv1.CheckStreamRequest
+}
+
+// Do sends items as one request and waits at most timeout for its answer:
+// one result per item. An error means the request failed as a whole (a
+// timeout wraps context.DeadlineExceeded); the stream is then dropped
+// unless the other side answered the request with an error of its own.
+// key names what open opens a stream to (e.g. the *grpc.ClientConn): a
+// stream opened for another key is dropped first. ctx bounds the stream's
+// life, not the request.
+func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {
+	if s.stream != nil && s.key != key {
+		s.Close()
+	}
+	reused := s.stream != nil
+	err := s.send(ctx, key, open, items, timeout)
+	if reused && errors.Is(err, io.EOF) {
+		// The stream ended before the request was written (its connection
+		// broke while the sender was idle), so the other side never saw
+		// it: a unary RPC would have taken a fresh connection; so does a
+		// fresh stream.
+		s.Close()
+		err = s.send(ctx, key, open, items, timeout)
+	}
+	if s.stream == nil { // could not open one
+		return nil, err
+	}
+	var resp *weirv1.CheckStreamResponse
+	if err == nil || errors.Is(err, io.EOF) { // io.EOF: the status comes from Recv
+		resp, err = s.stream.Recv()
+	}
+	if !s.timer.Stop() { // fired: the stream is canceled
+		s.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: no answer within %v: %w", s.Name, timeout, context.DeadlineExceeded)
+		}
+	}
+	switch {
+	case err != nil:
+		s.Close()
+		return nil, err
+	case resp.GetId() != s.id:
+		s.Close()
+		return nil, fmt.Errorf("%s answered request %d while %d was in flight", s.Name, resp.GetId(), s.id)
+	case resp.GetErrorCode() != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+		return nil, fmt.Errorf("%s: %v: %s", s.Name, resp.GetErrorCode(), resp.GetError())
+	case len(resp.GetResults()) != len(items):
+		s.Close()
+		return nil, fmt.Errorf("%s answered %d results for %d items", s.Name, len(resp.GetResults()), len(items))
+	}
+	return resp.GetResults(), nil
+}
+
+// send writes items as the next request, opening the stream if there is
+// none (s.stream stays nil if that fails), and arms the timeout.
+func (s *Stream) send(ctx context.Context, key any, open Opener, items []*weirv1.CheckItem, timeout time.Duration) error {
+	if s.stream == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		s.key, s.cancel = key, cancel
+		s.timer = time.AfterFunc(timeout, cancel)
+		st, err := open(sctx)
+		if err != nil {
+			s.Close()
+			return err
+		}
+		s.stream = st
+	} else {
+		s.timer.Reset(timeout)
+	}
+	s.id++
+	s.req.Id, s.req.Items = s.id, items
+	err := s.stream.Send(&s.req)
+	s.req.Items = nil
+	return err
+}
+
+// Close drops the stream (if any); the next Do opens a new one.
+func (s *Stream) Close() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.key, s.stream, s.cancel, s.timer = nil, nil, nil, nil
+}
+
+// Serve answers each request of a server stream with decide's results for
+// its items, in order, tagged with the request's id. A request decide
+// fails as a whole gets a response with error_code set (INVALID_ARGUMENT
+// for a gRPC InvalidArgument status, else UNAVAILABLE) and the status in
+// error; the stream goes on. It returns nil when the caller closes its
+// side, else the Recv or Send error (the stream's context ended).
+//
+// Requests are decided in order, not concurrently: senders keep one
+// request in flight per stream, so a goroutine per request would only add
+// cost.
+func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse],
+	decide func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp := &weirv1.CheckStreamResponse{Id: req.GetId()}
+		if res, err := decide(ctx, req.GetItems()); err != nil {
+			st := status.Convert(err)
+			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
+			if st.Code() == codes.InvalidArgument {
+				resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+			}
+			resp.Error = st.Code().String() + ": " + st.Message()
+		} else {
+			resp.Results = res
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}

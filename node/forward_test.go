@@ -1,0 +1,159 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirlimit/weir/internal/testcluster"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+)
+
+// ForwardStream decides each request as Forward would (burst 3, then
+// denied; a malformed item gets its own error), answers with the request's
+// id, and the stream goes on after each request until the caller closes it.
+func TestForwardStreamAnswersEachRequest(t *testing.T) {
+	c := testcluster.New(t, 2)
+	c.ApplyRules(checkRules)
+	owner := c.Nodes[0]
+	local, _ := keysByOwner(t, owner)
+
+	cc, err := grpc.NewClient(owner.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	st, err := weirv1.NewPeerClient(cc).ForwardStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func() *weirv1.CheckItem { return &weirv1.CheckItem{Key: local, Rule: "three", Cost: 1} }
+	for _, step := range []struct {
+		id    uint64
+		items []*weirv1.CheckItem
+		want  []string // per item: "allowed", "denied" or an error code
+	}{
+		{7, []*weirv1.CheckItem{item(), item()}, []string{"allowed", "allowed"}},
+		{3, []*weirv1.CheckItem{item(), {Key: "", Rule: "three", Cost: 1}, item()}, []string{"allowed", "ERROR_CODE_INVALID_ARGUMENT", "denied"}},
+		{8, []*weirv1.CheckItem{item()}, []string{"denied"}},
+	} {
+		if err := st.Send(&weirv1.CheckStreamRequest{Id: step.id, Items: step.items}); err != nil {
+			t.Fatalf("request %d: send: %v", step.id, err)
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("request %d: recv: %v", step.id, err)
+		}
+		if resp.Id != step.id || resp.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED || len(resp.Results) != len(step.want) {
+			t.Fatalf("request %d answered %v", step.id, resp)
+		}
+		for i, r := range resp.Results {
+			got := "denied"
+			switch {
+			case r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+				got = r.ErrorCode.String()
+			case r.Allowed:
+				got = "allowed"
+			}
+			if got != step.want[i] {
+				t.Errorf("request %d item %d: %s (%v), want %s", step.id, i, got, r, step.want[i])
+			}
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after CloseSend: %v, want io.EOF", err)
+	}
+}
+
+// legacyPeer is a node built before ForwardStream: it relays the unary
+// Peer RPCs to the real node behind it and answers Unimplemented to
+// ForwardStream (from the embedded UnimplementedPeerServer).
+type legacyPeer struct {
+	weirv1.UnimplementedPeerServer
+	real     weirv1.PeerClient
+	forwards atomic.Int64
+}
+
+func (p *legacyPeer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
+	p.forwards.Add(1)
+	return p.real.Forward(ctx, req)
+}
+
+func (p *legacyPeer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
+	return p.real.Replicate(ctx, req)
+}
+
+func (p *legacyPeer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
+	return p.real.Handoff(ctx, req)
+}
+
+func (p *legacyPeer) Join(ctx context.Context, req *weirv1.JoinRequest) (*weirv1.JoinResponse, error) {
+	return p.real.Join(ctx, req)
+}
+
+// A node whose peers answer Unimplemented to ForwardStream (older nodes)
+// forwards with unary Forward RPCs instead, and its decisions stay exact.
+func TestForwardFallsBackToUnary(t *testing.T) {
+	c := testcluster.New(t, 2)
+	c.ApplyRules(checkRules)
+
+	// Every peer link of the node started below reaches a legacy front
+	// of the peer instead of the peer itself.
+	legacy := map[string]*legacyPeer{} // by the real peer's gRPC address
+	fronts := map[string]string{}      // real gRPC address -> legacy front's
+	for _, nd := range c.Nodes {
+		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		lp := &legacyPeer{real: weirv1.NewPeerClient(cc)}
+		weirv1.RegisterPeerServer(srv, lp)
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		legacy[nd.GRPCAddr()], fronts[nd.GRPCAddr()] = lp, lis.Addr().String()
+	}
+	cfg := testcluster.Config(t, "n3")
+	cfg.Join = []string{c.Nodes[0].GossipAddr()}
+	cfg.PeerDialer = func(ctx context.Context, addr string) (net.Conn, error) {
+		if front, ok := fronts[addr]; ok {
+			addr = front
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	entry := c.Start(cfg)
+	c.WaitStable(3)
+	_, remote := keysByOwner(t, entry)
+
+	for round := 0; round < 5; round++ {
+		res, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: remote, Rule: "three", Cost: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := round < 3; res[0].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED || res[0].Allowed != want {
+			t.Fatalf("round %d: %v, want allowed=%v", round, res[0], want)
+		}
+	}
+	var forwards int64
+	for _, lp := range legacy {
+		forwards += lp.forwards.Load()
+	}
+	if forwards < 5 {
+		t.Fatalf("legacy peers saw %d unary Forward RPCs for 5 forwarded checks", forwards)
+	}
+}
