@@ -3,15 +3,18 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -104,7 +107,7 @@ func (p *legacyPeer) Join(ctx context.Context, req *weirv1.JoinRequest) (*weirv1
 // forwards with unary Forward RPCs instead, and its decisions stay exact.
 func TestForwardFallsBackToUnary(t *testing.T) {
 	c := testcluster.New(t, 2)
-	c.ApplyRules(checkRules)
+	v := c.ApplyRules(checkRules)
 
 	// Every peer link of the node started below reaches a legacy front
 	// of the peer instead of the peer itself.
@@ -138,6 +141,12 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	}
 	entry := c.Start(cfg)
 	c.WaitStable(3)
+	testwait.For(t, 10*time.Second, "the rules on the new node", func() error {
+		if s := entry.Store().Current(); s == nil || s.Version < v {
+			return fmt.Errorf("n3 has not applied version %d yet", v)
+		}
+		return nil
+	})
 	_, remote := keysByOwner(t, entry)
 
 	for round := 0; round < 5; round++ {

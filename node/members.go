@@ -431,10 +431,27 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 		}
 		oldRing = r
 	}
-	// A puller this node has not heard of yet (not in nv.ring) is not stale:
-	// it pulled on a newer ring than this one.
+	// While members only join, every node that handed a partition on keeps
+	// a moved mark to the next holder, so a chain of marks leads to the
+	// counters even to a new owner that has not seen the latest ring yet:
+	// marks stay until their puller is gone. A member leaving the ring
+	// breaks such chains (its own marks go with it), so then a mark whose
+	// puller no longer owns the partition by this ring is dropped and the
+	// partition is routed by the ring, to the owner that promoted or pulled
+	// its counters. A puller this node has not heard of yet (not in
+	// nv.ring) is not stale: it pulled on a newer ring than this one.
+	shrank := false
+	if oldRing != nil {
+		for _, id := range oldRing.Members() {
+			if !nv.ring.Contains(id) {
+				shrank = true
+				break
+			}
+		}
+	}
 	n.parts.clearMoved(func(p uint32, puller string) bool {
-		return n.departedMember(puller) || (nv.ring.Contains(puller) && nv.ring.PartitionOwner(p) != puller)
+		return n.departedMember(puller) ||
+			(shrank && nv.ring.Contains(puller) && nv.ring.PartitionOwner(p) != puller)
 	})
 	alive := func(id string) bool { _, ok := nv.members[id]; return ok }
 	moves := ring.Diff(oldRing, nv.ring)
