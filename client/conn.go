@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -60,15 +57,12 @@ type callResult struct {
 // CheckStream of its own (internal/checkstream), or as unary Check RPCs to a
 // node that does not serve CheckStream.
 type nodeConn struct {
-	addr  string
-	cc    *grpc.ClientConn
-	lc    weirv1.LimiterClient
-	queue chan *call
-	c     *Client
-	// unaryUntil (unix ns): the node answered Unimplemented to CheckStream
-	// (an older node), so batches go as unary Check RPCs until then; the
-	// stream is tried again afterwards, in case the node was upgraded.
-	unaryUntil atomic.Int64
+	addr   string
+	cc     *grpc.ClientConn
+	lc     weirv1.LimiterClient
+	queue  chan *call
+	c      *Client
+	legacy checkstream.Legacy // the node lacks CheckStream: unary Check for a while
 
 	mu        sync.Mutex // guards the breaker fields
 	failures  int        // counted failures in a row
@@ -247,13 +241,10 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 	seq := n.begin()
 	var res []*weirv1.CheckResult
 	var err error
-	unary := time.Now().UnixNano() < n.unaryUntil.Load()
+	unary := n.legacy.Active()
 	if !unary {
 		res, err = cs.Do(ctx, nil, n.lc.CheckStream, items, timeout)
-		if status.Code(err) == codes.Unimplemented { // an older node
-			n.unaryUntil.Store(time.Now().Add(unaryRetry).UnixNano())
-			unary = true
-		}
+		unary = n.legacy.Saw(err) // an older node
 	}
 	if unary {
 		res, err = n.checkUnary(ctx, items, timeout)
@@ -276,10 +267,6 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 	}
 	return items
 }
-
-// unaryRetry is how long a node that does not serve CheckStream gets unary
-// Check RPCs before the stream is tried again.
-const unaryRetry = time.Minute
 
 // checkUnary sends items as one unary Check RPC.
 func (n *nodeConn) checkUnary(ctx context.Context, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {

@@ -141,8 +141,8 @@ func TestStreamUnimplementedFallsBackToUnary(t *testing.T) {
 			t.Fatalf("check %d through an older node: %v %v, want allowed with %d of 3 left", i+1, r.res, r.err, 2-i)
 		}
 	}
-	if until := time.Unix(0, nc.unaryUntil.Load()); time.Until(until) <= 0 || time.Until(until) > unaryRetry {
-		t.Errorf("the connection did not switch to unary Check for %v (until %v)", unaryRetry, until)
+	if !nc.legacy.Active() {
+		t.Error("the connection did not switch to unary Check")
 	}
 	if s1 := gw.Stats(); s1.RPCs-s0.RPCs != 2 || s1.RPCErrors != s0.RPCErrors || nc.breakerOpen() {
 		t.Errorf("%d requests, %d errors, breaker open %v; want 2, 0, false", s1.RPCs-s0.RPCs, s1.RPCErrors-s0.RPCErrors, nc.breakerOpen())

@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -82,16 +78,11 @@ func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
 // of its own (much cheaper than a unary RPC each); a peer that answers
 // Unimplemented (an older node) gets unary Forward RPCs for a while.
 type forwarder struct {
-	n          *Node
-	dest       string
-	ch         chan *fwdCall
-	unaryUntil atomic.Int64 // unix ns: use unary Forward until then
+	n      *Node
+	dest   string
+	ch     chan *fwdCall
+	legacy checkstream.Legacy // the peer lacks ForwardStream: unary Forward for a while
 }
-
-// unaryRetry is how long a forwarder sends unary Forward RPCs to a peer
-// that answered Unimplemented to ForwardStream before it tries again (the
-// peer may have been upgraded meanwhile).
-const unaryRetry = time.Minute
 
 type fwdCall struct {
 	items []*weirv1.CheckItem
@@ -231,13 +222,11 @@ func (f *forwarder) forward(st *checkstream.Stream, items []*weirv1.CheckItem) (
 	if err != nil {
 		return nil, err
 	}
-	unary := time.Now().UnixNano() < f.unaryUntil.Load()
-	if !unary {
+	if !f.legacy.Active() {
 		res, err := st.Do(f.n.ctx, cc, weirv1.NewPeerClient(cc).ForwardStream, items, f.n.cfg.ForwardTimeout)
-		if status.Code(err) != codes.Unimplemented {
+		if !f.legacy.Saw(err) {
 			return res, err
 		}
-		f.unaryUntil.Store(time.Now().Add(unaryRetry).UnixNano())
 	}
 	ctx, cancel := context.WithTimeout(f.n.ctx, f.n.cfg.ForwardTimeout)
 	defer cancel()

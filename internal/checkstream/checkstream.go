@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -159,4 +160,26 @@ func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.Che
 			return err
 		}
 	}
+}
+
+// LegacyRetry is how long a peer that answered Unimplemented to a stream
+// gets unary RPCs before the stream is tried again (it may have been
+// upgraded meanwhile).
+const LegacyRetry = time.Minute
+
+// Legacy remembers that the other side lacks the stream (an older node).
+// Safe for concurrent use; the zero value means "try the stream".
+type Legacy struct{ until atomic.Int64 } // unix ns
+
+// Active reports whether to send unary RPCs instead of the stream now.
+func (l *Legacy) Active() bool { return time.Now().UnixNano() < l.until.Load() }
+
+// Saw notes a stream's error: Unimplemented starts LegacyRetry of unary
+// RPCs, and Saw reports true so that the caller resends the request as one.
+func (l *Legacy) Saw(err error) bool {
+	if status.Code(err) != codes.Unimplemented {
+		return false
+	}
+	l.until.Store(time.Now().Add(LegacyRetry).UnixNano())
+	return true
 }
