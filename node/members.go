@@ -233,16 +233,9 @@ const (
 // side learns it was declared dead, refutes it, and the member sets merge
 // (two rounds at most). A member that really died refuses the connection.
 func (n *Node) reconnectLoop() {
-	t := time.NewTicker(reconnectEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
+	n.every(reconnectEvery, func() bool {
 		if n.leaving.Load() {
-			continue
+			return false
 		}
 		if addrs := n.lostAddrs(time.Now()); len(addrs) > 0 {
 			if k, err := n.ml.Join(addrs); err != nil && k == 0 {
@@ -251,7 +244,8 @@ func (n *Node) reconnectLoop() {
 				n.log.Info("reconnected to members declared dead", "contacted", k)
 			}
 		}
-	}
+		return false
+	})
 }
 
 // lostAddrs lists the gossip addresses of members declared dead less than

@@ -217,22 +217,31 @@ func (n *Node) Start() error {
 	return nil
 }
 
+// retryJoin retries the gossip join every second until this node has
+// company.
 func (n *Node) retryJoin() {
-	t := time.NewTicker(time.Second)
+	n.every(time.Second, func() bool {
+		if n.ml.NumMembers() <= 1 {
+			if _, err := n.ml.Join(n.cfg.Join); err != nil {
+				return false
+			}
+		}
+		n.joined.Store(true)
+		n.signalChanged()
+		return true
+	})
+}
+
+// every calls f each d until f reports done or the node closes.
+func (n *Node) every(d time.Duration, f func() (done bool)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			if n.ml.NumMembers() > 1 {
-				n.joined.Store(true)
-				n.signalChanged()
-				return
-			}
-			if _, err := n.ml.Join(n.cfg.Join); err == nil {
-				n.joined.Store(true)
-				n.signalChanged()
+			if f() {
 				return
 			}
 		}
