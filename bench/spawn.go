@@ -149,7 +149,7 @@ func (s *Spawned) WaitStable(ctx context.Context, want int, d time.Duration) err
 				return fmt.Errorf("%w: node %s exited", ErrSpawn, n.ID)
 			default:
 			}
-			if err := httpOK(ctx, "http://"+n.HTTP+"/readyz"); err != nil {
+			if err := httpOK(ctx, http.MethodGet, "http://"+n.HTTP+"/readyz", ""); err != nil {
 				return err
 			}
 			m, err := members(ctx, n.GRPC)
@@ -218,21 +218,7 @@ func (s *Spawned) Close() {
 // grpcAddrs knows every rule id.
 func ApplyRules(ctx context.Context, httpAddr string, yaml string, ruleIDs []string, grpcAddrs []string) error {
 	err := poll(ctx, 30*time.Second, func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+httpAddr+"/v1/rules:apply", strings.NewReader(yaml))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/yaml")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("apply rules: %d %s", resp.StatusCode, bytes.TrimSpace(body))
-		}
-		return nil
+		return httpOK(ctx, http.MethodPost, "http://"+httpAddr+"/v1/rules:apply", yaml)
 	})
 	if err != nil {
 		return err
@@ -283,21 +269,25 @@ func members(ctx context.Context, addr string) (*weirv1.MembersResponse, error) 
 	return weirv1.NewClusterClient(cc).Members(cctx, &weirv1.MembersRequest{})
 }
 
-func httpOK(ctx context.Context, url string) error {
+// httpOK sends body (if any, as YAML) to url and wants a 200 within 2 s.
+func httpOK(ctx context.Context, method, url, body string) error {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(cctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/yaml")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	answer, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, bytes.TrimSpace(body))
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(answer))
 	}
 	return nil
 }
