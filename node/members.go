@@ -468,7 +468,7 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 	// stay in the engine until the new owner pulls them (items it forwards
 	// here meanwhile are still decided here).
 	for _, p := range lose {
-		n.parts.setNone(p)
+		n.parts.release(p)
 	}
 	if len(gain) == 0 {
 		return resync

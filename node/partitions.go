@@ -7,11 +7,17 @@ import (
 
 // Partition states, as this node sees them.
 const (
-	partNone    uint32 = iota // not ours: route by the ring
-	partReady                 // ours (or still ours until pulled): decide locally
-	partPending               // ours by the ring, waiting for hand-off: forward to the previous holder
-	partMoved                 // handed off: forward to the node that pulled it
+	partNone     uint32 = iota // not ours: route by the ring
+	partReady                  // ours (or still ours until pulled): decide locally
+	partPending                // ours by the ring, waiting for hand-off: forward to the previous holder
+	partMoved                  // handed off: forward to the node that pulled it
+	partReleased               // not ours by the ring, but its counters are here until the owner pulls them
 )
+
+// A node holds a partition's counters (they are the ones to hand off) when
+// the partition is ready or released. Holding passes from node to node with
+// each hand-off, so at most one live node holds a partition.
+func holds(st uint32) bool { return st == partReady || st == partReleased }
 
 // partitionTable holds each partition's state. The check path reads it
 // without locks; the cluster loop and hand-off change it.
@@ -77,36 +83,44 @@ func (t *partitionTable) setPending(p uint32, from string) {
 	s.state.Store(partPending)
 }
 
-// setMoved marks p handed off to `to`. A partition this node is itself
-// waiting for is left alone (reported false).
-func (t *partitionTable) setMoved(p uint32, to string) bool {
+// handOff passes p to `to` if this node holds it (marked moved: later items
+// go to `to`). Otherwise it reports where p went when this node handed it
+// on earlier ("" if it never held p). A partition this node is itself
+// still pulling is neither: wait for readyChan first.
+func (t *partitionTable) handOff(p uint32, to string) (held bool, movedTo string) {
 	s := &t.slots[p]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.Load() == partPending {
-		return false
+	switch st := s.state.Load(); {
+	case holds(st):
+		s.peer.Store(&to)
+		s.state.Store(partMoved)
+		return true, ""
+	case st == partMoved:
+		if ptr := s.peer.Load(); ptr != nil {
+			return false, *ptr
+		}
 	}
-	s.peer.Store(&to)
-	s.state.Store(partMoved)
-	return true
+	return false, ""
 }
 
-// setNone routes p by the ring again when this node served it (it lost p
-// in a ring change; its counters stay until the new owner pulls them). A
-// partition still being pulled stays pending: it is settled on arrival.
-func (t *partitionTable) setNone(p uint32) {
+// release routes p by the ring again when this node served it (it lost p
+// in a ring change); its counters stay here until the new owner pulls
+// them. A partition still being pulled stays pending: it is settled on
+// arrival.
+func (t *partitionTable) release(p uint32) {
 	s := &t.slots[p]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state.Load() == partReady {
-		s.state.Store(partNone)
+		s.state.Store(partReleased)
 		s.peer.Store(nil)
 	}
 }
 
 // arrived settles a pulled partition: ready when this node owns it now,
-// otherwise routed by the ring (holding the counters for whoever pulls
-// them next). Either way, waiters for the pull are released.
+// otherwise released (holding the counters for whoever pulls them next).
+// Either way, waiters for the pull are released.
 func (t *partitionTable) arrived(p uint32, own bool) {
 	s := &t.slots[p]
 	s.mu.Lock()
@@ -116,7 +130,7 @@ func (t *partitionTable) arrived(p uint32, own bool) {
 		s.state.Store(partReady)
 		s.peer.Store(nil)
 	case s.state.Load() == partPending:
-		s.state.Store(partNone)
+		s.state.Store(partReleased)
 		s.peer.Store(nil)
 	}
 	select {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -52,20 +53,22 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 	return &weirv1.ReplicateResponse{}, nil
 }
 
-// Handoff gives the caller the partitions it now owns: partitions this node
-// serves are marked moved (later items are forwarded to the caller), exported
-// and dropped; partitions held as replica copies are copied.
+// Handoff gives the caller the partitions it now owns. For each partition
+// this node holds, it passes the counters on (later items are forwarded to
+// the caller) and drops them. For a partition it handed on earlier it says
+// to whom, so the caller follows the counters there. Replica copies of the
+// asked partitions go along, for when no live node holds one.
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
 	n := s.n
 	if req.To == "" || req.To == n.cfg.ID {
 		return nil, status.Error(codes.InvalidArgument, "handoff: bad requester")
 	}
-	var owned []uint32
 	for _, p := range req.Partitions {
 		if int(p) >= len(n.parts.slots) {
 			return nil, status.Errorf(codes.InvalidArgument, "handoff: partition %d out of range", p)
 		}
 	}
+	resp := &weirv1.HandoffResponse{}
 	for _, p := range req.Partitions {
 		// This node may itself still be pulling p (two ring changes close
 		// together): hand it on only once it has arrived, so the caller
@@ -75,31 +78,34 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		case <-ctx.Done():
 			return nil, grpcErr(ctx.Err())
 		}
-		if n.parts.setMoved(p, req.To) {
-			owned = append(owned, p)
+		held, to := n.parts.handOff(p, req.To)
+		switch {
+		case held:
+			resp.Held = append(resp.Held, p)
+		case to != "":
+			resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: p, To: to})
 		}
 	}
-	// Counters this node decided (as owner, or for a peer that forwarded
-	// to it) plus any replica copies it holds.
-	var states []replication.State
-	if len(owned) > 0 {
-		st, err := n.engine.Export(ctx, owned)
+	if len(resp.Held) > 0 {
+		// Counters this node decided (as owner, or for a peer that
+		// forwarded to it).
+		st, err := n.engine.Export(ctx, resp.Held)
 		if err != nil {
 			return nil, grpcErr(err)
 		}
-		states = append(states, st...)
-		if err := n.engine.Drop(ctx, owned); err != nil {
+		if err := n.engine.Drop(ctx, resp.Held); err != nil {
 			return nil, grpcErr(err)
 		}
+		resp.States = statesToProto(st)
 	}
-	states = append(states, n.replicas.Peek(req.Partitions)...)
-	n.met.handedOff.Add(float64(len(owned)))
-	n.log.Info("handed off partitions", "to", req.To, "partitions", len(owned), "states", len(states))
-	return &weirv1.HandoffResponse{States: statesToProto(states)}, nil
+	resp.Copies = statesToProto(n.replicas.Peek(req.Partitions))
+	n.met.handedOff.Add(float64(len(resp.Held)))
+	n.log.Info("handed off partitions", "to", req.To, "partitions", len(resp.Held), "states", len(resp.States), "moved", len(resp.Moved))
+	return resp, nil
 }
 
 // pullPartitions fetches the state of partitions this node gained, from
-// their previous holders in order, then marks them ready.
+// wherever their counters are, then marks them ready.
 func (n *Node) pullPartitions(gain []replication.Source) {
 	bySource := map[string][]uint32{}
 	var local []uint32
@@ -112,16 +118,19 @@ func (n *Node) pullPartitions(gain []replication.Source) {
 		bySource[src] = append(bySource[src], g.Partition)
 	}
 	for src, parts := range bySource {
-		if err := n.pullFrom(src, parts); err != nil {
-			n.log.Warn("hand-off failed; promoting replica copies", "from", src, "partitions", len(parts), "err", err)
-			local = append(local, parts...)
-			continue
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		states, orphans := n.fetch(ctx, src, parts)
+		if err := n.install(ctx, parts, states); err != nil {
+			n.log.Warn("install pulled partitions", "err", err)
 		}
-		n.replicas.Drop(parts)
-		n.markReady(parts)
+		cancel()
+		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
+		n.replicas.Drop(got)
+		n.markReady(got)
+		local = append(local, orphans...)
 	}
 	if len(local) > 0 {
-		// Promote this node's replica copies (the owner is gone).
+		// Promote this node's replica copies (no live node holds them).
 		states := n.replicas.Take(local)
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		if err := n.install(ctx, local, states); err != nil {
@@ -133,18 +142,90 @@ func (n *Node) pullPartitions(gain []replication.Source) {
 	}
 }
 
-func (n *Node) pullFrom(src string, parts []uint32) error {
+// maxHandoffAsks bounds the nodes asked for one partition's counters.
+const maxHandoffAsks = 8
+
+// fetch collects the counters of parts, asking src first. The node that
+// holds a partition hands it over; a node that handed it on names the next
+// holder, which is asked in turn (the chain a run of ring changes leaves
+// when this node's view skipped one of them). A partition nobody named is
+// asked of every other live member. For a partition no live node holds,
+// fetch returns the freshest replica copies it saw, plus the partition in
+// orphans when it saw none (the caller promotes its own copies, if any).
+func (n *Node) fetch(ctx context.Context, src string, parts []uint32) (states []replication.State, orphans []uint32) {
+	asked := map[uint32][]string{}
+	held := map[uint32]bool{}
+	var copies []replication.State
+	ask := map[string][]uint32{src: parts}
+	broadcast := false
+	for len(ask) > 0 {
+		next := map[string][]uint32{}
+		var unnamed []uint32
+		for dest, ps := range ask {
+			for _, p := range ps {
+				asked[p] = append(asked[p], dest)
+			}
+			resp, err := n.handoffFrom(ctx, dest, ps)
+			if err != nil {
+				n.log.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
+				unnamed = append(unnamed, ps...)
+				continue
+			}
+			for _, p := range resp.Held {
+				held[p] = true
+			}
+			states = append(states, statesFromProto(resp.States)...)
+			copies = append(copies, statesFromProto(resp.Copies)...)
+			named := map[uint32]bool{}
+			for _, m := range resp.Moved {
+				if m.To != n.cfg.ID && !slices.Contains(asked[m.Partition], m.To) && len(asked[m.Partition]) < maxHandoffAsks {
+					next[m.To] = append(next[m.To], m.Partition)
+					named[m.Partition] = true
+				}
+			}
+			for _, p := range ps {
+				if !held[p] && !named[p] {
+					unnamed = append(unnamed, p)
+				}
+			}
+		}
+		if len(next) == 0 && len(unnamed) > 0 && !broadcast {
+			// Nobody said where these went: ask everyone not asked yet.
+			broadcast = true
+			v := n.view.Load()
+			for id := range v.members {
+				if id == n.cfg.ID {
+					continue
+				}
+				for _, p := range unnamed {
+					if !held[p] && !slices.Contains(asked[p], id) {
+						next[id] = append(next[id], p)
+					}
+				}
+			}
+		}
+		ask = next
+	}
+	// Replica copies count only where no holder answered.
+	for _, st := range copies {
+		if !held[st.Partition] {
+			states = append(states, st)
+		}
+	}
+	for _, p := range parts {
+		if !held[p] && !slices.ContainsFunc(copies, func(st replication.State) bool { return st.Partition == p }) {
+			orphans = append(orphans, p)
+		}
+	}
+	return states, orphans
+}
+
+func (n *Node) handoffFrom(ctx context.Context, src string, parts []uint32) (*weirv1.HandoffResponse, error) {
 	cl, err := n.peerClient(src)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-	defer cancel()
-	resp, err := cl.Handoff(ctx, &weirv1.HandoffRequest{To: n.cfg.ID, Partitions: parts})
-	if err != nil {
-		return err
-	}
-	return n.install(ctx, parts, statesFromProto(resp.States))
+	return cl.Handoff(ctx, &weirv1.HandoffRequest{To: n.cfg.ID, Partitions: parts})
 }
 
 // install makes states the counters of parts. Whatever the engine still

@@ -2161,8 +2161,16 @@ func (x *HandoffRequest) GetRingVersion() uint64 {
 }
 
 type HandoffResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	States        []*CounterState        `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The counters of the partitions listed in held: this node held them
+	// (served or kept them) and now forwards their items to the caller.
+	States []*CounterState `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	Held   []uint32        `protobuf:"varint,2,rep,packed,name=held,proto3" json:"held,omitempty"`
+	// Partitions this node handed on earlier: ask the node named there.
+	Moved []*Moved `protobuf:"bytes,3,rep,name=moved,proto3" json:"moved,omitempty"`
+	// Replica copies this node keeps of any asked partition: used only when
+	// no live node holds a partition's counters.
+	Copies        []*CounterState `protobuf:"bytes,4,rep,name=copies,proto3" json:"copies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2204,6 +2212,79 @@ func (x *HandoffResponse) GetStates() []*CounterState {
 	return nil
 }
 
+func (x *HandoffResponse) GetHeld() []uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *HandoffResponse) GetMoved() []*Moved {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+func (x *HandoffResponse) GetCopies() []*CounterState {
+	if x != nil {
+		return x.Copies
+	}
+	return nil
+}
+
+type Moved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Moved) Reset() {
+	*x = Moved{}
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Moved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Moved) ProtoMessage() {}
+
+func (x *Moved) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Moved.ProtoReflect.Descriptor instead.
+func (*Moved) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Moved) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Moved) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 type JoinRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2214,7 +2295,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2307,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2320,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -2264,7 +2345,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2357,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2370,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 var File_weir_v1_weir_proto protoreflect.FileDescriptor
@@ -2449,9 +2530,15 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x02 \x03(\rR\n" +
 	"partitions\x12!\n" +
-	"\fring_version\x18\x03 \x01(\x04R\vringVersion\"@\n" +
+	"\fring_version\x18\x03 \x01(\x04R\vringVersion\"\xa9\x01\n" +
 	"\x0fHandoffResponse\x12-\n" +
-	"\x06states\x18\x01 \x03(\v2\x15.weir.v1.CounterStateR\x06states\":\n" +
+	"\x06states\x18\x01 \x03(\v2\x15.weir.v1.CounterStateR\x06states\x12\x12\n" +
+	"\x04held\x18\x02 \x03(\rR\x04held\x12$\n" +
+	"\x05moved\x18\x03 \x03(\v2\x0e.weir.v1.MovedR\x05moved\x12-\n" +
+	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\"5\n" +
+	"\x05Moved\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\":\n" +
 	"\vJoinRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x0e\n" +
@@ -2501,7 +2588,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
@@ -2538,8 +2625,9 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*ReplicateResponse)(nil),     // 32: weir.v1.ReplicateResponse
 	(*HandoffRequest)(nil),        // 33: weir.v1.HandoffRequest
 	(*HandoffResponse)(nil),       // 34: weir.v1.HandoffResponse
-	(*JoinRequest)(nil),           // 35: weir.v1.JoinRequest
-	(*JoinResponse)(nil),          // 36: weir.v1.JoinResponse
+	(*Moved)(nil),                 // 35: weir.v1.Moved
+	(*JoinRequest)(nil),           // 36: weir.v1.JoinRequest
+	(*JoinResponse)(nil),          // 37: weir.v1.JoinResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -2560,49 +2648,51 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	28, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
 	30, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
 	30, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	2,  // 18: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 19: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 20: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	14, // 21: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	15, // 22: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	16, // 23: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	17, // 24: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	22, // 25: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	18, // 26: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	19, // 27: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	20, // 28: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	25, // 29: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	27, // 30: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	27, // 31: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 32: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 33: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	31, // 34: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	33, // 35: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	35, // 36: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
-	4,  // 37: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 38: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 39: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 40: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 41: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 42: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 43: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	24, // 44: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 45: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 46: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 47: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	26, // 48: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	29, // 49: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	29, // 50: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 51: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 52: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	32, // 53: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	34, // 54: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	36, // 55: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
-	37, // [37:56] is the sub-list for method output_type
-	18, // [18:37] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	35, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	30, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	2,  // 20: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 21: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 22: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	14, // 23: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	15, // 24: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	16, // 25: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	17, // 26: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	22, // 27: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	18, // 28: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	19, // 29: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	20, // 30: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	25, // 31: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	27, // 32: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	27, // 33: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 34: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 35: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	31, // 36: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	33, // 37: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	36, // 38: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
+	4,  // 39: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 40: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 41: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 42: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 43: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 44: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 45: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	24, // 46: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 47: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 48: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 49: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	26, // 50: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	29, // 51: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	29, // 52: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 53: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 54: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	32, // 55: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	34, // 56: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	37, // 57: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
+	39, // [39:58] is the sub-list for method output_type
+	20, // [20:39] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -2616,7 +2706,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
