@@ -343,8 +343,13 @@ func (n *Node) refreshView() {
 		oldRing = old.ring
 	}
 	nv := &clusterView{version: version, ring: r, members: members}
-	resync := n.applyRingChange(oldRing, nv, old)
+	gain, resync := n.applyRingChange(oldRing, nv, old)
 	n.view.Store(nv)
+	// Pulls and resyncs start once nv is the view: they dial peers by it
+	// (a joiner has no view before its first).
+	if len(gain) > 0 {
+		n.goFunc(func() { n.pullPartitions(gain) })
+	}
 	if len(resync) > 0 {
 		n.goFunc(func() { n.resyncReplicas(resync) })
 	}
@@ -397,10 +402,11 @@ func sameMeta(a, b map[string]member) bool {
 }
 
 // applyRingChange marks partitions this node gains as pending (served by
-// their previous holder until hand-off completes) and starts the hand-off.
-// It returns the partitions this node keeps serving whose replica set
-// gained a member: their full state goes to it once nv is the view.
-func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *clusterView) (resync []uint32) {
+// their previous holder until hand-off completes) and returns them with
+// their sources, to pull once nv is the view. It also returns the
+// partitions this node keeps serving whose replica set gained a member:
+// their full state goes to it once nv is the view.
+func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *clusterView) (gain []replication.Source, resync []uint32) {
 	self := n.cfg.ID
 	if oldRing == nil {
 		// First view. The cluster existed before without this node: compare
@@ -416,12 +422,12 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 			for _, p := range nv.ring.OwnedBy(self) {
 				n.parts.setReady(p)
 			}
-			return nil
+			return nil, nil
 		}
 		r, err := ring.New(others, n.cfg.Ring)
 		if err != nil {
 			n.log.Error("ring rebuild failed", "err", err)
-			return nil
+			return nil, nil
 		}
 		oldRing = r
 	}
@@ -470,14 +476,10 @@ func (n *Node) applyRingChange(oldRing *ring.Ring, nv *clusterView, old *cluster
 	for _, p := range lose {
 		n.parts.release(p)
 	}
-	if len(gain) == 0 {
-		return resync
-	}
 	for _, g := range gain {
 		n.parts.setPending(g.Partition, n.source(g.From))
 	}
-	n.goFunc(func() { n.pullPartitions(gain) })
-	return resync
+	return gain, resync
 }
 
 // source is the peer to pull a gained partition from: the first of the

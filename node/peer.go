@@ -192,8 +192,7 @@ func (n *Node) fetch(ctx context.Context, src string, parts []uint32) (states []
 		if len(next) == 0 && len(unnamed) > 0 && !broadcast {
 			// Nobody said where these went: ask everyone not asked yet.
 			broadcast = true
-			v := n.view.Load()
-			for id := range v.members {
+			for id := range n.readMembers() {
 				if id == n.cfg.ID {
 					continue
 				}
