@@ -181,7 +181,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 			continue
 		}
 		p := v.ring.Partition(it.Key)
-		dest, isLocal, wait := n.route(p, v, forwarded)
+		dest, isLocal, wait := n.route(p, v, forwarded, it.Hops)
 		if wait {
 			if waits == nil {
 				waits = map[uint32]bool{}
@@ -230,7 +230,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	var calls []remoteCall
 	for dest, idx := range remote {
 		f := n.forwarder(dest)
-		c, err := f.start(ctx, forwardItems(items, idx, rv.version))
+		c, err := f.start(ctx, forwardItems(items, idx, rv.version, forwarded))
 		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
 	}
 	if len(sc.local) > 0 {
@@ -269,19 +269,24 @@ type remoteCall struct {
 
 // forwardItems picks items[idx] to send to an owner, each carrying at least
 // rule version ver, so the owner waits for the rule set they were matched
-// against. Items with an older version are copied, never changed: they
-// belong to the caller.
-func forwardItems(items []*weirv1.CheckItem, idx []int, ver uint64) []*weirv1.CheckItem {
+// against, and its hop count: 0 for a caller's items, one more for items
+// this node was forwarded. Items that need a change are copied, never
+// changed: they belong to the caller.
+func forwardItems(items []*weirv1.CheckItem, idx []int, ver uint64, forwarded bool) []*weirv1.CheckItem {
 	sub := make([]*weirv1.CheckItem, len(idx))
 	var copies []weirv1.CheckItem
 	for j, i := range idx {
 		it := items[i]
-		if it.RuleVersion < ver {
+		var hops uint32
+		if forwarded {
+			hops = it.Hops + 1
+		}
+		if it.RuleVersion < ver || it.Hops != hops {
 			if copies == nil {
 				copies = make([]weirv1.CheckItem, len(idx))
 			}
 			c := &copies[j]
-			c.Key, c.Rule, c.Cost, c.RuleVersion, c.Group, c.Refund = it.Key, it.Rule, it.Cost, ver, it.Group, it.Refund
+			c.Key, c.Rule, c.Cost, c.RuleVersion, c.Group, c.Refund, c.Hops = it.Key, it.Rule, it.Cost, max(it.RuleVersion, ver), it.Group, it.Refund, hops
 			it = c
 		}
 		sub[j] = it
@@ -325,7 +330,8 @@ func (sc *checkScratch) release() {
 
 // route says where partition p is decided: locally, at dest, or locally
 // after waiting for a hand-off that has no live source to forward to.
-func (n *Node) route(p uint32, v *clusterView, forwarded bool) (dest string, local, wait bool) {
+// hops is a forwarded item's count of extra hops.
+func (n *Node) route(p uint32, v *clusterView, forwarded bool, hops uint32) (dest string, local, wait bool) {
 	st, peer := n.parts.get(p)
 	owner := v.ring.PartitionOwner(p)
 	switch st {
@@ -346,11 +352,15 @@ func (n *Node) route(p uint32, v *clusterView, forwarded bool) (dest string, loc
 	case partMoved:
 		return peer, false, false
 	}
-	if owner == n.cfg.ID || forwarded {
-		// A peer with a different ring view sent it here: decide rather than
-		// bounce it around.
+	if owner == n.cfg.ID || (forwarded && (holds(st) || hops > 0 || owner == "")) {
+		// Ours, or a peer with a different ring sent it here and either
+		// the counters are here or the item was passed on already: decide
+		// rather than bounce it around.
 		return "", true, false
 	}
+	// The owner decides. For an item a peer with a different ring sent
+	// here, that is one more hop: this node's ring owner holds the counters
+	// or knows where they went.
 	return owner, false, false
 }
 

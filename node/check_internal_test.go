@@ -14,7 +14,7 @@ func TestForwardItemsDoesNotMutate(t *testing.T) {
 		{Key: "apikey:b", Rule: "r", Cost: 1, Refund: true, RuleVersion: 9},
 		{Key: "apikey:c", Rule: "s", Cost: 0, RuleVersion: 4},
 	}
-	sub := forwardItems(items, []int{2, 0, 1}, 7)
+	sub := forwardItems(items, []int{2, 0, 1}, 7, false)
 	if len(sub) != 3 {
 		t.Fatalf("got %d items, want 3", len(sub))
 	}
@@ -43,6 +43,36 @@ func TestForwardItemsDoesNotMutate(t *testing.T) {
 		if (got == items[want.fromIndex]) != want.sameItem {
 			t.Errorf("sub[%d]: same item as the caller's = %v, want %v", j, got == items[want.fromIndex], want.sameItem)
 		}
+	}
+}
+
+// A forwarded item goes on with one more hop; a caller's hop count is
+// ignored (only nodes set it). Either way the caller's item is not changed.
+func TestForwardItemsCountsHops(t *testing.T) {
+	items := []*weirv1.CheckItem{
+		{Key: "apikey:a", Rule: "r", Cost: 1, RuleVersion: 3},
+		{Key: "apikey:b", Rule: "r", Cost: 1, RuleVersion: 3, Hops: 5},
+	}
+	for _, tc := range []struct {
+		forwarded bool
+		want      []uint32
+		same      []bool
+	}{
+		{false, []uint32{0, 0}, []bool{true, false}},
+		{true, []uint32{1, 6}, []bool{false, false}},
+	} {
+		sub := forwardItems(items, []int{0, 1}, 2, tc.forwarded)
+		for j, it := range sub {
+			if it.Hops != tc.want[j] || it.RuleVersion != 3 || it.Key != items[j].Key {
+				t.Errorf("forwarded=%v: sub[%d] = %v, want hops %d version 3", tc.forwarded, j, it, tc.want[j])
+			}
+			if (it == items[j]) != tc.same[j] {
+				t.Errorf("forwarded=%v: sub[%d] is the caller's item = %v, want %v", tc.forwarded, j, it == items[j], tc.same[j])
+			}
+		}
+	}
+	if items[0].Hops != 0 || items[1].Hops != 5 {
+		t.Fatalf("caller's items changed: %v", items)
 	}
 }
 

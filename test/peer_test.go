@@ -108,3 +108,34 @@ func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
 		t.Fatalf("second hand-off: moved %v, want partition %d to ghost-1", second.Moved, p)
 	}
 }
+
+// A peer whose ring differs (it saw a join this node has not) forwards an
+// item to a node that neither owns nor holds the key's partition. That node
+// must not decide it on empty counters: it passes the item on to the owner
+// by its own ring, once (items carry a hop count, so they cannot bounce
+// between nodes for ever).
+func TestForwardedItemAtNonHolderReachesTheCounters(t *testing.T) {
+	c := newCluster(t, 3)
+	c.ApplyRules(exactRules)
+	const key = "apikey:stray"
+	oi := c.ownerOf(key)
+	owner := c.Nodes[oi]
+	if r := c.checkOnce(owner, key, "exact", 100); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("spending: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, n := range c.Nodes {
+		if i == oi {
+			continue
+		}
+		// As a forwarded item, as the stray peer would send it.
+		resp, err := peerClient(t, n.GRPCAddr()).Forward(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "exact", Cost: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := resp.Results[0]; r.ErrorCode != 0 || r.Allowed {
+			t.Fatalf("forwarded to %s (not the owner %s): %+v; the spent key was decided on empty counters", n.ID(), owner.ID(), r)
+		}
+	}
+}

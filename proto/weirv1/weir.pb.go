@@ -94,7 +94,13 @@ type CheckItem struct {
 	Group uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
 	// Refund gives cost tokens back (used to undo a group and to return unspent
 	// leases). Never creates more than the bucket holds.
-	Refund        bool `protobuf:"varint,6,opt,name=refund,proto3" json:"refund,omitempty"`
+	Refund bool `protobuf:"varint,6,opt,name=refund,proto3" json:"refund,omitempty"`
+	// Set by nodes only (ignored from callers): how many times a node passed
+	// this item on to another node after the first forward. A node that
+	// neither owns nor holds the item's partition passes a forwarded item on
+	// once more, to the owner by its own ring, then it is decided where it
+	// lands.
+	Hops          uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -169,6 +175,13 @@ func (x *CheckItem) GetRefund() bool {
 		return x.Refund
 	}
 	return false
+}
+
+func (x *CheckItem) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
 }
 
 type CheckRequest struct {
@@ -2377,14 +2390,15 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\x96\x01\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xaa\x01\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12!\n" +
 	"\frule_version\x18\x04 \x01(\x04R\vruleVersion\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\rR\x05group\x12\x16\n" +
-	"\x06refund\x18\x06 \x01(\bR\x06refund\"8\n" +
+	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
+	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
 	"\fCheckRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\x9a\x02\n" +
 	"\vCheckResult\x12\x18\n" +
