@@ -118,8 +118,8 @@ func (n *Node) pullPartitions(gain []replication.Source) {
 		bySource[src] = append(bySource[src], g.Partition)
 	}
 	for src, parts := range bySource {
+		states, orphans := n.fetch(src, parts)
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		states, orphans := n.fetch(ctx, src, parts)
 		if err := n.install(ctx, parts, states); err != nil {
 			n.log.Warn("install pulled partitions", "err", err)
 		}
@@ -142,8 +142,13 @@ func (n *Node) pullPartitions(gain []replication.Source) {
 	}
 }
 
-// maxHandoffAsks bounds the nodes asked for one partition's counters.
-const maxHandoffAsks = 8
+// maxHandoffAsks bounds the nodes asked for one partition's counters, and
+// handoffAskTimeout one ask (an unreachable node is not declared dead
+// before about 2 s; a holder still pulling answers once it has arrived).
+const (
+	maxHandoffAsks    = 8
+	handoffAskTimeout = 3 * time.Second
+)
 
 // fetch collects the counters of parts, asking src first. The node that
 // holds a partition hands it over; a node that handed it on names the next
@@ -152,20 +157,20 @@ const maxHandoffAsks = 8
 // asked of every other live member. For a partition no live node holds,
 // fetch returns the freshest replica copies it saw, plus the partition in
 // orphans when it saw none (the caller promotes its own copies, if any).
-func (n *Node) fetch(ctx context.Context, src string, parts []uint32) (states []replication.State, orphans []uint32) {
+func (n *Node) fetch(src string, parts []uint32) (states []replication.State, orphans []uint32) {
 	asked := map[uint32][]string{}
 	held := map[uint32]bool{}
 	var copies []replication.State
 	ask := map[string][]uint32{src: parts}
+	var unnamed []uint32 // asked, and nobody has said where they are
 	broadcast := false
 	for len(ask) > 0 {
 		next := map[string][]uint32{}
-		var unnamed []uint32
 		for dest, ps := range ask {
 			for _, p := range ps {
 				asked[p] = append(asked[p], dest)
 			}
-			resp, err := n.handoffFrom(ctx, dest, ps)
+			resp, err := n.handoffFrom(dest, ps)
 			if err != nil {
 				n.log.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
 				unnamed = append(unnamed, ps...)
@@ -206,24 +211,28 @@ func (n *Node) fetch(ctx context.Context, src string, parts []uint32) (states []
 		ask = next
 	}
 	// Replica copies count only where no holder answered.
+	copied := map[uint32]bool{}
 	for _, st := range copies {
 		if !held[st.Partition] {
 			states = append(states, st)
+			copied[st.Partition] = true
 		}
 	}
 	for _, p := range parts {
-		if !held[p] && !slices.ContainsFunc(copies, func(st replication.State) bool { return st.Partition == p }) {
+		if !held[p] && !copied[p] {
 			orphans = append(orphans, p)
 		}
 	}
 	return states, orphans
 }
 
-func (n *Node) handoffFrom(ctx context.Context, src string, parts []uint32) (*weirv1.HandoffResponse, error) {
+func (n *Node) handoffFrom(src string, parts []uint32) (*weirv1.HandoffResponse, error) {
 	cl, err := n.peerClient(src)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(n.ctx, handoffAskTimeout)
+	defer cancel()
 	return cl.Handoff(ctx, &weirv1.HandoffRequest{To: n.cfg.ID, Partitions: parts})
 }
 
