@@ -304,6 +304,9 @@ func (c *Client) applyMembers(m *weirv1.MembersResponse) {
 		if mem.GetId() == "" || mem.GetGrpcAddr() == "" {
 			continue
 		}
+		if st := mem.GetState(); st != "" && st != "alive" && st != "suspect" {
+			continue // leaving, dead or left: not in the nodes' ring
+		}
 		ids = append(ids, mem.GetId())
 		addrs[mem.GetId()] = mem.GetGrpcAddr()
 	}

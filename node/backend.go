@@ -112,6 +112,9 @@ func (n *Node) Members() *weirv1.MembersResponse {
 		if role == "" {
 			role = "none"
 		}
+		if m.Leaving {
+			m.State = "leaving"
+		}
 		out.Members = append(out.Members, &weirv1.Member{
 			Id:              id,
 			GrpcAddr:        m.GRPC,
@@ -123,6 +126,12 @@ func (n *Node) Members() *weirv1.MembersResponse {
 			ReplicasHeld:    uint32(len(v.ring.HeldBy(id))),
 			RaftRole:        role,
 		})
+	}
+	// Members gossip saw die or leave, so an operator sees them go.
+	for id, st := range n.departedMembers() {
+		if _, ok := v.members[id]; !ok {
+			out.Members = append(out.Members, &weirv1.Member{Id: id, State: stateName(st), RaftRole: "none"})
+		}
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Id < out.Members[j].Id })
 	return out

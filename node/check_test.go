@@ -81,7 +81,9 @@ func memberRing(tb testing.TB, nd *node.Node) *ring.Ring {
 	m := nd.Members()
 	var ids []string
 	for _, mm := range m.Members {
-		ids = append(ids, mm.Id)
+		if mm.State == "alive" || mm.State == "suspect" {
+			ids = append(ids, mm.Id)
+		}
 	}
 	r, err := ring.New(ids, ring.Config{
 		PartitionCount:    int(m.PartitionCount),

@@ -201,7 +201,8 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	defer n.membersMu.Unlock()
 	if gone {
 		delete(n.known, m.Name)
-		n.departed[m.Name] = st
+		n.departed[m.Name] = departure{st, time.Now()}
+		n.forgetDepartedLocked()
 		if st == memberlist.StateDead && m.Name != n.cfg.ID {
 			n.lost[m.Name] = lostMember{gossip: mm.Gossip, since: time.Now()}
 		}
@@ -563,12 +564,43 @@ func (n *Node) leftMembers() []string {
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	var out []string
-	for id, st := range n.departed {
-		if st == memberlist.StateLeft {
+	for id, d := range n.departed {
+		if d.state == memberlist.StateLeft {
 			out = append(out, id)
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// departure is how and when a member left gossip.
+type departure struct {
+	state memberlist.NodeStateType // dead or left
+	at    time.Time
+}
+
+// departedFor is how long a departed member is remembered (listed by
+// Members, its moved marks cleared, retried if it died). A member gone
+// longer is forgotten, so ids that come and go do not pile up.
+const departedFor = reconnectFor
+
+func (n *Node) forgetDepartedLocked() {
+	for id, d := range n.departed {
+		if time.Since(d.at) > departedFor {
+			delete(n.departed, id)
+		}
+	}
+}
+
+// departedMembers returns the members gossip saw die or leave recently,
+// with how they went.
+func (n *Node) departedMembers() map[string]memberlist.NodeStateType {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	out := make(map[string]memberlist.NodeStateType, len(n.departed))
+	for id, d := range n.departed {
+		out[id] = d.state
+	}
 	return out
 }
 

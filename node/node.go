@@ -61,9 +61,9 @@ type Node struct {
 	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	membersMu sync.Mutex
-	departed  map[string]memberlist.NodeStateType // dead or left, by id
-	lost      map[string]lostMember               // declared dead: rejoined by reconnectLoop
-	known     map[string]member                   // live members, copied in callbacks
+	departed  map[string]departure  // dead or left, by id
+	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
+	known     map[string]member     // live members, copied in callbacks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -95,7 +95,7 @@ func New(cfg Config) (*Node, error) {
 		now:      cfg.Now,
 		changed:  make(chan struct{}, 1),
 		fwd:      map[string]*forwarder{},
-		departed: map[string]memberlist.NodeStateType{},
+		departed: map[string]departure{},
 		lost:     map[string]lostMember{},
 		known:    map[string]member{},
 		parts:    newPartitionTable(cfg.Ring.PartitionCount),

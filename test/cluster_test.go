@@ -55,6 +55,16 @@ func (c *cluster) limiter(n *node.Node) weirv1.LimiterClient {
 	return weirv1.NewLimiterClient(cc)
 }
 
+// memberState is the state n lists for member id ("" if not listed).
+func memberState(n *node.Node, id string) string {
+	for _, m := range n.Members().Members {
+		if m.Id == id {
+			return m.State
+		}
+	}
+	return ""
+}
+
 // hammer sends single-item checks for key/rule from workers spread over the
 // given nodes until each worker has made per checks; it returns the number
 // allowed. Errors fail the test.

@@ -46,7 +46,7 @@ func TestClusterDeathDetectionDefaultTuning(t *testing.T) {
 			if _, ok := seen[n.ID()]; ok {
 				continue
 			}
-			if len(n.Members().Members) == 2 {
+			if testcluster.InRing(n) == 2 {
 				seen[n.ID()] = time.Since(start)
 			}
 		}
@@ -64,4 +64,9 @@ func TestClusterDeathDetectionDefaultTuning(t *testing.T) {
 	}
 	t.Logf("death detected: first survivor %v, last survivor %v (probe %v, timeout %v, suspicion x%d)",
 		first.Round(time.Millisecond), last.Round(time.Millisecond), def.GossipProbeInterval, def.GossipProbeTimeout, def.GossipSuspicionMult)
+	for _, n := range c.Live() {
+		if st := memberState(n, victim.ID()); st != "dead" {
+			t.Errorf("%s lists the killed %s as %q, want \"dead\"", n.ID(), victim.ID(), st)
+		}
+	}
 }

@@ -96,9 +96,15 @@ func TestClusterJoinAndLeaveKeepCounters(t *testing.T) {
 	if err := c.Nodes[1].Leave(ctx); err != nil {
 		t.Fatalf("leave: %v", err)
 	}
+	left := c.Nodes[1].ID()
 	c.Kill(1)
 	c.WaitStable(3)
 	assertAllDenied("after graceful leave")
+	for _, n := range c.Live() {
+		if st := memberState(n, left); st != "left" {
+			t.Errorf("%s lists %s as %q after its graceful leave, want \"left\"", n.ID(), left, st)
+		}
+	}
 }
 
 // Nodes that join one right after another pass partitions along a chain

@@ -177,11 +177,11 @@ func cutOffRun(t *testing.T, pick func(owner string, replicas, ids []string) str
 	cut.Store(true)
 	close(isolated)
 	testwait.For(t, 30*time.Second, "each side of the split to build its own ring", func() error {
-		if m := len(victim.Members().Members); m != 1 {
+		if m := testcluster.InRing(victim); m != 1 {
 			return fmt.Errorf("%s still sees %d members", victim.ID(), m)
 		}
 		for _, n := range rest {
-			if m := len(n.Members().Members); m != 2 {
+			if m := testcluster.InRing(n); m != 2 {
 				return fmt.Errorf("%s still sees %d members", n.ID(), m)
 			}
 		}

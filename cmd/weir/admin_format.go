@@ -200,8 +200,18 @@ func formatDecision(w io.Writer, req checkRequest, d decision) error {
 // formatCluster prints the cluster summary and a member table. The node
 // that answered is marked "(self)", the Raft leader with "*".
 func formatCluster(w io.Writer, c clusterAnswer) error {
-	fmt.Fprintf(w, "leader: %s   rules version: %d   ring version: %d   members: %d\n",
-		orDash(c.Leader), c.RulesVersion, c.RingVersion, len(c.Members))
+	inRing := 0
+	for _, m := range c.Members {
+		if m.State == "alive" || m.State == "suspect" {
+			inRing++
+		}
+	}
+	others := ""
+	if k := len(c.Members) - inRing; k > 0 {
+		others = fmt.Sprintf(" (+%d leaving or gone)", k)
+	}
+	fmt.Fprintf(w, "leader: %s   rules version: %d   ring version: %d   members: %d%s\n",
+		orDash(c.Leader), c.RulesVersion, c.RingVersion, inRing, others)
 	if len(c.Members) == 0 {
 		return nil
 	}

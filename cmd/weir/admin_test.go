@@ -324,16 +324,18 @@ func TestFormatCluster(t *testing.T) {
 			{ID: "n2", State: "alive", RaftRole: "follower", PartitionsOwned: 181, ReplicasHeld: 90,
 				HTTPAddr: "10.0.0.2:8080", GRPCAddr: "10.0.0.2:9090", RaftAddr: "10.0.0.2:7000", GossipAddr: "10.0.0.2:7946"},
 			{ID: "n3", State: "suspect", PartitionsOwned: 0},
+			{ID: "n4", State: "dead", RaftRole: "none"},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `leader: n1   rules version: 17   ring version: 3   members: 3
+	want := `leader: n1   rules version: 17   ring version: 3   members: 3 (+1 leaving or gone)
 ID         STATE    RAFT      PARTITIONS  REPLICAS  HTTP           GRPC           RAFT ADDR      GOSSIP
 n1 *       alive    leader    90          181       10.0.0.1:8080  10.0.0.1:9090  10.0.0.1:7000  10.0.0.1:7946
 n2 (self)  alive    follower  181         90        10.0.0.2:8080  10.0.0.2:9090  10.0.0.2:7000  10.0.0.2:7946
 n3         suspect  -         0           0         -              -              -              -
+n4         dead     none      0           0         -              -              -              -
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -149,7 +149,7 @@ func (c *Cluster) Close() {
 }
 
 // WaitStable polls until every live node is ready (which includes no
-// pending hand-off) and sees want members.
+// pending hand-off) and has want members in its ring.
 func (c *Cluster) WaitStable(want int) {
 	c.T.Helper()
 	testwait.For(c.T, 30*time.Second, "a stable cluster", func() error {
@@ -157,12 +157,24 @@ func (c *Cluster) WaitStable(want int) {
 			if err := n.Ready(); err != nil {
 				return fmt.Errorf("%s not ready: %v", n.ID(), err)
 			}
-			if m := n.Members(); len(m.Members) != want {
-				return fmt.Errorf("%s sees %d members, want %d", n.ID(), len(m.Members), want)
+			if k := InRing(n); k != want {
+				return fmt.Errorf("%s sees %d members, want %d", n.ID(), k, want)
 			}
 		}
 		return nil
 	})
+}
+
+// InRing counts the members n lists as alive or suspect: those in its
+// ring (Members also lists members that are leaving, dead or left).
+func InRing(n *node.Node) int {
+	k := 0
+	for _, m := range n.Members().Members {
+		if m.State == "alive" || m.State == "suspect" {
+			k++
+		}
+	}
+	return k
 }
 
 // ApplyRules writes a rules file through the first live node's HTTP API and
