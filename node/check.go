@@ -225,6 +225,9 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		}
 	}
 
+	remote = n.pinLocal(sc, v, remote)
+	defer sc.unpin(n.parts) // on early returns; unpinned after the local decision
+
 	// Queue the remote parts first so they travel while the local part is
 	// decided, then decide locally, then collect the remote answers.
 	var calls []remoteCall
@@ -238,6 +241,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		if err := n.engine.Check(ctx, sc.local, sc.out); err != nil {
 			return nil, err
 		}
+		sc.unpin(n.parts)
 		for j, i := range sc.idx {
 			fillResult(res[i], sc.out[j])
 		}
@@ -307,9 +311,79 @@ func newResults(n int) []*weirv1.CheckResult {
 // checkScratch holds a check's local part; reused through scratchPool (the
 // engine copies what it keeps, so nothing refers to it after check).
 type checkScratch struct {
-	local []shard.Item
-	idx   []int
-	out   []bucket.Result
+	local  []shard.Item
+	idx    []int
+	out    []bucket.Result
+	pinned []uint32 // partitions pinned for the local part
+	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
+}
+
+const (
+	pinSeen uint8 = 1 + iota // pinned
+	pinLost                  // handed off since it was routed
+)
+
+// pinLocal pins the partitions of the local part against a hand-off (see
+// partitionTable.pin). Items of a partition handed off since they were
+// routed go to where it went instead, all of that partition's items
+// together (so one key's rules stay decided together).
+func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]int) map[string][]int {
+	if len(sc.local) == 0 {
+		return remote
+	}
+	if len(sc.seen) < len(n.parts.slots) {
+		sc.seen = make([]uint8, len(n.parts.slots))
+	}
+	var lost map[uint32]string // partition -> where it went
+	for _, it := range sc.local {
+		p := it.Partition
+		if sc.seen[p] != 0 {
+			continue
+		}
+		ok, to := n.parts.pin(p)
+		if ok {
+			sc.seen[p] = pinSeen
+			sc.pinned = append(sc.pinned, p)
+			continue
+		}
+		sc.seen[p] = pinLost
+		if to == "" {
+			to = v.ring.PartitionOwner(p)
+		}
+		if lost == nil {
+			lost = map[uint32]string{}
+		}
+		lost[p] = to
+	}
+	if lost == nil {
+		return remote
+	}
+	if remote == nil {
+		remote = map[string][]int{}
+	}
+	k := 0
+	for j, it := range sc.local {
+		if to, ok := lost[it.Partition]; ok {
+			remote[to] = append(remote[to], sc.idx[j])
+			continue
+		}
+		sc.local[k], sc.idx[k] = it, sc.idx[j]
+		k++
+	}
+	sc.local, sc.idx = sc.local[:k], sc.idx[:k]
+	for p := range lost {
+		sc.seen[p] = 0
+	}
+	return remote
+}
+
+// unpin releases the partitions pinLocal pinned.
+func (sc *checkScratch) unpin(t *partitionTable) {
+	for _, p := range sc.pinned {
+		t.unpin(p)
+		sc.seen[p] = 0
+	}
+	sc.pinned = sc.pinned[:0]
 }
 
 // scratchPool recycles checkScratch values. It carries no state between
@@ -324,7 +398,7 @@ func (sc *checkScratch) release() {
 	if cap(sc.local) > maxPooledItems {
 		return
 	}
-	sc.local, sc.idx, sc.out = sc.local[:0], sc.idx[:0], sc.out[:0]
+	sc.local, sc.idx, sc.out, sc.pinned = sc.local[:0], sc.idx[:0], sc.out[:0], sc.pinned[:0]
 	scratchPool.Put(sc)
 }
 

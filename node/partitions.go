@@ -1,8 +1,10 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Partition states, as this node sees them.
@@ -28,6 +30,7 @@ type partitionTable struct {
 type partSlot struct {
 	state atomic.Uint32
 	peer  atomic.Pointer[string] // pending: previous holder; moved: new owner
+	pins  atomic.Int32           // checks deciding the partition here (pin)
 
 	mu    sync.Mutex
 	ready chan struct{} // closed when a pending partition becomes ready
@@ -102,6 +105,39 @@ func (t *partitionTable) handOff(p uint32, to string) (held bool, movedTo string
 		}
 	}
 	return false, ""
+}
+
+// pin holds off p's hand-off while a check routed here decides it: it
+// fails, naming where p went, when p was handed off since the check routed
+// it. A hand-off marks p moved and then waits for the pins to go
+// (waitUnpinned) before it exports the counters, so every check that saw p
+// here is in the export. (Both sides store, then load: with Go's
+// sequentially consistent atomics at least one sees the other.)
+func (t *partitionTable) pin(p uint32) (ok bool, movedTo string) {
+	s := &t.slots[p]
+	s.pins.Add(1)
+	if s.state.Load() != partMoved {
+		return true, ""
+	}
+	s.pins.Add(-1)
+	if ptr := s.peer.Load(); ptr != nil {
+		movedTo = *ptr
+	}
+	return false, movedTo
+}
+
+func (t *partitionTable) unpin(p uint32) { t.slots[p].pins.Add(-1) }
+
+// waitUnpinned waits until no check pins p.
+func (t *partitionTable) waitUnpinned(ctx context.Context, p uint32) error {
+	for t.slots[p].pins.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Microsecond):
+		}
+	}
+	return nil
 }
 
 // release routes p by the ring again when this node served it (it lost p

@@ -88,7 +88,12 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	}
 	if len(resp.Held) > 0 {
 		// Counters this node decided (as owner, or for a peer that
-		// forwarded to it).
+		// forwarded to it), once the checks that saw them here are done.
+		for _, p := range resp.Held {
+			if err := n.parts.waitUnpinned(ctx, p); err != nil {
+				return nil, grpcErr(err)
+			}
+		}
 		st, err := n.engine.Export(ctx, resp.Held)
 		if err != nil {
 			return nil, grpcErr(err)

@@ -1,0 +1,61 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A hand-off waits for the checks that pinned the partition before it
+// exports the counters, and a check that comes after the hand-off cannot
+// pin it: it learns where the partition went.
+func TestPinHoldsOffHandOff(t *testing.T) {
+	tb := newPartitionTable(4)
+	tb.setReady(2)
+	if ok, _ := tb.pin(2); !ok {
+		t.Fatal("pin of a ready partition failed")
+	}
+	held, _ := tb.handOff(2, "n9")
+	if !held {
+		t.Fatal("hand-off of a ready partition: not held")
+	}
+	done := make(chan error, 1)
+	go func() { done <- tb.waitUnpinned(context.Background(), 2) }()
+	select {
+	case err := <-done:
+		t.Fatalf("waitUnpinned returned (%v) while a check still pinned the partition", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if ok, to := tb.pin(2); ok || to != "n9" {
+		t.Fatalf("pin after the hand-off = %v, %q; want false, n9", ok, to)
+	}
+	tb.unpin(2)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// A released partition (lost to a ring change, counters still here) is
+	// held and pinnable; a second hand-off names the first puller.
+	tb.setReady(3)
+	tb.release(3)
+	if ok, _ := tb.pin(3); !ok {
+		t.Fatal("pin of a released partition failed")
+	}
+	tb.unpin(3)
+	if held, _ := tb.handOff(3, "n7"); !held {
+		t.Fatal("released partition not held")
+	}
+	if held, to := tb.handOff(3, "n8"); held || to != "n7" {
+		t.Fatalf("second hand-off = %v, %q; want false, n7", held, to)
+	}
+	// Never held: nothing to hand off, nowhere to point.
+	if held, to := tb.handOff(1, "n8"); held || to != "" {
+		t.Fatalf("hand-off of a partition never held = %v, %q", held, to)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tb.pin(1)
+	if err := tb.waitUnpinned(ctx, 1); err == nil {
+		t.Fatal("waitUnpinned with a pin and a cancelled context returned nil")
+	}
+}
