@@ -11,3 +11,14 @@ type State struct {
 	A, B, C   int64
 	Log       []int64
 }
+
+// Fresh reports whether s is a counter at its initial state: a zero bucket
+// state, or a sliding log with no entries. A fresh counter is the same as
+// no counter, so there is nothing to keep. Owners send a fresh state when a
+// counter idles out, so replicas forget it too.
+func (s State) Fresh() bool {
+	if s.Log != nil {
+		return len(s.Log) == 0
+	}
+	return s.A == 0 && s.B == 0 && s.C == 0
+}

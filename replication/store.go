@@ -27,12 +27,25 @@ func NewStore() *Store { return &Store{parts: make(map[uint32]*replicaPart)} }
 
 // Apply stores copies of states received from the owner from. For each
 // counter id the last one applied wins: the owner sends a destination one
-// batch at a time, so arrival order is change order.
+// batch at a time, so arrival order is change order. A fresh state
+// (State.Fresh: the counter idled out or refilled) removes the copy.
 func (s *Store) Apply(from string, states []State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range states {
 		st := states[i]
+		if st.Fresh() {
+			if p := s.parts[st.Partition]; p != nil {
+				if _, ok := p.states[st.ID]; ok {
+					delete(p.states, st.ID)
+					s.n--
+				}
+				if len(p.states) == 0 {
+					delete(s.parts, st.Partition)
+				}
+			}
+			continue
+		}
 		st.Log = copyLog(nil, st.Log)
 		p := s.parts[st.Partition]
 		if p == nil {

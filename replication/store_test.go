@@ -89,3 +89,31 @@ func (l storeLink) Replicate(_ context.Context, to, from string, states []State)
 	l[to].Apply(from, states)
 	return nil
 }
+
+// A fresh state (the owner's counter idled out or refilled) removes the
+// copy; fresh states for unknown counters change nothing.
+func TestStoreApplyFreshForgets(t *testing.T) {
+	s := NewStore()
+	s.Apply("n1", []State{st(1, 10, 1), st(1, 11, 1), {Partition: 2, ID: 20, Log: []int64{5}}})
+	s.Apply("n1", []State{{Partition: 1, ID: 10}, {Partition: 2, ID: 20, Log: []int64{}}, {Partition: 7, ID: 70}, {Partition: 1, ID: 99}})
+	if s.Len() != 1 || s.Partitions() != 1 {
+		t.Fatalf("after fresh states: Len %d, Partitions %d; want 1, 1", s.Len(), s.Partitions())
+	}
+	if got := s.Peek([]uint32{1}); len(got) != 1 || got[0].ID != 11 {
+		t.Fatalf("left: %+v, want counter 11", got)
+	}
+	for _, tc := range []struct {
+		s     State
+		fresh bool
+	}{
+		{State{}, true},
+		{State{Log: []int64{}}, true},
+		{State{A: 1}, false},
+		{State{C: -1}, false},
+		{State{Log: []int64{0}}, false},
+	} {
+		if got := tc.s.Fresh(); got != tc.fresh {
+			t.Errorf("%+v.Fresh() = %v, want %v", tc.s, got, tc.fresh)
+		}
+	}
+}

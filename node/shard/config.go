@@ -24,8 +24,10 @@ type Config struct {
 	Now func() int64
 	// OnChange, if not nil, is called by a shard goroutine after each
 	// batch with the states that batch changed (decisions, refunds,
-	// imports). It must not block. The slice and every Log in it are
-	// reused by the shard after the call returns: copy what you keep.
+	// imports), and after each sweep step with the fresh states
+	// (replication.State.Fresh) of the counters that idled out. It must not
+	// block. The slice and every Log in it are reused by the shard after
+	// the call returns: copy what you keep.
 	OnChange func(states []replication.State)
 	// SweepEvery is how often each shard runs one incremental idle-expiry
 	// step. Default 1s.

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -482,9 +483,14 @@ func TestExportImportDrop(t *testing.T) {
 	}
 }
 
+// Counters idle out of the engine, and the fresh states the sweep reports
+// make a replica (a replication.Store fed by OnChange, as a node's
+// replicator feeds its peers) forget its copies too.
 func TestIdleExpiry(t *testing.T) {
 	clk := newClock()
-	e := start(t, shard.Config{Shards: 2, Now: clk.Now, SweepEvery: time.Millisecond, SweepBudget: 100})
+	replica := replication.NewStore()
+	e := start(t, shard.Config{Shards: 2, Now: clk.Now, SweepEvery: time.Millisecond, SweepBudget: 100,
+		OnChange: func(s []replication.State) { replica.Apply("owner", s) }})
 	l := perSecond(10) // full again one second after the last take
 	var items []shard.Item
 	for i := range 2000 {
@@ -501,6 +507,9 @@ func TestIdleExpiry(t *testing.T) {
 	if n := keys(t, e); n != 2001 {
 		t.Fatalf("Keys = %d, want 2001", n)
 	}
+	if n := replica.Len(); n != 2001 {
+		t.Fatalf("replica holds %d copies, want 2001", n)
+	}
 	clk.Add(900 * time.Millisecond)
 	survivor := shard.Item{ID: 5, Partition: 5, Limit: l, Cost: 1}
 	check1(t, e, survivor) // moves its deadline to now + 1s
@@ -513,8 +522,13 @@ func TestIdleExpiry(t *testing.T) {
 	if len(left) != 1 || left[0].ID != 5 {
 		t.Fatalf("survivor: %+v, want counter 5", left)
 	}
+	testwait.Until(t, "the replica to forget the expired copies", func() bool { return replica.Len() == 1 })
+	if got := replica.Peek([]uint32{5}); len(got) != 1 || !reflect.DeepEqual(got[0], left[0]) {
+		t.Fatalf("replica's copy of the survivor: %+v, want %+v", got, left)
+	}
 	clk.Add(time.Second)
 	testwait.Until(t, "the last key to expire", func() bool { return keys(t, e) == 0 })
+	testwait.Until(t, "the replica to forget every copy", func() bool { return replica.Len() == 0 && replica.Partitions() == 0 })
 }
 
 // blockingOnChange stalls the shard goroutine inside OnChange (tests only:

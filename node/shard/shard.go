@@ -133,6 +133,7 @@ func (s *shard) run(quit <-chan struct{}) {
 			clear(s.batch)
 		case <-t.C:
 			s.sweep(s.now())
+			s.flush() // the fresh states of counters that idled out
 			s.keys.Store(int64(s.live))
 		}
 	}
@@ -172,7 +173,7 @@ func (s *shard) process(batch []*request) {
 
 // flush hands the batch's changed states to OnChange.
 func (s *shard) flush() {
-	if len(s.dirty) == 0 {
+	if len(s.dirty) == 0 && len(s.changes) == 0 {
 		return
 	}
 	for _, d := range s.dirty {
@@ -526,9 +527,9 @@ func (s *shard) sweep(now int64) {
 			continue
 		}
 		if s.slotPos == 0 {
-			budget -= 1 + s.sweepLogs(p, now)
+			budget -= 1 + s.sweepLogs(pid, p, now)
 		}
-		budget -= s.sweepSlots(p, now, max(budget, 1))
+		budget -= s.sweepSlots(pid, p, now, max(budget, 1))
 		if s.slotPos >= len(p.t.slots) {
 			// Partition done: give memory back.
 			p.t.shrink()
@@ -544,11 +545,12 @@ func (s *shard) sweep(now int64) {
 // removal the same slot is examined again, since a later entry moved into
 // it. (If the table was resized since the previous step, the walk goes on
 // at the same index; entries it misses are found by the next pass.)
-func (s *shard) sweepSlots(p *part, now int64, budget int) int {
+func (s *shard) sweepSlots(pid uint32, p *part, now int64, budget int) int {
 	i, examined := s.slotPos, 0
 	for i < len(p.t.slots) && examined < budget {
 		examined++
 		if idle := p.t.slots[i].idle; idle != 0 && idle <= now {
+			s.expired(replication.State{Partition: pid, ID: p.t.slots[i].id})
 			p.t.remove(i)
 			s.live--
 			continue
@@ -559,10 +561,11 @@ func (s *shard) sweepSlots(p *part, now int64, budget int) int {
 	return examined
 }
 
-func (s *shard) sweepLogs(p *part, now int64) int {
+func (s *shard) sweepLogs(pid uint32, p *part, now int64) int {
 	n := len(p.logs)
 	for id, le := range p.logs {
 		if le.idle <= now {
+			s.expired(replication.State{Partition: pid, ID: id, Log: s.emptyLog})
 			delete(p.logs, id)
 			s.live--
 		}
@@ -571,4 +574,12 @@ func (s *shard) sweepLogs(p *part, now int64) int {
 		p.logs = nil
 	}
 	return n
+}
+
+// expired queues the fresh state of a counter the sweep removed, so its
+// replica copies go too.
+func (s *shard) expired(st replication.State) {
+	if s.onChange != nil {
+		s.changes = append(s.changes, st)
+	}
 }
