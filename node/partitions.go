@@ -107,6 +107,24 @@ func (t *partitionTable) handOff(p uint32, to string) (held bool, movedTo string
 	return false, ""
 }
 
+// handBack undoes handOff(p, to) when the counters could not be handed
+// over after all (the caller gets an error and installs nothing): this node
+// holds p again, ready if it owns p.
+func (t *partitionTable) handBack(p uint32, to string, own bool) {
+	s := &t.slots[p]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ptr := s.peer.Load(); s.state.Load() != partMoved || ptr == nil || *ptr != to {
+		return
+	}
+	s.peer.Store(nil)
+	if own {
+		s.state.Store(partReady)
+	} else {
+		s.state.Store(partReleased)
+	}
+}
+
 // pin holds off p's hand-off while a check routed here decides it: it
 // fails, naming where p went, when p was handed off since the check routed
 // it. A hand-off marks p moved and then waits for the pins to go

@@ -59,3 +59,32 @@ func TestPinHoldsOffHandOff(t *testing.T) {
 		t.Fatal("waitUnpinned with a pin and a cancelled context returned nil")
 	}
 }
+
+// A hand-off that fails after the partition was marked moved gives it back:
+// this node holds it again (ready if it owns it), and a later puller gets
+// it. handBack for another puller, or of a partition not moved, does nothing.
+func TestHandBack(t *testing.T) {
+	tb := newPartitionTable(4)
+	tb.setReady(1)
+	tb.handOff(1, "n5")
+	tb.handBack(1, "n6", true) // not the puller it went to
+	if st, to := tb.get(1); st != partMoved || to != "n5" {
+		t.Fatalf("handBack for another puller changed the partition: %d %q", st, to)
+	}
+	tb.handBack(1, "n5", true)
+	if st := tb.state(1); st != partReady {
+		t.Fatalf("after handBack (owned): state %d, want ready", st)
+	}
+	tb.handOff(1, "n5")
+	tb.handBack(1, "n5", false)
+	if st := tb.state(1); st != partReleased {
+		t.Fatalf("after handBack (not owned): state %d, want released", st)
+	}
+	if held, _ := tb.handOff(1, "n7"); !held {
+		t.Fatal("a handed-back partition is not held")
+	}
+	tb.handBack(2, "n5", true) // never held
+	if st := tb.state(2); st != partNone {
+		t.Fatalf("handBack of a partition never held: state %d", st)
+	}
+}

@@ -87,18 +87,13 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		}
 	}
 	if len(resp.Held) > 0 {
-		// Counters this node decided (as owner, or for a peer that
-		// forwarded to it), once the checks that saw them here are done.
-		for _, p := range resp.Held {
-			if err := n.parts.waitUnpinned(ctx, p); err != nil {
-				return nil, grpcErr(err)
-			}
-		}
-		st, err := n.engine.Export(ctx, resp.Held)
+		st, err := n.exportHeld(ctx, resp.Held)
 		if err != nil {
-			return nil, grpcErr(err)
-		}
-		if err := n.engine.Drop(ctx, resp.Held); err != nil {
+			// The caller installs nothing: hold the partitions again.
+			v := n.view.Load()
+			for _, p := range resp.Held {
+				n.parts.handBack(p, req.To, v != nil && v.ring.PartitionOwner(p) == n.cfg.ID)
+			}
 			return nil, grpcErr(err)
 		}
 		resp.States = statesToProto(st)
@@ -107,6 +102,21 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	n.met.handedOff.Add(float64(len(resp.Held)))
 	n.log.Info("handed off partitions", "to", req.To, "partitions", len(resp.Held), "states", len(resp.States), "moved", len(resp.Moved))
 	return resp, nil
+}
+
+// exportHeld exports and drops the counters of partitions just handed
+// off, once the checks that saw them here are done.
+func (n *Node) exportHeld(ctx context.Context, parts []uint32) ([]replication.State, error) {
+	for _, p := range parts {
+		if err := n.parts.waitUnpinned(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	st, err := n.engine.Export(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	return st, n.engine.Drop(ctx, parts)
 }
 
 // pullPartitions fetches the state of partitions this node gained, from
