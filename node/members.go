@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -291,6 +292,7 @@ func (n *Node) clusterLoop() {
 	for {
 		n.refreshView()
 		n.manageRaft()
+		n.forgetReleased()
 		if g := n.api.Gateways(); g != gateways {
 			gateways = g
 			_ = n.ml.UpdateNode(time.Second) // gossip the new gateway count
@@ -514,8 +516,24 @@ func (n *Node) dropReplicasLater(parts []uint32) {
 	n.replicas.Drop(drop)
 }
 
-// replicaGrace is how long copies of a partition no longer held are kept.
+// replicaGrace is how long copies of a partition no longer held are kept,
+// and how long a released partition's counters wait for its new owner.
 const replicaGrace = 30 * time.Second
+
+// forgetReleased drops the counters of partitions released more than
+// replicaGrace ago that nobody pulled.
+func (n *Node) forgetReleased() {
+	parts := n.parts.forgetReleased(time.Now().Add(-replicaGrace).UnixNano())
+	if len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	if err := n.engine.Drop(ctx, parts); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("drop released partitions", "err", err)
+	}
+	n.log.Info("forgot released partitions nobody pulled", "partitions", len(parts))
+}
 
 // manageRaft bootstraps the group once enough members are present and, on
 // the leader, reconciles the Raft configuration with gossip membership.

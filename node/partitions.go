@@ -31,6 +31,7 @@ type partSlot struct {
 	state atomic.Uint32
 	peer  atomic.Pointer[string] // pending: previous holder; moved: new owner
 	pins  atomic.Int32           // checks deciding the partition here (pin)
+	since atomic.Int64           // released: when (unix ns)
 
 	mu    sync.Mutex
 	ready chan struct{} // closed when a pending partition becomes ready
@@ -121,6 +122,7 @@ func (t *partitionTable) handBack(p uint32, to string, own bool) {
 	if own {
 		s.state.Store(partReady)
 	} else {
+		s.since.Store(time.Now().UnixNano())
 		s.state.Store(partReleased)
 	}
 }
@@ -167,9 +169,32 @@ func (t *partitionTable) release(p uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state.Load() == partReady {
+		s.since.Store(time.Now().UnixNano())
 		s.state.Store(partReleased)
 		s.peer.Store(nil)
 	}
+}
+
+// forgetReleased stops holding the partitions released before `before`
+// (unix ns) that nobody pulled: their new owner got the counters elsewhere
+// (or they are one side's leftovers after a network split), so handing
+// them over later could only hand over stale counters. It returns them, for
+// the caller to drop from the engine.
+func (t *partitionTable) forgetReleased(before int64) []uint32 {
+	var out []uint32
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.state.Load() != partReleased {
+			continue
+		}
+		s.mu.Lock()
+		if s.state.Load() == partReleased && s.since.Load() < before {
+			s.state.Store(partNone)
+			out = append(out, uint32(i))
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // arrived settles a pulled partition: ready when this node owns it now,
@@ -184,6 +209,7 @@ func (t *partitionTable) arrived(p uint32, own bool) {
 		s.state.Store(partReady)
 		s.peer.Store(nil)
 	case s.state.Load() == partPending:
+		s.since.Store(time.Now().UnixNano())
 		s.state.Store(partReleased)
 		s.peer.Store(nil)
 	}

@@ -88,3 +88,33 @@ func TestHandBack(t *testing.T) {
 		t.Fatalf("handBack of a partition never held: state %d", st)
 	}
 }
+
+// Released partitions nobody pulled are let go after the grace period;
+// ready, moved and recently released ones are kept.
+func TestForgetReleased(t *testing.T) {
+	tb := newPartitionTable(5)
+	tb.setReady(0)
+	tb.setReady(1)
+	tb.release(1)
+	tb.setReady(2)
+	tb.release(2)
+	tb.handOff(2, "n4") // pulled: moved, not released
+	tb.setPending(3, "n2")
+	tb.arrived(3, false) // pulled for a newer owner: released
+	if got := tb.forgetReleased(time.Now().Add(-time.Minute).UnixNano()); len(got) != 0 {
+		t.Fatalf("forgot %v before the grace period ended", got)
+	}
+	got := tb.forgetReleased(time.Now().Add(time.Nanosecond).UnixNano())
+	if len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Fatalf("forgot %v, want [1 3]", got)
+	}
+	want := []uint32{partReady, partNone, partMoved, partNone, partNone}
+	for p, st := range want {
+		if tb.state(uint32(p)) != st {
+			t.Errorf("partition %d: state %d, want %d", p, tb.state(uint32(p)), st)
+		}
+	}
+	if held, to := tb.handOff(1, "n9"); held || to != "" {
+		t.Fatalf("a forgotten partition was handed off: %v %q", held, to)
+	}
+}
