@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -89,7 +90,7 @@ func newNodeConn(c *Client, addr string) (*nodeConn, error) {
 // dial makes a (lazily connecting) gRPC client for addr, through
 // Config.Dial when set.
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcwin.DialOptions()...)
 	if c.cfg.Dial != nil {
 		opts = append(opts, grpc.WithContextDialer(c.cfg.Dial))
 	}

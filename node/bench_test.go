@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/internal/testcluster"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
@@ -45,7 +46,7 @@ func newBenchCluster(b *testing.B, size int) *benchCluster {
 	bc := &benchCluster{owned: make([][]string, size)}
 	index := map[string]int{}
 	for i, nd := range c.Nodes {
-		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(nd.GRPCAddr(), append(grpcwin.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...) // as the SDK dials
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -167,7 +168,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
-	n.grpcSrv = grpc.NewServer()
+	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/internal/grpcwin"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
 )
@@ -379,7 +380,7 @@ func peerDialOptions(cfg Config) []grpc.DialOption {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay = 100 * time.Millisecond
 	bo.MaxDelay = time.Second
-	opts := []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second})}
+	opts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second})}, grpcwin.DialOptions()...)
 	if cfg.PeerDialer != nil {
 		opts = append(opts, grpc.WithContextDialer(cfg.PeerDialer))
 	}
