@@ -82,8 +82,9 @@ func TestForwardStreamAnswersEachRequest(t *testing.T) {
 // ForwardStream (from the embedded UnimplementedPeerServer).
 type legacyPeer struct {
 	weirv1.UnimplementedPeerServer
-	real     weirv1.PeerClient
-	forwards atomic.Int64
+	real       weirv1.PeerClient
+	forwards   atomic.Int64
+	replicates atomic.Int64
 }
 
 func (p *legacyPeer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
@@ -92,6 +93,7 @@ func (p *legacyPeer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*we
 }
 
 func (p *legacyPeer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
+	p.replicates.Add(1)
 	return p.real.Replicate(ctx, req)
 }
 
@@ -103,8 +105,10 @@ func (p *legacyPeer) Join(ctx context.Context, req *weirv1.JoinRequest) (*weirv1
 	return p.real.Join(ctx, req)
 }
 
-// A node whose peers answer Unimplemented to ForwardStream (older nodes)
-// forwards with unary Forward RPCs instead, and its decisions stay exact.
+// A node whose peers answer Unimplemented to ForwardStream and
+// ReplicateStream (older nodes) forwards with unary Forward RPCs and
+// replicates with unary Replicate RPCs instead, and its decisions stay
+// exact.
 func TestForwardFallsBackToUnary(t *testing.T) {
 	c := testcluster.New(t, 2)
 	v := c.ApplyRules(checkRules)
@@ -147,7 +151,7 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 		}
 		return nil
 	})
-	_, remote := keysByOwner(t, entry)
+	local, remote := keysByOwner(t, entry)
 
 	for round := 0; round < 5; round++ {
 		res, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: remote, Rule: "three", Cost: 1}})
@@ -165,4 +169,17 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	if forwards < 5 {
 		t.Fatalf("legacy peers saw %d unary Forward RPCs for 5 forwarded checks", forwards)
 	}
+
+	// n3's own decisions reach its replica through the legacy front.
+	if _, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "a unary Replicate RPC at a legacy peer", func() bool {
+		for _, lp := range legacy {
+			if lp.replicates.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }

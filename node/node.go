@@ -45,21 +45,22 @@ type Node struct {
 	met      *metrics
 	resynced prometheus.Counter // weir_replica_resync_states_total
 
-	grpcSrv *grpc.Server
-	httpSrv *http.Server
-	grpcLis net.Listener
-	httpLis net.Listener
-	meta    memberMeta
-	changed chan struct{} // non-blocking "members changed" signal
-	view    atomic.Pointer[clusterView]
-	rview   atomic.Pointer[ruleView]
-	rviewMu sync.Mutex
-	parts   *partitionTable
-	fwdMu   sync.Mutex
-	fwd     map[string]*forwarder
-	leaving atomic.Bool
-	joined  atomic.Bool // gossip join done (when Join is configured)
-	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
+	grpcSrv       *grpc.Server
+	httpSrv       *http.Server
+	grpcLis       net.Listener
+	httpLis       net.Listener
+	meta          memberMeta
+	changed       chan struct{} // non-blocking "members changed" signal
+	view          atomic.Pointer[clusterView]
+	rview         atomic.Pointer[ruleView]
+	rviewMu       sync.Mutex
+	parts         *partitionTable
+	fwdMu         sync.Mutex
+	fwd           map[string]*forwarder
+	replTransport *peerTransport // replication streams to peers
+	leaving       atomic.Bool
+	joined        atomic.Bool // gossip join done (when Join is configured)
+	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	membersMu sync.Mutex
 	departed  map[string]departure  // dead or left, by id
@@ -150,7 +151,8 @@ func New(cfg Config) (*Node, error) {
 	rcfg.Self = cfg.ID
 	rcfg.Interval = cfg.ReplicationInterval
 	rcfg.Logger = n.log.With("component", "replication")
-	n.repl, err = replication.NewReplicator(rcfg, peerTransport{n}, n.replicaPlacement)
+	n.replTransport = newPeerTransport(n)
+	n.repl, err = replication.NewReplicator(rcfg, n.replTransport, n.replicaPlacement)
 	if err != nil {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
@@ -337,6 +339,9 @@ func (n *Node) Close() error {
 		c()
 		n.wg.Wait()
 		n.closeForwarders()
+		if n.replTransport != nil {
+			n.replTransport.close()
+		}
 		n.closeResources()
 	})
 	return nil

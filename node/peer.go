@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -52,6 +54,15 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
 	s.n.replicas.Apply(req.From, statesFromProto(req.States))
 	return &weirv1.ReplicateResponse{}, nil
+}
+
+// ReplicateStream applies each request as Replicate does, in order.
+func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.ReplicateRequest, weirv1.ReplicateResponse]) error {
+	ack := &weirv1.ReplicateResponse{}
+	return checkstream.Each(stream, func(req *weirv1.ReplicateRequest) *weirv1.ReplicateResponse {
+		s.n.replicas.Apply(req.From, statesFromProto(req.States))
+		return ack
+	})
 }
 
 // Handoff gives the caller the partitions it now owns. For each partition
@@ -319,16 +330,106 @@ func (n *Node) replicaPlacement(p uint32) []string {
 	return out
 }
 
-// peerTransport ships replication batches over gRPC.
-type peerTransport struct{ n *Node }
+// peerTransport ships replication batches to each peer as messages on a
+// long-lived Peer.ReplicateStream: a unary RPC per batch cost so much that
+// replication took more of a node's CPU than deciding checks (steady ran
+// 40-55% faster with a 50 ms interval than with 5 ms before the stream).
+// The replicator keeps one send in flight per peer, so each peer's stream
+// has one user at a time. A peer that lacks the stream (an older node) gets
+// unary Replicate RPCs for a while.
+type peerTransport struct {
+	n       *Node
+	mu      sync.Mutex
+	streams map[string]*replStream // by peer id
+}
 
-func (t peerTransport) Replicate(ctx context.Context, to, from string, states []replication.State) error {
-	cl, err := t.n.peerClient(to)
+type replStream struct {
+	conn   *grpc.ClientConn // the stream's connection
+	stream grpc.BidiStreamingClient[weirv1.ReplicateRequest, weirv1.ReplicateResponse]
+	cancel context.CancelFunc
+	legacy checkstream.Legacy
+}
+
+func newPeerTransport(n *Node) *peerTransport {
+	return &peerTransport{n: n, streams: map[string]*replStream{}}
+}
+
+func (t *peerTransport) Replicate(ctx context.Context, to, from string, states []replication.State) error {
+	conn, err := t.n.peerConn(to)
 	if err != nil {
 		return err
 	}
-	_, err = cl.Replicate(ctx, &weirv1.ReplicateRequest{From: from, States: statesToProto(states)})
+	t.mu.Lock()
+	rs := t.streams[to]
+	if rs == nil {
+		rs = &replStream{}
+		t.streams[to] = rs
+	}
+	t.mu.Unlock()
+	req := &weirv1.ReplicateRequest{From: from, States: statesToProto(states)}
+	if rs.legacy.Active() {
+		_, err := weirv1.NewPeerClient(conn).Replicate(ctx, req)
+		return err
+	}
+	reused := rs.stream != nil && rs.conn == conn
+	err = rs.do(ctx, conn, req)
+	if reused && errors.Is(err, io.EOF) {
+		// The stream ended while idle (its connection broke): the peer
+		// never saw the request. Try once on a fresh stream.
+		err = rs.do(ctx, conn, req)
+	}
+	if rs.legacy.Saw(err) {
+		_, err = weirv1.NewPeerClient(conn).Replicate(ctx, req)
+	}
 	return err
+}
+
+// do sends req on the stream (opening it on conn if needed) and waits for
+// the peer's answer, at most until ctx ends. Any failure drops the stream.
+func (rs *replStream) do(ctx context.Context, conn *grpc.ClientConn, req *weirv1.ReplicateRequest) error {
+	if rs.stream != nil && rs.conn != conn {
+		rs.close()
+	}
+	if rs.stream == nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		st, err := weirv1.NewPeerClient(conn).ReplicateStream(sctx)
+		if err != nil {
+			cancel()
+			return err
+		}
+		rs.conn, rs.stream, rs.cancel = conn, st, cancel
+	}
+	stop := context.AfterFunc(ctx, rs.cancel) // a late answer must not count for the next request
+	err := rs.stream.Send(req)
+	if err == nil {
+		_, err = rs.stream.Recv()
+	}
+	if !stop() {
+		rs.close()
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	if err != nil {
+		rs.close()
+	}
+	return err
+}
+
+func (rs *replStream) close() {
+	if rs.cancel != nil {
+		rs.cancel()
+	}
+	rs.conn, rs.stream, rs.cancel = nil, nil, nil
+}
+
+// close ends every replication stream.
+func (t *peerTransport) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, rs := range t.streams {
+		rs.close()
+	}
 }
 
 func statesToProto(in []replication.State) []*weirv1.CounterState {

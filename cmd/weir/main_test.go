@@ -124,6 +124,8 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"members", "--timeout", "0s"}, "--timeout 0s: must be > 0"},
 		{[]string{"status", "--addr", "ftp://h:1"}, "scheme must be http or https"},
 		{[]string{"members", "extra"}, `unexpected argument "extra"`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "soon"}, `--replication-interval "soon": want a positive duration`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "0s"}, `--replication-interval "0s": want a positive duration`},
 		{[]string{"overrides"}, "weir overrides: missing subcommand"},
 		{[]string{"overrides", "set", "--rate", "5"}, "missing --key and --rule"},
 		{[]string{"overrides", "set", "--key", "k", "--rule", "r"}, "missing --rate N (or --block to deny the key)"},

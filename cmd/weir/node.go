@@ -30,7 +30,7 @@ import (
 // also reads WEIR_<NAME> from the environment (flags win).
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
-	join, adminToken, logLevel, pprofAddr                 string
+	join, adminToken, logLevel, pprofAddr, replInterval   string
 	bootstrapExpect, shards                               int
 }
 
@@ -63,6 +63,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet, dev bool) {
 	fs.StringVar(&f.adminToken, "admin-token", env("ADMIN_TOKEN", ""), "token required for rule writes (WEIR_ADMIN_TOKEN)")
 	fs.StringVar(&f.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (WEIR_LOG_LEVEL)")
 	fs.IntVar(&f.shards, "shards", envInt("SHARDS", def.Shards), "decision goroutines (WEIR_SHARDS)")
+	fs.StringVar(&f.replInterval, "replication-interval", env("REPLICATION_INTERVAL", def.ReplicationInterval.String()),
+		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions (WEIR_REPLICATION_INTERVAL)")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -78,6 +80,11 @@ func (f *nodeFlags) config() (node.Config, error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
 	cfg.Shards = f.shards
+	d, err := time.ParseDuration(f.replInterval)
+	if err != nil || d <= 0 {
+		return cfg, &usageError{msg: fmt.Sprintf("--replication-interval %q: want a positive duration such as 5ms", f.replInterval), help: "weir help node"}
+	}
+	cfg.ReplicationInterval = d
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return cfg, &usageError{msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", f.logLevel), help: "weir help node"}

@@ -2,7 +2,8 @@
 // and CheckStreamResponse messages with one request in flight: what a
 // gateway's sender (Limiter.CheckStream) and a node's forward sender
 // (Peer.ForwardStream) use instead of a unary RPC per batch, which costs
-// far more per batch in grpc-go.
+// far more per batch in grpc-go. Each is the server loop of any such
+// stream (Peer.ReplicateStream uses it too).
 package checkstream
 
 import (
@@ -137,14 +138,7 @@ func (s *Stream) Close() {
 func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse],
 	decide func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)) error {
 	ctx := stream.Context()
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return Each(stream, func(req *weirv1.CheckStreamRequest) *weirv1.CheckStreamResponse {
 		resp := &weirv1.CheckStreamResponse{Id: req.GetId()}
 		if res, err := decide(ctx, req.GetItems()); err != nil {
 			st := status.Convert(err)
@@ -156,7 +150,23 @@ func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.Che
 		} else {
 			resp.Results = res
 		}
-		if err := stream.Send(resp); err != nil {
+		return resp
+	})
+}
+
+// Each answers every request of a server stream with handle's response, in
+// order, until the caller closes its side (nil) or the stream fails (the
+// Recv or Send error).
+func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func(*Req) *Resp) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(handle(req)); err != nil {
 			return err
 		}
 	}

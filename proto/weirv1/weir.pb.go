@@ -2581,11 +2581,12 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Watch\x12\x15.weir.v1.WatchRequest\x1a\x13.weir.v1.WatchEvent0\x012\x8c\x01\n" +
 	"\aCluster\x12<\n" +
 	"\aMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse\x12C\n" +
-	"\fWatchMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse0\x012\xc7\x02\n" +
+	"\fWatchMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse0\x012\x95\x03\n" +
 	"\x04Peer\x128\n" +
 	"\aForward\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12N\n" +
 	"\rForwardStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
-	"\tReplicate\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse\x12<\n" +
+	"\tReplicate\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse\x12L\n" +
+	"\x0fReplicateStream\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse(\x010\x01\x12<\n" +
 	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse\x123\n" +
 	"\x04Join\x12\x14.weir.v1.JoinRequest\x1a\x15.weir.v1.JoinResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
 
@@ -2681,29 +2682,31 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	2,  // 34: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
 	5,  // 35: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
 	31, // 36: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	33, // 37: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	36, // 38: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
-	4,  // 39: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 40: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 41: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 42: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 43: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 44: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 45: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	24, // 46: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 47: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 48: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 49: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	26, // 50: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	29, // 51: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	29, // 52: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 53: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 54: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	32, // 55: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	34, // 56: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	37, // 57: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
-	39, // [39:58] is the sub-list for method output_type
-	20, // [20:39] is the sub-list for method input_type
+	31, // 37: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	33, // 38: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	36, // 39: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
+	4,  // 40: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 41: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 42: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 43: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 44: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 45: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 46: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	24, // 47: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 48: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 49: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 50: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	26, // 51: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	29, // 52: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	29, // 53: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 54: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 55: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	32, // 56: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	32, // 57: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	34, // 58: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	37, // 59: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
+	40, // [40:60] is the sub-list for method output_type
+	20, // [20:40] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name

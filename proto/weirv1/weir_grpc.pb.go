@@ -791,11 +791,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Peer_Forward_FullMethodName       = "/weir.v1.Peer/Forward"
-	Peer_ForwardStream_FullMethodName = "/weir.v1.Peer/ForwardStream"
-	Peer_Replicate_FullMethodName     = "/weir.v1.Peer/Replicate"
-	Peer_Handoff_FullMethodName       = "/weir.v1.Peer/Handoff"
-	Peer_Join_FullMethodName          = "/weir.v1.Peer/Join"
+	Peer_Forward_FullMethodName         = "/weir.v1.Peer/Forward"
+	Peer_ForwardStream_FullMethodName   = "/weir.v1.Peer/ForwardStream"
+	Peer_Replicate_FullMethodName       = "/weir.v1.Peer/Replicate"
+	Peer_ReplicateStream_FullMethodName = "/weir.v1.Peer/ReplicateStream"
+	Peer_Handoff_FullMethodName         = "/weir.v1.Peer/Handoff"
+	Peer_Join_FullMethodName            = "/weir.v1.Peer/Join"
 )
 
 // PeerClient is the client API for Peer service.
@@ -810,6 +811,9 @@ type PeerClient interface {
 	// goes on.
 	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 	Replicate(ctx context.Context, in *ReplicateRequest, opts ...grpc.CallOption) (*ReplicateResponse, error)
+	// ReplicateStream applies each request of the stream as Replicate
+	// would, in order, answering each (the sender keeps one in flight).
+	ReplicateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse], error)
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
 	// Join asks the Raft leader to add the caller to the group.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
@@ -856,6 +860,19 @@ func (c *peerClient) Replicate(ctx context.Context, in *ReplicateRequest, opts .
 	return out, nil
 }
 
+func (c *peerClient) ReplicateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[1], Peer_ReplicateStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReplicateRequest, ReplicateResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ReplicateStreamClient = grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse]
+
 func (c *peerClient) Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HandoffResponse)
@@ -888,6 +905,9 @@ type PeerServer interface {
 	// goes on.
 	ForwardStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	Replicate(context.Context, *ReplicateRequest) (*ReplicateResponse, error)
+	// ReplicateStream applies each request of the stream as Replicate
+	// would, in order, answering each (the sender keeps one in flight).
+	ReplicateStream(grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]) error
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
 	// Join asks the Raft leader to add the caller to the group.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
@@ -909,6 +929,9 @@ func (UnimplementedPeerServer) ForwardStream(grpc.BidiStreamingServer[CheckStrea
 }
 func (UnimplementedPeerServer) Replicate(context.Context, *ReplicateRequest) (*ReplicateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Replicate not implemented")
+}
+func (UnimplementedPeerServer) ReplicateStream(grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReplicateStream not implemented")
 }
 func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Handoff not implemented")
@@ -980,6 +1003,13 @@ func _Peer_Replicate_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ReplicateStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).ReplicateStream(&grpc.GenericServerStream[ReplicateRequest, ReplicateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_ReplicateStreamServer = grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]
+
 func _Peer_Handoff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(HandoffRequest)
 	if err := dec(in); err != nil {
@@ -1044,6 +1074,12 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ForwardStream",
 			Handler:       _Peer_ForwardStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "ReplicateStream",
+			Handler:       _Peer_ReplicateStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
