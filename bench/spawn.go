@@ -37,6 +37,25 @@ func freePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// freeGossipPort is freePort for memberlist, which binds the port over
+// both TCP and UDP: a port whose UDP side is taken is skipped.
+func freeGossipPort() (string, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		u, err := net.ListenPacket("udp", addr)
+		_ = l.Close()
+		if err == nil {
+			_ = u.Close()
+			return addr, nil
+		}
+	}
+	return "", errors.New("no loopback port free over both TCP and UDP")
+}
+
 // SpawnedNode is one `weir node` child process.
 type SpawnedNode struct {
 	ID                                string
@@ -86,13 +105,18 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	defer s.mu.Unlock()
 	s.seq++
 	nd := &SpawnedNode{ID: fmt.Sprintf("b%d", s.seq), done: make(chan struct{})}
-	for _, p := range []*string{&nd.HTTP, &nd.GRPC, &nd.Raft, &nd.Gossip} {
+	for _, p := range []*string{&nd.HTTP, &nd.GRPC, &nd.Raft} {
 		a, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
 		}
 		*p = a
 	}
+	g, err := freeGossipPort()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+	}
+	nd.Gossip = g
 	nd.DataDir = fmt.Sprintf("%s/%s", s.dir, nd.ID)
 	args := []string{"node", "--id", nd.ID, "--data-dir", nd.DataDir, "--http", nd.HTTP, "--grpc", nd.GRPC,
 		"--raft", nd.Raft, "--gossip", nd.Gossip, "--log-level", "warn"}
