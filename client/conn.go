@@ -173,7 +173,7 @@ func (n *nodeConn) enqueue(cl *call) error {
 // per RPC) keep their grown stacks and reuse their batch buffers.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
-	cs := &checkstream.Stream{Name: "client: " + n.addr}
+	cs := checkstream.NewStream("client: " + n.addr)
 	defer cs.Close()
 	var batch []*call
 	var items []*weirv1.CheckItem

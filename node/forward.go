@@ -152,7 +152,7 @@ func (f *forwarder) sender() {
 	var (
 		batch []*fwdCall
 		items []*weirv1.CheckItem
-		st    = checkstream.Stream{Name: "peer " + f.dest}
+		st    = checkstream.NewStream("peer " + f.dest)
 	)
 	defer st.Close()
 	for {
@@ -174,7 +174,7 @@ func (f *forwarder) sender() {
 				break drain
 			}
 		}
-		items = f.send(&st, batch, items[:0])
+		items = f.send(st, batch, items[:0])
 		clear(batch)
 		batch = batch[:0]
 		clear(items)

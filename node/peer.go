@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"sync"
 	"time"
@@ -344,15 +343,16 @@ type peerTransport struct {
 }
 
 type replStream struct {
-	conn   *grpc.ClientConn // the stream's connection
-	stream grpc.BidiStreamingClient[weirv1.ReplicateRequest, weirv1.ReplicateResponse]
-	cancel context.CancelFunc
+	pipe   checkstream.Pipe[weirv1.ReplicateRequest, weirv1.ReplicateResponse]
 	legacy checkstream.Legacy
 }
 
 func newPeerTransport(n *Node) *peerTransport {
 	return &peerTransport{n: n, streams: map[string]*replStream{}}
 }
+
+// replicateTimeout bounds a replication request whose ctx has no deadline.
+const replicateTimeout = 5 * time.Second
 
 func (t *peerTransport) Replicate(ctx context.Context, to, from string, states []replication.State) error {
 	conn, err := t.n.peerConn(to)
@@ -363,6 +363,7 @@ func (t *peerTransport) Replicate(ctx context.Context, to, from string, states [
 	rs := t.streams[to]
 	if rs == nil {
 		rs = &replStream{}
+		rs.pipe.Name = "peer " + to
 		t.streams[to] = rs
 	}
 	t.mu.Unlock()
@@ -371,56 +372,15 @@ func (t *peerTransport) Replicate(ctx context.Context, to, from string, states [
 		_, err := weirv1.NewPeerClient(conn).Replicate(ctx, req)
 		return err
 	}
-	reused := rs.stream != nil && rs.conn == conn
-	err = rs.do(ctx, conn, req)
-	if reused && errors.Is(err, io.EOF) {
-		// The stream ended while idle (its connection broke): the peer
-		// never saw the request. Try once on a fresh stream.
-		err = rs.do(ctx, conn, req)
+	timeout := replicateTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
 	}
+	_, err = rs.pipe.RoundTrip(t.n.ctx, conn, weirv1.NewPeerClient(conn).ReplicateStream, req, timeout)
 	if rs.legacy.Saw(err) {
 		_, err = weirv1.NewPeerClient(conn).Replicate(ctx, req)
 	}
 	return err
-}
-
-// do sends req on the stream (opening it on conn if needed) and waits for
-// the peer's answer, at most until ctx ends. Any failure drops the stream.
-func (rs *replStream) do(ctx context.Context, conn *grpc.ClientConn, req *weirv1.ReplicateRequest) error {
-	if rs.stream != nil && rs.conn != conn {
-		rs.close()
-	}
-	if rs.stream == nil {
-		sctx, cancel := context.WithCancel(context.Background())
-		st, err := weirv1.NewPeerClient(conn).ReplicateStream(sctx)
-		if err != nil {
-			cancel()
-			return err
-		}
-		rs.conn, rs.stream, rs.cancel = conn, st, cancel
-	}
-	stop := context.AfterFunc(ctx, rs.cancel) // a late answer must not count for the next request
-	err := rs.stream.Send(req)
-	if err == nil {
-		_, err = rs.stream.Recv()
-	}
-	if !stop() {
-		rs.close()
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-	}
-	if err != nil {
-		rs.close()
-	}
-	return err
-}
-
-func (rs *replStream) close() {
-	if rs.cancel != nil {
-		rs.cancel()
-	}
-	rs.conn, rs.stream, rs.cancel = nil, nil, nil
 }
 
 // close ends every replication stream.
@@ -428,7 +388,7 @@ func (t *peerTransport) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, rs := range t.streams {
-		rs.close()
+		rs.pipe.Close()
 	}
 }
 

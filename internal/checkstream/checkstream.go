@@ -1,9 +1,9 @@
-// Package checkstream keeps one bidirectional stream of CheckStreamRequest
-// and CheckStreamResponse messages with one request in flight: what a
-// gateway's sender (Limiter.CheckStream) and a node's forward sender
-// (Peer.ForwardStream) use instead of a unary RPC per batch, which costs
-// far more per batch in grpc-go. Each is the server loop of any such
-// stream (Peer.ReplicateStream uses it too).
+// Package checkstream keeps long-lived bidirectional streams with one
+// request in flight: what a gateway's sender (Limiter.CheckStream), a
+// node's forward sender (Peer.ForwardStream) and its replicator
+// (Peer.ReplicateStream) use instead of a unary RPC per batch, which costs
+// far more per batch in grpc-go. Pipe is the client side of any such
+// stream, Stream its check form, and Each the server loop.
 package checkstream
 
 import (
@@ -25,59 +25,115 @@ import (
 // such as LimiterClient.CheckStream or PeerClient.ForwardStream.
 type Opener func(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse], error)
 
-// Stream is one sender's stream; only that sender may use it. The stream
-// is opened lazily and dropped after any failure (the next Do opens a new
+// Pipe is one sender's long-lived stream of Req and Resp messages with one
+// request in flight; only that sender may use it. The stream is opened
+// lazily and dropped after any failure (the next RoundTrip opens a new
 // one): a timeout cancels it, as it would cancel a unary RPC, so a late
 // answer can never be taken for a later request's.
-type Stream struct {
+type Pipe[Req, Resp any] struct {
 	// Name prefixes errors ("client: 127.0.0.1:9090", "peer n2").
 	Name string
 
-	key    any // what the stream was opened for (see Do)
-	stream grpc.BidiStreamingClient[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]
+	key    any // what the stream was opened for (see RoundTrip)
+	stream grpc.BidiStreamingClient[Req, Resp]
 	cancel context.CancelFunc // ends stream
 	timer  *time.Timer        // cancels stream when a request takes too long
-	id     uint64             // of the last request sent
-	req    weirv1.CheckStreamRequest
 }
 
-// Do sends items as one request and waits at most timeout for its answer:
-// one result per item. An error means the request failed as a whole (a
-// timeout wraps context.DeadlineExceeded); the stream is then dropped
-// unless the other side answered the request with an error of its own.
-// key names what open opens a stream to (e.g. the *grpc.ClientConn): a
-// stream opened for another key is dropped first. ctx bounds the stream's
-// life, not the request.
-func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {
-	if s.stream != nil && s.key != key {
-		s.Close()
+// RoundTrip sends req and waits at most timeout for the answer. key names
+// what open opens a stream to (e.g. the *grpc.ClientConn): a stream opened
+// for another key is dropped first. ctx bounds the stream's life, not the
+// request. A timeout wraps context.DeadlineExceeded.
+func (p *Pipe[Req, Resp]) RoundTrip(ctx context.Context, key any, open func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error), req *Req, timeout time.Duration) (*Resp, error) {
+	if p.stream != nil && p.key != key {
+		p.Close()
 	}
-	reused := s.stream != nil
-	err := s.send(ctx, key, open, items, timeout)
+	reused := p.stream != nil
+	err := p.send(ctx, key, open, req, timeout)
 	if reused && errors.Is(err, io.EOF) {
 		// The stream ended before the request was written (its connection
 		// broke while the sender was idle), so the other side never saw
 		// it: a unary RPC would have taken a fresh connection; so does a
 		// fresh stream.
-		s.Close()
-		err = s.send(ctx, key, open, items, timeout)
+		p.Close()
+		err = p.send(ctx, key, open, req, timeout)
 	}
-	if s.stream == nil { // could not open one
+	if p.stream == nil { // could not open one
 		return nil, err
 	}
-	var resp *weirv1.CheckStreamResponse
+	var resp *Resp
 	if err == nil || errors.Is(err, io.EOF) { // io.EOF: the status comes from Recv
-		resp, err = s.stream.Recv()
+		resp, err = p.stream.Recv()
 	}
-	if !s.timer.Stop() { // fired: the stream is canceled
-		s.Close()
+	if !p.timer.Stop() { // fired: the stream is canceled
+		p.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: no answer within %v: %w", s.Name, timeout, context.DeadlineExceeded)
+			return nil, fmt.Errorf("%s: no answer within %v: %w", p.Name, timeout, context.DeadlineExceeded)
 		}
 	}
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// send writes req, opening the stream if there is none (p.stream stays
+// nil if that fails), and arms the timeout.
+func (p *Pipe[Req, Resp]) send(ctx context.Context, key any, open func(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[Req, Resp], error), req *Req, timeout time.Duration) error {
+	if p.stream == nil {
+		sctx, cancel := context.WithCancel(ctx)
+		p.key, p.cancel = key, cancel
+		p.timer = time.AfterFunc(timeout, cancel)
+		st, err := open(sctx)
+		if err != nil {
+			p.Close()
+			return err
+		}
+		p.stream = st
+	} else {
+		p.timer.Reset(timeout)
+	}
+	return p.stream.Send(req)
+}
+
+// Close drops the stream (if any); the next RoundTrip opens a new one.
+func (p *Pipe[Req, Resp]) Close() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.key, p.stream, p.cancel, p.timer = nil, nil, nil, nil
+}
+
+// Stream is a Pipe of check requests: each request carries an id and gets
+// one result per item.
+type Stream struct {
+	Pipe[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]
+	id  uint64 // of the last request sent
+	req weirv1.CheckStreamRequest
+}
+
+// NewStream returns a check stream whose errors start with name.
+func NewStream(name string) *Stream {
+	s := &Stream{}
+	s.Name = name
+	return s
+}
+
+// Do sends items as one request and waits at most timeout for its answer:
+// one result per item. An error means the request failed as a whole; the
+// stream is then dropped unless the other side answered the request with
+// an error of its own. key, ctx and timeout are as for RoundTrip.
+func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.CheckItem, timeout time.Duration) ([]*weirv1.CheckResult, error) {
+	s.id++
+	s.req.Id, s.req.Items = s.id, items
+	resp, err := s.RoundTrip(ctx, key, open, &s.req, timeout)
+	s.req.Items = nil
 	switch {
 	case err != nil:
-		s.Close()
 		return nil, err
 	case resp.GetId() != s.id:
 		s.Close()
@@ -89,40 +145,6 @@ func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.C
 		return nil, fmt.Errorf("%s answered %d results for %d items", s.Name, len(resp.GetResults()), len(items))
 	}
 	return resp.GetResults(), nil
-}
-
-// send writes items as the next request, opening the stream if there is
-// none (s.stream stays nil if that fails), and arms the timeout.
-func (s *Stream) send(ctx context.Context, key any, open Opener, items []*weirv1.CheckItem, timeout time.Duration) error {
-	if s.stream == nil {
-		sctx, cancel := context.WithCancel(ctx)
-		s.key, s.cancel = key, cancel
-		s.timer = time.AfterFunc(timeout, cancel)
-		st, err := open(sctx)
-		if err != nil {
-			s.Close()
-			return err
-		}
-		s.stream = st
-	} else {
-		s.timer.Reset(timeout)
-	}
-	s.id++
-	s.req.Id, s.req.Items = s.id, items
-	err := s.stream.Send(&s.req)
-	s.req.Items = nil
-	return err
-}
-
-// Close drops the stream (if any); the next Do opens a new one.
-func (s *Stream) Close() {
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	if s.cancel != nil {
-		s.cancel()
-	}
-	s.key, s.stream, s.cancel, s.timer = nil, nil, nil, nil
 }
 
 // Serve answers each request of a server stream with decide's results for
