@@ -3,13 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
@@ -109,22 +107,11 @@ func (u *unaryOnly) Check(ctx context.Context, req *weirv1.CheckRequest) (*weirv
 // and the Unimplemented answer is no failure.
 func TestStreamUnimplementedFallsBackToUnary(t *testing.T) {
 	c, gw := startWith(t, nil)
-	cc, err := grpc.NewClient(c.GRPCAddrs()[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	weirv1.RegisterLimiterServer(g, &unaryOnly{to: weirv1.NewLimiterClient(cc)})
-	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-served })
+	front := testcluster.Front(t, c.GRPCAddrs()[0], func(s *grpc.Server, to *grpc.ClientConn) {
+		weirv1.RegisterLimiterServer(s, &unaryOnly{to: weirv1.NewLimiterClient(to)})
+	})
 
-	nc, err := gw.conn(lis.Addr().String())
+	nc, err := gw.conn(front)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,21 +118,12 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	legacy := map[string]*legacyPeer{} // by the real peer's gRPC address
 	fronts := map[string]string{}      // real gRPC address -> legacy front's
 	for _, nd := range c.Nodes {
-		cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cc.Close() })
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := grpc.NewServer()
-		lp := &legacyPeer{real: weirv1.NewPeerClient(cc)}
-		weirv1.RegisterPeerServer(srv, lp)
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		legacy[nd.GRPCAddr()], fronts[nd.GRPCAddr()] = lp, lis.Addr().String()
+		lp := &legacyPeer{}
+		fronts[nd.GRPCAddr()] = testcluster.Front(t, nd.GRPCAddr(), func(s *grpc.Server, to *grpc.ClientConn) {
+			lp.real = weirv1.NewPeerClient(to)
+			weirv1.RegisterPeerServer(s, lp)
+		})
+		legacy[nd.GRPCAddr()] = lp
 	}
 	cfg := testcluster.Config(t, "n3")
 	cfg.Join = []string{c.Nodes[0].GossipAddr()}
