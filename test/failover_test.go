@@ -194,9 +194,9 @@ rules:
 
 // A node joins under load. The partitions it takes over are pulled from
 // their previous owners before it answers for them, so no counter restarts
-// at full burst. The bound asserted is +2% over the burst per key; the
-// loss window is the checks an old owner decides between exporting a
-// partition and marking it moved (docs/design.md, hand-off).
+// at full burst. The bound asserted is +2% over the burst per key (a
+// hand-off waits for the checks deciding the partition before it exports,
+// so exactly the burst is expected; docs/design.md, hand-off).
 func TestClusterNodeAddedUnderLoad(t *testing.T) {
 	c := newCluster(t, 3)
 	c.ApplyRules(`
