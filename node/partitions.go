@@ -149,12 +149,18 @@ func (t *partitionTable) pin(p uint32) (ok bool, movedTo string) {
 func (t *partitionTable) unpin(p uint32) { t.slots[p].pins.Add(-1) }
 
 // waitUnpinned waits until no check pins p.
+// Pins last one shard decision, so it polls.
 func (t *partitionTable) waitUnpinned(ctx context.Context, p uint32) error {
+	if t.slots[p].pins.Load() == 0 {
+		return nil
+	}
+	tick := time.NewTicker(50 * time.Microsecond)
+	defer tick.Stop()
 	for t.slots[p].pins.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Microsecond):
+		case <-tick.C:
 		}
 	}
 	return nil
