@@ -2,10 +2,9 @@ package replication
 
 import "slices"
 
-// Move is one partition whose owner or replicas change between two rings.
-// It mirrors ring.Move field for field (so the node converts with
-// replication.Move(m)) without this package importing ring. OldReplicas and
-// NewReplicas list the owner first; an empty side has owner "".
+// Move is one partition whose owner or replicas change between two rings
+// (Partitions computes them from the Assignments it is given). OldReplicas
+// and NewReplicas list the owner first; an empty side has owner "".
 type Move struct {
 	Partition   uint32
 	OldOwner    string

@@ -1,0 +1,435 @@
+package replication
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// PartState is one partition's state as one node sees it.
+type PartState uint8
+
+// Partition states.
+const (
+	// PartNone: this node neither serves nor holds the partition; route by
+	// the ring.
+	PartNone PartState = iota
+	// PartReady: this node owns the partition (or still serves it until it
+	// is pulled away) and decides it locally.
+	PartReady
+	// PartPending: this node owns the partition by the ring but waits for
+	// its counters; items go to Peer (the previous holder), or wait when
+	// Peer is "".
+	PartPending
+	// PartMoved: handed off to Peer; items go there.
+	PartMoved
+	// PartReleased: the ring gave the partition away, but its counters are
+	// here until the new owner pulls them.
+	PartReleased
+)
+
+var partStateNames = [...]string{"none", "ready", "pending", "moved", "released"}
+
+func (s PartState) String() string {
+	if int(s) < len(partStateNames) {
+		return partStateNames[s]
+	}
+	return fmt.Sprintf("PartState(%d)", uint8(s))
+}
+
+// Holds reports whether a node in state s holds the partition's counters
+// (the ones to hand off). Holding passes from node to node with each
+// hand-off, so at most one live node holds a partition.
+func (s PartState) Holds() bool { return s == PartReady || s == PartReleased }
+
+// Assignment is where one partition lives in one ring: its owner and its
+// replicas, owner first (as ring.PartitionReplicas lists them).
+type Assignment struct {
+	Owner    string
+	Replicas []string
+}
+
+// Partitions is the pure partition state machine of one node: every
+// partition's state, the ring placement it was last told about and the
+// replica copies waiting to be forgotten. Step is its only mutator; it
+// does no I/O and reads no clock (every event carries its time), so a
+// scenario of events always gives the same states and effects. Exactly one
+// goroutine may call Step (Handoff's loop; a test).
+type Partitions struct {
+	self    string
+	grace   int64 // ns a released partition or a dropped replica is kept
+	parts   []partition
+	place   []Assignment // nil before the first ring
+	members map[string]bool
+	dropAt  map[uint32]int64 // replica copies to forget then, unless placed here again
+}
+
+type partition struct {
+	state PartState
+	peer  string // pending: source (or ""); moved: the puller
+	since int64  // released: when
+}
+
+// NewPartitions returns the machine for node self with n partitions, all
+// PartNone. grace is how long (ns) a released partition waits to be pulled
+// and a no longer placed replica copy is kept for a new owner to pull.
+func NewPartitions(self string, n int, grace int64) *Partitions {
+	return &Partitions{self: self, grace: grace, parts: make([]partition, n), members: map[string]bool{}, dropAt: map[uint32]int64{}}
+}
+
+// Len is the number of partitions.
+func (m *Partitions) Len() int { return len(m.parts) }
+
+// State returns partition p's state and peer.
+func (m *Partitions) State(p uint32) (PartState, string) {
+	return m.parts[p].state, m.parts[p].peer
+}
+
+// Owner is p's owner by the last ring ("" before the first).
+func (m *Partitions) Owner(p uint32) string {
+	if m.place == nil {
+		return ""
+	}
+	return m.place[p].Owner
+}
+
+// An Event is an input to Step.
+type Event interface{ isEvent() }
+
+// RingChanged: gossip produced a new ring.
+type RingChanged struct {
+	Now int64
+	// Place is the new ring's placement of every partition.
+	Place []Assignment
+	// Members are the ring's members; Live the members gossip reports
+	// alive or leaving (a leaving member is out of the ring but still
+	// serves its partitions until they are pulled); Departed the members
+	// gossip saw die or leave.
+	Members  []string
+	Live     map[string]string // id → gRPC address
+	Departed []string
+	// Base, on this node's first ring only, is the placement of the ring
+	// the cluster had without this node (nil when it has no other member):
+	// partitions this node takes over are pulled from their owners there.
+	Base []Assignment
+}
+
+// Arrived: the counters of Parts, pulled or promoted, are installed.
+type Arrived struct {
+	Now   int64
+	Parts []uint32
+}
+
+// Ask: node To asks for Parts' counters (it owns them now). Step answers
+// with one Reply effect.
+type Ask struct {
+	To    string
+	Parts []uint32
+}
+
+// HandBack: a hand-off to To failed after Ask passed the partitions on (the
+// puller installs nothing): this node holds them again.
+type HandBack struct {
+	Now   int64
+	To    string
+	Parts []uint32
+}
+
+// Tick: time passed. Released partitions nobody pulled within the grace
+// period are let go, and replica copies no longer placed here are forgotten.
+type Tick struct{ Now int64 }
+
+func (RingChanged) isEvent() {}
+func (Arrived) isEvent()     {}
+func (Ask) isEvent()         {}
+func (HandBack) isEvent()    {}
+func (Tick) isEvent()        {}
+
+// An Effect is what the caller of Step must do.
+type Effect interface{ isEffect() }
+
+// Pull: fetch these partitions' counters (each from its sources, best
+// first; none: promote this node's own copies or start fresh), install
+// them, then step Arrived.
+type Pull struct{ Gain []Source }
+
+// Resync: send the full state of these partitions (still served here) to
+// their replicas; one gained a member that holds nothing yet.
+type Resync struct{ Parts []uint32 }
+
+// Reply answers an Ask: Held passed to the asker (export their counters,
+// once the checks deciding them here are done), Moved handed on earlier
+// (the asker follows the chain), the rest neither (replica copies only).
+type Reply struct {
+	Held  []uint32
+	Moved []Moved
+}
+
+// Moved names where a partition went.
+type Moved struct {
+	Partition uint32
+	To        string
+}
+
+// DropCounters: forget these partitions' counters (released and never
+// pulled: whoever owns them got them elsewhere, or they are one side's
+// leftovers after a network split).
+type DropCounters struct{ Parts []uint32 }
+
+// DropReplicas: forget this node's replica copies of these partitions.
+type DropReplicas struct{ Parts []uint32 }
+
+func (Pull) isEffect()         {}
+func (Resync) isEffect()       {}
+func (Reply) isEffect()        {}
+func (DropCounters) isEffect() {}
+func (DropReplicas) isEffect() {}
+
+// Step applies one event and returns what the caller must do, in order.
+func (m *Partitions) Step(ev Event) []Effect {
+	switch e := ev.(type) {
+	case RingChanged:
+		return m.ringChanged(e)
+	case Arrived:
+		for _, p := range e.Parts {
+			m.arrived(p, e.Now)
+		}
+	case Ask:
+		return []Effect{m.ask(e)}
+	case HandBack:
+		for _, p := range e.Parts {
+			m.handBack(p, e.To, e.Now)
+		}
+	case Tick:
+		return m.tick(e.Now)
+	}
+	return nil
+}
+
+func (m *Partitions) ringChanged(e RingChanged) []Effect {
+	if len(e.Place) != len(m.parts) {
+		panic(fmt.Sprintf("replication: ring of %d partitions for a table of %d", len(e.Place), len(m.parts)))
+	}
+	old, oldMembers := m.place, m.members
+	newMembers := set(e.Members)
+	m.place, m.members = e.Place, newMembers
+	if old == nil {
+		// First ring. A cluster that existed before without this node is
+		// compared with the ring it had: partitions this node takes over
+		// are pulled from their owners there before it answers for them.
+		if e.Base == nil {
+			for p := range m.parts {
+				if e.Place[p].Owner == m.self {
+					m.parts[p] = partition{state: PartReady}
+				}
+			}
+			return nil
+		}
+		old, oldMembers = e.Base, membersOf(e.Base)
+	}
+	departed := set(e.Departed)
+	// While members only join, every node that handed a partition on keeps
+	// a moved mark to the next holder, so a chain of marks leads to the
+	// counters even for a new owner that has not seen the latest ring yet:
+	// marks stay until their puller is gone. A member leaving the ring
+	// breaks such chains (its own marks go with it), so then a mark whose
+	// puller no longer owns the partition by this ring is dropped and the
+	// partition is routed by the ring, to the owner that promoted or pulled
+	// its counters. A puller not in this ring is not stale: it pulled on a
+	// newer ring than this one.
+	shrank := false
+	for id := range oldMembers {
+		if !newMembers[id] {
+			shrank = true
+			break
+		}
+	}
+	for p := range m.parts {
+		pt := &m.parts[p]
+		if pt.state == PartMoved && (pt.peer == "" || departed[pt.peer] ||
+			(shrank && newMembers[pt.peer] && e.Place[p].Owner != pt.peer)) {
+			*pt = partition{}
+		}
+	}
+	moves := diffPlacements(old, e.Place)
+	gain, lose, dropReplica := PlanHandoff(m.self, moves, func(id string) bool { _, ok := e.Live[id]; return ok })
+	var resync []uint32
+	for _, p := range PlanResync(m.self, moves) {
+		if m.parts[p].state == PartReady {
+			resync = append(resync, p)
+		}
+	}
+	// The new owner may still pull these copies (its previous owner died):
+	// keep them for the grace period.
+	for _, p := range dropReplica {
+		m.dropAt[p] = e.Now + m.grace
+	}
+	// Lost partitions are routed by the ring from now on; their counters
+	// stay until the new owner pulls them (items it forwards here meanwhile
+	// are still decided here). One still being pulled stays pending: it is
+	// settled on arrival.
+	for _, p := range lose {
+		if pt := &m.parts[p]; pt.state == PartReady {
+			*pt = partition{state: PartReleased, since: e.Now}
+		}
+	}
+	for _, g := range gain {
+		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
+	}
+	var out []Effect
+	if len(gain) > 0 {
+		out = append(out, Pull{Gain: gain})
+	}
+	if len(resync) > 0 {
+		out = append(out, Resync{Parts: resync})
+	}
+	return out
+}
+
+// firstSource is the peer a gained partition's items go to until it
+// arrives: the best planned source, or "" when that is this node's own
+// replica copy or no copy survives (items then wait).
+func firstSource(self string, from []string) string {
+	if len(from) == 0 || from[0] == self {
+		return ""
+	}
+	return from[0]
+}
+
+// arrived settles a pulled partition: ready when this node owns it now (or
+// has no ring yet), otherwise released, holding the counters for whoever
+// pulls them next.
+func (m *Partitions) arrived(p uint32, now int64) {
+	pt := &m.parts[p]
+	switch {
+	case m.place == nil || m.place[p].Owner == m.self:
+		*pt = partition{state: PartReady}
+	case pt.state == PartPending:
+		*pt = partition{state: PartReleased, since: now}
+	}
+}
+
+// ask passes each partition this node holds to e.To (marked moved: later
+// items go there) and names where the others went when this node handed
+// them on earlier. A partition this node is itself still pulling is
+// neither: the caller waits for it to arrive before asking.
+func (m *Partitions) ask(e Ask) Reply {
+	var r Reply
+	for _, p := range e.Parts {
+		pt := &m.parts[p]
+		switch {
+		case pt.state.Holds():
+			*pt = partition{state: PartMoved, peer: e.To}
+			r.Held = append(r.Held, p)
+		case pt.state == PartMoved && pt.peer != "":
+			r.Moved = append(r.Moved, Moved{Partition: p, To: pt.peer})
+		}
+	}
+	return r
+}
+
+// handBack undoes ask for a puller that installed nothing: this node holds
+// p again, ready if it owns p. Nothing changes unless p went to exactly to.
+func (m *Partitions) handBack(p uint32, to string, now int64) {
+	pt := &m.parts[p]
+	if pt.state != PartMoved || pt.peer != to {
+		return
+	}
+	if m.place == nil || m.place[p].Owner == m.self {
+		*pt = partition{state: PartReady}
+		return
+	}
+	*pt = partition{state: PartReleased, since: now}
+}
+
+func (m *Partitions) tick(now int64) []Effect {
+	var forget, drop []uint32
+	for p := range m.parts {
+		if pt := &m.parts[p]; pt.state == PartReleased && pt.since+m.grace < now {
+			*pt = partition{}
+			forget = append(forget, uint32(p))
+		}
+	}
+	for p, at := range m.dropAt {
+		if at > now {
+			continue
+		}
+		delete(m.dropAt, p)
+		if m.place == nil || !slices.Contains(m.place[p].Replicas, m.self) {
+			drop = append(drop, p)
+		}
+	}
+	slices.Sort(drop)
+	var out []Effect
+	if len(forget) > 0 {
+		out = append(out, DropCounters{Parts: forget})
+	}
+	if len(drop) > 0 {
+		out = append(out, DropReplicas{Parts: drop})
+	}
+	return out
+}
+
+// diffPlacements lists the partitions whose owner or replicas differ
+// between two rings, in partition order.
+func diffPlacements(old, cur []Assignment) []Move {
+	var out []Move
+	for p := range cur {
+		o, n := old[p], cur[p]
+		if o.Owner != n.Owner || !slices.Equal(o.Replicas, n.Replicas) {
+			out = append(out, Move{Partition: uint32(p), OldOwner: o.Owner, NewOwner: n.Owner, OldReplicas: o.Replicas, NewReplicas: n.Replicas})
+		}
+	}
+	return out
+}
+
+func membersOf(place []Assignment) map[string]bool {
+	out := map[string]bool{}
+	for _, pl := range place {
+		if pl.Owner != "" {
+			out[pl.Owner] = true
+		}
+		for _, id := range pl.Replicas {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+func set(ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
+}
+
+// String renders every partition that is not PartNone, one per line, and
+// the replica copies waiting to be forgotten: the golden form scenario
+// tests compare.
+func (m *Partitions) String() string {
+	var b strings.Builder
+	for p, pt := range m.parts {
+		if pt.state == PartNone {
+			continue
+		}
+		fmt.Fprintf(&b, "p%d %s", p, pt.state)
+		if pt.peer != "" {
+			fmt.Fprintf(&b, " peer=%s", pt.peer)
+		}
+		if pt.state == PartReleased {
+			fmt.Fprintf(&b, " since=%d", pt.since)
+		}
+		b.WriteByte('\n')
+	}
+	drops := make([]int, 0, len(m.dropAt))
+	for p := range m.dropAt {
+		drops = append(drops, int(p))
+	}
+	sort.Ints(drops)
+	for _, p := range drops {
+		fmt.Fprintf(&b, "replica p%d forget at %d\n", p, m.dropAt[uint32(p)])
+	}
+	return b.String()
+}

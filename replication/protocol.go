@@ -1,0 +1,599 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Counters is what the hand-off needs of the shard engine: the live
+// counters of whole partitions.
+type Counters interface {
+	Export(ctx context.Context, parts []uint32) ([]State, error)
+	Import(ctx context.Context, states []State) error
+	Drop(ctx context.Context, parts []uint32) error
+}
+
+// Peers asks another node (by its gRPC address) for partitions' counters:
+// the client side of Handoff.Serve.
+type Peers interface {
+	Handoff(ctx context.Context, addr string, req HandoffRequest) (HandoffReply, error)
+}
+
+// Resyncer queues a full copy of a few partitions' counters for their
+// replicas (the Replicator's Resync).
+type Resyncer interface {
+	Resync(ctx context.Context, export func(context.Context) ([]State, error)) (int, error)
+}
+
+var _ Resyncer = (*Replicator)(nil)
+
+// HandoffRequest asks for the counters of Parts on behalf of To, which owns
+// them now.
+type HandoffRequest struct {
+	To    string
+	Parts []uint32
+}
+
+// HandoffReply answers a HandoffRequest: the counters of the partitions
+// handed over (Held, States), where the ones handed on earlier went
+// (Moved), and the replica copies of every asked partition (Copies), for
+// when no live node holds one.
+type HandoffReply struct {
+	Held   []uint32
+	Moved  []Moved
+	States []State
+	Copies []State
+}
+
+// ErrBadRequest is returned by Serve for a request that names no puller,
+// names this node, or names a partition out of range. Nothing changes.
+var ErrBadRequest = errors.New("replication: bad hand-off request")
+
+// ErrClosed is returned once the Handoff's Run has returned.
+var ErrClosed = errors.New("replication: closed")
+
+// HandoffConfig tunes a Handoff.
+type HandoffConfig struct {
+	Self       string
+	Partitions int
+	// Grace is how long a released partition waits for its new owner to
+	// pull it, and how long a replica copy no longer placed here is kept
+	// for a new owner to pull.
+	Grace time.Duration
+	// AskTimeout bounds one ask of one peer; MaxAsks the nodes asked for
+	// one partition. An unreachable node is not declared dead before about
+	// 2 s with the default gossip timing; a holder still pulling answers
+	// once its pull arrived.
+	AskTimeout time.Duration
+	MaxAsks    int
+	// InstallTimeout bounds installing pulled counters in the engine.
+	InstallTimeout time.Duration
+	// TickEvery is how often time is stepped (released partitions and
+	// replica copies let go).
+	TickEvery time.Duration
+	// ResyncRetry is the wait before retrying a resync the replication
+	// queue had no room for (about the replication interval).
+	ResyncRetry time.Duration
+	// Now is the clock in unix ns; nil is the wall clock.
+	Now    func() int64
+	Logger *slog.Logger
+}
+
+// DefaultHandoffConfig returns the defaults for node self with n partitions.
+func DefaultHandoffConfig(self string, n int) HandoffConfig {
+	return HandoffConfig{
+		Self:           self,
+		Partitions:     n,
+		Grace:          30 * time.Second,
+		AskTimeout:     3 * time.Second,
+		MaxAsks:        8,
+		InstallTimeout: 5 * time.Second,
+		TickEvery:      time.Second,
+		ResyncRetry:    5 * time.Millisecond,
+	}
+}
+
+// HandoffStats counts what the hand-off moved.
+type HandoffStats struct {
+	HandedOff uint64 // partitions handed to a puller
+	Promoted  uint64 // replica copies promoted to counters
+	Resynced  uint64 // counter states sent in full to a new replica
+}
+
+// Handoff runs the partition state machine (Partitions) of one node and
+// the hand-off protocol around it. One goroutine, Run, owns the machine:
+// ring changes, arrivals, asks and hand-backs reach it as events on one
+// channel, and it publishes an immutable Routes snapshot after each, which
+// the check path reads without locks. Run starts the pulls and resyncs the
+// machine asks for on goroutines of its own and joins them before it
+// returns.
+//
+// Checks that decide a partition locally hold it with Pin (a read lock of
+// the partition's fence) from routing until their decision is made; a
+// hand-off marks the partition moved (published), then takes the fence's
+// write lock once, so every check that saw the partition here is decided
+// before its counters are exported, and every later one sees it moved.
+type Handoff struct {
+	cfg      HandoffConfig
+	counters Counters
+	peers    Peers
+	replicas *Store
+	resync   Resyncer
+
+	m       *Partitions // owned by Run
+	reqs    chan request
+	routes  atomic.Pointer[Routes]
+	fence   []sync.RWMutex
+	stopped chan struct{}
+	running atomic.Bool
+
+	handedOff, promoted, resynced atomic.Uint64
+}
+
+type request struct {
+	ev   Event
+	done chan Reply
+}
+
+// Routes is one published state of every partition, immutable. Changed is
+// closed when a newer Routes is published.
+type Routes struct {
+	state   []PartState
+	peer    []string
+	owner   []string
+	ready   []chan struct{} // non-nil while pending; closed on leaving pending
+	live    map[string]string
+	pending int
+	changed chan struct{}
+}
+
+// State returns p's state and peer (pending: the previous holder or "";
+// moved: the puller).
+func (r *Routes) State(p uint32) (PartState, string) { return r.state[p], r.peer[p] }
+
+// Ready is closed once p is no longer pending (nil when it is not).
+func (r *Routes) Ready(p uint32) <-chan struct{} { return r.ready[p] }
+
+// Pending is how many partitions wait for their counters.
+func (r *Routes) Pending() int { return r.pending }
+
+// Changed is closed when a newer Routes is published.
+func (r *Routes) Changed() <-chan struct{} { return r.changed }
+
+// NewHandoff returns the hand-off of one node. replicas holds the replica
+// copies this node received; resync may be nil (no resyncs).
+func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Store, resync Resyncer) (*Handoff, error) {
+	switch {
+	case cfg.Self == "" || cfg.Partitions <= 0:
+		return nil, fmt.Errorf("%w: hand-off needs Self and Partitions > 0", ErrInvalidConfig)
+	case cfg.Grace <= 0 || cfg.AskTimeout <= 0 || cfg.InstallTimeout <= 0 || cfg.TickEvery <= 0 || cfg.ResyncRetry <= 0 || cfg.MaxAsks < 1:
+		return nil, fmt.Errorf("%w: hand-off timeouts must be > 0 and MaxAsks >= 1", ErrInvalidConfig)
+	case counters == nil || peers == nil || replicas == nil:
+		return nil, ErrNilDependency
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixNano() }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handoff{
+		cfg: cfg, counters: counters, peers: peers, replicas: replicas, resync: resync,
+		m:       NewPartitions(cfg.Self, cfg.Partitions, int64(cfg.Grace)),
+		reqs:    make(chan request),
+		fence:   make([]sync.RWMutex, cfg.Partitions),
+		stopped: make(chan struct{}),
+	}
+	h.routes.Store(h.snapshot(nil, nil))
+	return h, nil
+}
+
+// Routes returns the current snapshot.
+func (h *Handoff) Routes() *Routes { return h.routes.Load() }
+
+// Stats returns what was moved so far.
+func (h *Handoff) Stats() HandoffStats {
+	return HandoffStats{HandedOff: h.handedOff.Load(), Promoted: h.promoted.Load(), Resynced: h.resynced.Load()}
+}
+
+// Pin holds p against a hand-off while a check decides it here. It fails,
+// naming where p went ("" when unknown), when p was handed off since the
+// check routed it. Every successful Pin needs one Unpin. A check that pins
+// several partitions pins them in ascending order (a hand-off waiting for
+// one partition's pins blocks new pins of it, so two checks pinning in
+// opposite orders could each wait for the other).
+func (h *Handoff) Pin(p uint32) (ok bool, movedTo string) {
+	h.fence[p].RLock()
+	if st, peer := h.routes.Load().State(p); st == PartMoved {
+		h.fence[p].RUnlock()
+		return false, peer
+	}
+	return true, ""
+}
+
+// Unpin releases a Pin.
+func (h *Handoff) Unpin(p uint32) { h.fence[p].RUnlock() }
+
+// Run owns the machine until ctx ends, then waits for the pulls and
+// resyncs it started. It must be called once.
+func (h *Handoff) Run(ctx context.Context) error {
+	if !h.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		close(h.stopped)
+		wg.Wait()
+	}()
+	goFunc := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	t := time.NewTicker(h.cfg.TickEvery)
+	defer t.Stop()
+	for {
+		var r request
+		select {
+		case <-ctx.Done():
+			return nil
+		case r = <-h.reqs:
+		case <-t.C:
+			r = request{ev: Tick{Now: h.cfg.Now()}}
+		}
+		old := h.routes.Load()
+		effects := h.m.Step(r.ev)
+		var live map[string]string
+		if rc, ok := r.ev.(RingChanged); ok {
+			live = rc.Live
+		}
+		h.routes.Store(h.snapshot(old, live))
+		close(old.changed)
+		var reply Reply
+		for _, e := range effects {
+			switch e := e.(type) {
+			case Reply:
+				reply = e
+			case Pull:
+				goFunc(func() { h.pull(ctx, e.Gain) })
+			case Resync:
+				if h.resync != nil {
+					goFunc(func() { h.resyncReplicas(ctx, e.Parts) })
+				}
+			case DropCounters:
+				h.dropCounters(ctx, e.Parts)
+			case DropReplicas:
+				h.replicas.Drop(e.Parts)
+			}
+		}
+		if r.done != nil {
+			r.done <- reply
+		}
+	}
+}
+
+// snapshot builds the Routes of the machine's state now. Ready channels
+// carry over while a partition stays pending.
+func (h *Handoff) snapshot(old *Routes, live map[string]string) *Routes {
+	n := h.m.Len()
+	r := &Routes{
+		state:   make([]PartState, n),
+		peer:    make([]string, n),
+		owner:   make([]string, n),
+		ready:   make([]chan struct{}, n),
+		changed: make(chan struct{}),
+		live:    live,
+	}
+	if live == nil && old != nil {
+		r.live = old.live
+	}
+	for i := range n {
+		p := uint32(i)
+		r.state[p], r.peer[p] = h.m.State(p)
+		r.owner[p] = h.m.Owner(p)
+		var was chan struct{}
+		if old != nil {
+			was = old.ready[p]
+		}
+		switch {
+		case r.state[p] == PartPending && was != nil:
+			r.ready[p] = was
+		case r.state[p] == PartPending:
+			r.ready[p] = make(chan struct{})
+		case was != nil:
+			close(was)
+		}
+		if r.state[p] == PartPending {
+			r.pending++
+		}
+	}
+	return r
+}
+
+// step hands ev to Run and waits until it was applied.
+func (h *Handoff) step(ctx context.Context, ev Event) (Reply, error) {
+	r := request{ev: ev, done: make(chan Reply, 1)}
+	select {
+	case h.reqs <- r:
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	case <-h.stopped:
+		return Reply{}, ErrClosed
+	}
+	return <-r.done, nil
+}
+
+// ChangeRing applies a new ring and returns once the routes reflect it
+// (partitions gained are pending from then on), so the caller can publish
+// the ring to the check path after it. The pulls it needs run on.
+func (h *Handoff) ChangeRing(ctx context.Context, ev RingChanged) error {
+	if ev.Now == 0 {
+		ev.Now = h.cfg.Now()
+	}
+	_, err := h.step(ctx, ev)
+	return err
+}
+
+// Serve is the holder's side of a hand-off: it gives req.To the
+// partitions it owns now. For each partition this node holds, it passes
+// the counters on (later items are forwarded to req.To) and drops them;
+// for one it handed on earlier it says to whom, so the puller follows the
+// counters there. Replica copies of the asked partitions go along. A
+// partition this node is itself still pulling is answered once it arrived.
+func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, error) {
+	if req.To == "" || req.To == h.cfg.Self {
+		return HandoffReply{}, fmt.Errorf("%w: puller %q", ErrBadRequest, req.To)
+	}
+	for _, p := range req.Parts {
+		if int(p) >= h.cfg.Partitions {
+			return HandoffReply{}, fmt.Errorf("%w: partition %d out of range (%d partitions)", ErrBadRequest, p, h.cfg.Partitions)
+		}
+	}
+	for _, p := range req.Parts {
+		if ch := h.Routes().Ready(p); ch != nil {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return HandoffReply{}, ctx.Err()
+			case <-h.stopped:
+				return HandoffReply{}, ErrClosed
+			}
+		}
+	}
+	reply, err := h.step(ctx, Ask{To: req.To, Parts: req.Parts})
+	if err != nil {
+		return HandoffReply{}, err
+	}
+	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
+	if len(reply.Held) > 0 {
+		out.States, err = h.exportHeld(ctx, reply.Held)
+		if err != nil {
+			// The puller installs nothing: hold the partitions again.
+			if _, berr := h.step(context.WithoutCancel(ctx), HandBack{Now: h.cfg.Now(), To: req.To, Parts: reply.Held}); berr != nil {
+				h.cfg.Logger.Warn("hand back after a failed hand-off", "err", berr)
+			}
+			return HandoffReply{}, err
+		}
+	}
+	out.Copies = h.replicas.Peek(req.Parts)
+	h.handedOff.Add(uint64(len(out.Held)))
+	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "states", len(out.States), "moved", len(out.Moved))
+	return out, nil
+}
+
+// exportHeld exports and drops the counters of partitions just handed
+// off, once the checks that pinned them here are decided.
+func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, error) {
+	for _, p := range parts {
+		// An empty critical section: taking the write lock waits out the
+		// pins taken before the partition was published as moved.
+		h.fence[p].Lock()
+		h.fence[p].Unlock()
+	}
+	st, err := h.counters.Export(ctx, parts)
+	if err != nil {
+		return nil, err
+	}
+	return st, h.counters.Drop(ctx, parts)
+}
+
+// pull fetches the counters of partitions this node gained, from wherever
+// they are, installs them and steps Arrived.
+func (h *Handoff) pull(ctx context.Context, gain []Source) {
+	bySource := map[string][]uint32{}
+	var local []uint32
+	for _, g := range gain {
+		src := firstSource(h.cfg.Self, g.From)
+		if src == "" {
+			local = append(local, g.Partition)
+			continue
+		}
+		bySource[src] = append(bySource[src], g.Partition)
+	}
+	for src, parts := range bySource {
+		states, orphans := h.fetch(ctx, src, parts)
+		if err := h.install(ctx, parts, states); err != nil {
+			h.cfg.Logger.Warn("install pulled partitions", "err", err)
+		}
+		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
+		h.replicas.Drop(got)
+		h.arrived(ctx, got)
+		local = append(local, orphans...)
+	}
+	if len(local) > 0 {
+		// Promote this node's replica copies (no live node holds them).
+		states := h.replicas.Take(local)
+		if err := h.install(ctx, local, states); err != nil {
+			h.cfg.Logger.Warn("promote replica copies", "err", err)
+		}
+		h.promoted.Add(uint64(len(states)))
+		h.arrived(ctx, local)
+	}
+}
+
+func (h *Handoff) arrived(ctx context.Context, parts []uint32) {
+	if len(parts) == 0 {
+		return
+	}
+	if _, err := h.step(ctx, Arrived{Now: h.cfg.Now(), Parts: parts}); err != nil && ctx.Err() == nil {
+		h.cfg.Logger.Warn("settle pulled partitions", "err", err)
+	}
+}
+
+// fetch collects the counters of parts, asking src first. The node that
+// holds a partition hands it over; a node that handed it on names the next
+// holder, which is asked in turn (the chain a run of ring changes leaves
+// when this node's ring skipped one of them). A partition nobody named is
+// asked of every other live member. For a partition no live node holds,
+// fetch returns the freshest replica copies it saw, plus the partition in
+// orphans when it saw none (the caller promotes its own copies, if any).
+func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) (states []State, orphans []uint32) {
+	asked := map[uint32][]string{}
+	held := map[uint32]bool{}
+	var copies []State
+	ask := map[string][]uint32{src: parts}
+	var unnamed []uint32 // asked, and nobody has said where they are
+	broadcast := false
+	for len(ask) > 0 {
+		next := map[string][]uint32{}
+		for dest, ps := range ask {
+			for _, p := range ps {
+				asked[p] = append(asked[p], dest)
+			}
+			resp, err := h.askPeer(ctx, dest, ps)
+			if err != nil {
+				h.cfg.Logger.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
+				unnamed = append(unnamed, ps...)
+				continue
+			}
+			for _, p := range resp.Held {
+				held[p] = true
+			}
+			states = append(states, resp.States...)
+			copies = append(copies, resp.Copies...)
+			named := map[uint32]bool{}
+			for _, m := range resp.Moved {
+				if m.To != h.cfg.Self && !slices.Contains(asked[m.Partition], m.To) && len(asked[m.Partition]) < h.cfg.MaxAsks {
+					next[m.To] = append(next[m.To], m.Partition)
+					named[m.Partition] = true
+				}
+			}
+			for _, p := range ps {
+				if !held[p] && !named[p] {
+					unnamed = append(unnamed, p)
+				}
+			}
+		}
+		if len(next) == 0 && len(unnamed) > 0 && !broadcast {
+			// Nobody said where these went: ask everyone not asked yet.
+			broadcast = true
+			for id := range h.Routes().live {
+				if id == h.cfg.Self {
+					continue
+				}
+				for _, p := range unnamed {
+					if !held[p] && !slices.Contains(asked[p], id) {
+						next[id] = append(next[id], p)
+					}
+				}
+			}
+		}
+		ask = next
+	}
+	// Replica copies count only where no holder answered.
+	copied := map[uint32]bool{}
+	for _, st := range copies {
+		if !held[st.Partition] {
+			states = append(states, st)
+			copied[st.Partition] = true
+		}
+	}
+	for _, p := range parts {
+		if !held[p] && !copied[p] {
+			orphans = append(orphans, p)
+		}
+	}
+	return states, orphans
+}
+
+// askPeer sends one hand-off request to the member id, at the address the
+// latest ring gave it.
+func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (HandoffReply, error) {
+	addr, ok := h.Routes().live[id]
+	if !ok || addr == "" {
+		return HandoffReply{}, fmt.Errorf("member %q is not live", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.AskTimeout)
+	defer cancel()
+	return h.peers.Handoff(ctx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
+}
+
+// install makes states the counters of parts. Whatever the engine still
+// holds for them is from an earlier time this node served them, and older
+// than what the previous holder sent: it is dropped first.
+func (h *Handoff) install(ctx context.Context, parts []uint32, states []State) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+	defer cancel()
+	if err := h.counters.Drop(ctx, parts); err != nil {
+		return err
+	}
+	return h.counters.Import(ctx, states)
+}
+
+func (h *Handoff) dropCounters(ctx context.Context, parts []uint32) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+	defer cancel()
+	if err := h.counters.Drop(ctx, parts); err != nil && ctx.Err() == nil {
+		h.cfg.Logger.Warn("drop released partitions", "err", err)
+	}
+	h.cfg.Logger.Info("forgot released partitions nobody pulled", "partitions", len(parts))
+}
+
+// resyncReplicas sends the full state of partitions this node still owns
+// to their replicas after the ring gave them a new one (which would
+// otherwise get only the counters that change from now on). One partition
+// at a time goes through the replicator, ordered with the change stream;
+// a partition that moved on meanwhile is skipped.
+func (h *Handoff) resyncReplicas(ctx context.Context, parts []uint32) {
+	total := 0
+	for _, p := range parts {
+		for attempt := 0; ; attempt++ {
+			if r := h.Routes(); r.owner[p] != h.cfg.Self || r.state[p] != PartReady {
+				break
+			}
+			rctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+			k, err := h.resync.Resync(rctx, func(ctx context.Context) ([]State, error) {
+				return h.counters.Export(ctx, []uint32{p})
+			})
+			cancel()
+			if errors.Is(err, ErrQueueFull) && attempt < 100 {
+				t := time.NewTimer(h.cfg.ResyncRetry)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				continue
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					h.cfg.Logger.Warn("replica resync failed", "partition", p, "err", err)
+				}
+				break
+			}
+			total += k
+			break
+		}
+	}
+	h.resynced.Add(uint64(total))
+	h.cfg.Logger.Info("resynced new replicas", "partitions", len(parts), "states", total)
+}

@@ -1,0 +1,244 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memCounters stands in for the shard engine: counters by partition.
+type memCounters struct {
+	mu        sync.Mutex
+	parts     map[uint32][]State
+	exports   int
+	exportErr error
+}
+
+func newMemCounters() *memCounters { return &memCounters{parts: map[uint32][]State{}} }
+
+func (c *memCounters) Export(_ context.Context, parts []uint32) ([]State, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exports++
+	if c.exportErr != nil {
+		return nil, c.exportErr
+	}
+	var out []State
+	for _, p := range parts {
+		out = append(out, c.parts[p]...)
+	}
+	return out, nil
+}
+
+func (c *memCounters) Import(_ context.Context, states []State) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range states {
+		c.parts[s.Partition] = append(c.parts[s.Partition], s)
+	}
+	return nil
+}
+
+func (c *memCounters) Drop(_ context.Context, parts []uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range parts {
+		delete(c.parts, p)
+	}
+	return nil
+}
+
+func (c *memCounters) get(p uint32) []State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.parts[p])
+}
+
+// directPeers calls the other nodes' Serve in process, by address.
+type directPeers struct {
+	mu    sync.Mutex
+	nodes map[string]*Handoff
+}
+
+func (d *directPeers) Handoff(ctx context.Context, addr string, req HandoffRequest) (HandoffReply, error) {
+	d.mu.Lock()
+	h := d.nodes[addr]
+	d.mu.Unlock()
+	if h == nil {
+		return HandoffReply{}, errors.New("no such node")
+	}
+	return h.Serve(ctx, req)
+}
+
+func startHandoff(t *testing.T, id string, n int, c Counters, peers Peers) *Handoff {
+	t.Helper()
+	cfg := DefaultHandoffConfig(id, n)
+	cfg.AskTimeout = time.Second
+	h, err := NewHandoff(cfg, c, peers, NewStore(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func placeAll(n int, owners ...string) []Assignment {
+	out := make([]Assignment, n)
+	for p := range out {
+		o := owners[p%len(owners)]
+		out[p] = Assignment{Owner: o, Replicas: []string{o}}
+	}
+	return out
+}
+
+// waitState waits (by the routes' change notices, not by sleeping) until
+// p is in state want.
+func waitState(t *testing.T, h *Handoff, p uint32, want PartState) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		r := h.Routes()
+		if st, _ := r.State(p); st == want {
+			return
+		}
+		select {
+		case <-r.Changed():
+		case <-deadline:
+			st, peer := h.Routes().State(p)
+			t.Fatalf("partition %d: %s (peer %q), want %s", p, st, peer, want)
+		}
+	}
+}
+
+// A hand-off exports a partition only once the checks that pinned it are
+// decided; after it, a pin fails and names the puller.
+func TestPinHoldsOffHandoff(t *testing.T) {
+	ctx := context.Background()
+	c := newMemCounters()
+	h := startHandoff(t, "a", 4, c, &directPeers{})
+	if err := h.ChangeRing(ctx, RingChanged{Place: placeAll(4, "a"), Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := h.Pin(2); !ok {
+		t.Fatal("pin of a ready partition failed")
+	}
+	served := make(chan error, 1)
+	go func() {
+		_, err := h.Serve(ctx, HandoffRequest{To: "n9", Parts: []uint32{2}})
+		served <- err
+	}()
+	waitState(t, h, 2, PartMoved)
+	select {
+	case err := <-served:
+		t.Fatalf("hand-off finished (%v) while a check still pinned the partition", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.Unpin(2)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if ok, to := h.Pin(2); ok || to != "n9" {
+		t.Fatalf("pin after the hand-off = %v, %q; want false, n9", ok, to)
+	}
+}
+
+// Bad requests are refused and change nothing.
+func TestServeRejectsBadRequests(t *testing.T) {
+	ctx := context.Background()
+	h := startHandoff(t, "a", 4, newMemCounters(), &directPeers{})
+	if err := h.ChangeRing(ctx, RingChanged{Place: placeAll(4, "a"), Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []HandoffRequest{
+		{To: "", Parts: []uint32{1}},
+		{To: "a", Parts: []uint32{1}},
+		{To: "b", Parts: []uint32{1, 4}},
+	} {
+		if _, err := h.Serve(ctx, req); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("Serve(%+v) = %v, want ErrBadRequest", req, err)
+		}
+	}
+	for p := range uint32(4) {
+		if st, _ := h.Routes().State(p); st != PartReady {
+			t.Errorf("partition %d is %s after bad requests", p, st)
+		}
+	}
+}
+
+// A hand-off whose export fails hands the partition back: still ready
+// here, and its counters are still here.
+func TestServeHandsBackOnFailure(t *testing.T) {
+	ctx := context.Background()
+	c := newMemCounters()
+	c.parts[1] = []State{{ID: 7, Partition: 1, A: 3}}
+	c.exportErr = errors.New("engine closed")
+	h := startHandoff(t, "a", 2, c, &directPeers{})
+	if err := h.ChangeRing(ctx, RingChanged{Place: placeAll(2, "a"), Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Serve(ctx, HandoffRequest{To: "b", Parts: []uint32{1}}); err == nil {
+		t.Fatal("Serve succeeded with a failing export")
+	}
+	if st, _ := h.Routes().State(1); st != PartReady {
+		t.Fatalf("after a failed hand-off: %s, want ready", st)
+	}
+	if got := c.get(1); len(got) != 1 {
+		t.Fatalf("counters after a failed hand-off: %v", got)
+	}
+}
+
+// b joins a: it pulls the partitions it takes over from a, which hands
+// them over and forwards later items to b. Counters move exactly once.
+func TestJoinPullsFromHolder(t *testing.T) {
+	ctx := context.Background()
+	peers := &directPeers{nodes: map[string]*Handoff{}}
+	ca, cb := newMemCounters(), newMemCounters()
+	a := startHandoff(t, "a", 4, ca, peers)
+	b := startHandoff(t, "b", 4, cb, peers)
+	peers.nodes["a"], peers.nodes["b"] = a, b
+	live := map[string]string{"a": "a", "b": "b"}
+	if err := a.ChangeRing(ctx, RingChanged{Place: placeAll(4, "a"), Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range uint32(4) {
+		ca.parts[p] = []State{{ID: uint64(100 + p), Partition: p, A: int64(p)}}
+	}
+	both := placeAll(4, "a", "b") // b owns p1 and p3
+	if err := a.ChangeRing(ctx, RingChanged{Place: both, Members: []string{"a", "b"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ChangeRing(ctx, RingChanged{Place: both, Members: []string{"a", "b"}, Live: live, Base: placeAll(4, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if st, peer := b.Routes().State(1); st != PartPending || peer != "a" {
+		t.Fatalf("b's p1 right after the ring change: %s %q, want pending from a", st, peer)
+	}
+	waitState(t, b, 1, PartReady)
+	waitState(t, b, 3, PartReady)
+	for _, p := range []uint32{1, 3} {
+		if got := cb.get(p); len(got) != 1 || got[0].ID != uint64(100+p) {
+			t.Errorf("b's counters of p%d: %v", p, got)
+		}
+		if got := ca.get(p); len(got) != 0 {
+			t.Errorf("a still has p%d's counters: %v", p, got)
+		}
+		if st, peer := a.Routes().State(p); st != PartMoved || peer != "b" {
+			t.Errorf("a's p%d: %s %q, want moved to b", p, st, peer)
+		}
+	}
+	if got := ca.get(0); len(got) != 1 {
+		t.Errorf("a lost p0, which it keeps: %v", got)
+	}
+	if s := a.Stats(); s.HandedOff != 2 {
+		t.Errorf("a handed off %d partitions, want 2", s.HandedOff)
+	}
+}
