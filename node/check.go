@@ -14,6 +14,7 @@ import (
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -133,6 +134,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	if v == nil {
 		return nil, fmt.Errorf("%w: no ring yet", errUnavailable)
 	}
+	routes := n.handoff.Routes()
 	rv := n.rules()
 	if forwarded {
 		// The sender matched against a newer rule set than this owner has
@@ -181,7 +183,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 			continue
 		}
 		p := v.ring.Partition(it.Key)
-		dest, isLocal, wait := n.route(p, v, forwarded, it.Hops)
+		dest, isLocal, wait := n.route(p, v, routes, forwarded, it.Hops)
 		if wait {
 			if waits == nil {
 				waits = map[uint32]bool{}
@@ -217,7 +219,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	// Partitions waiting for hand-off with no live previous holder.
 	for p := range waits {
 		select {
-		case <-n.parts.readyChan(p):
+		case <-routes.Ready(p):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-n.ctx.Done():
@@ -226,7 +228,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	}
 
 	remote = n.pinLocal(sc, v, remote)
-	defer sc.unpin(n.parts) // on early returns; unpinned after the local decision
+	defer sc.unpin(n.handoff) // on early returns; unpinned after the local decision
 
 	// Queue the remote parts first so they travel while the local part is
 	// decided, then decide locally, then collect the remote answers.
@@ -241,7 +243,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		if err := n.engine.Check(ctx, sc.local, sc.out); err != nil {
 			return nil, err
 		}
-		sc.unpin(n.parts)
+		sc.unpin(n.handoff)
 		for j, i := range sc.idx {
 			fillResult(res[i], sc.out[j])
 		}
@@ -314,6 +316,7 @@ type checkScratch struct {
 	local  []shard.Item
 	idx    []int
 	out    []bucket.Result
+	parts  []uint32 // distinct partitions of the local part, ascending
 	pinned []uint32 // partitions pinned for the local part
 	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
 }
@@ -323,26 +326,29 @@ const (
 	pinLost                  // handed off since it was routed
 )
 
-// pinLocal pins the partitions of the local part against a hand-off (see
-// partitionTable.pin). Items of a partition handed off since they were
-// routed go to where it went instead, all of that partition's items
-// together (so one key's rules stay decided together).
+// pinLocal pins the partitions of the local part against a hand-off
+// (replication.Handoff.Pin), in ascending order. Items of a partition
+// handed off since they were routed go to where it went instead, all of
+// that partition's items together (so one key's rules stay decided
+// together).
 func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]int) map[string][]int {
 	if len(sc.local) == 0 {
 		return remote
 	}
-	if len(sc.seen) < len(n.parts.slots) {
-		sc.seen = make([]uint8, len(n.parts.slots))
+	if len(sc.seen) < n.cfg.Ring.PartitionCount {
+		sc.seen = make([]uint8, n.cfg.Ring.PartitionCount)
 	}
-	var lost map[uint32]string // partition -> where it went
 	for _, it := range sc.local {
-		p := it.Partition
-		if sc.seen[p] != 0 {
-			continue
+		if sc.seen[it.Partition] == 0 {
+			sc.seen[it.Partition] = pinSeen
+			sc.parts = append(sc.parts, it.Partition)
 		}
-		ok, to := n.parts.pin(p)
+	}
+	slices.Sort(sc.parts)
+	var lost map[uint32]string // partition -> where it went
+	for _, p := range sc.parts {
+		ok, to := n.handoff.Pin(p)
 		if ok {
-			sc.seen[p] = pinSeen
 			sc.pinned = append(sc.pinned, p)
 			continue
 		}
@@ -355,6 +361,7 @@ func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]in
 		}
 		lost[p] = to
 	}
+	sc.parts = sc.parts[:0]
 	if lost == nil {
 		return remote
 	}
@@ -378,9 +385,9 @@ func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]in
 }
 
 // unpin releases the partitions pinLocal pinned.
-func (sc *checkScratch) unpin(t *partitionTable) {
+func (sc *checkScratch) unpin(h *replication.Handoff) {
 	for _, p := range sc.pinned {
-		t.unpin(p)
+		h.Unpin(p)
 		sc.seen[p] = 0
 	}
 	sc.pinned = sc.pinned[:0]
@@ -398,24 +405,24 @@ func (sc *checkScratch) release() {
 	if cap(sc.local) > maxPooledItems {
 		return
 	}
-	sc.local, sc.idx, sc.out, sc.pinned = sc.local[:0], sc.idx[:0], sc.out[:0], sc.pinned[:0]
+	sc.local, sc.idx, sc.out, sc.parts, sc.pinned = sc.local[:0], sc.idx[:0], sc.out[:0], sc.parts[:0], sc.pinned[:0]
 	scratchPool.Put(sc)
 }
 
 // route says where partition p is decided: locally, at dest, or locally
 // after waiting for a hand-off that has no live source to forward to.
 // hops is a forwarded item's count of extra hops.
-func (n *Node) route(p uint32, v *clusterView, forwarded bool, hops uint32) (dest string, local, wait bool) {
-	st, peer := n.parts.get(p)
+func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwarded bool, hops uint32) (dest string, local, wait bool) {
+	st, peer := routes.State(p)
 	owner := v.ring.PartitionOwner(p)
 	switch st {
-	case partReady:
+	case replication.PartReady:
 		if owner == n.cfg.ID || n.leaving.Load() {
 			return "", true, false
 		}
 		// Ready but the ring gave it away (a hand-off finished after a
 		// newer ring change): route by the ring.
-	case partPending:
+	case replication.PartPending:
 		if forwarded || peer == "" {
 			return "", true, true
 		}
@@ -423,10 +430,10 @@ func (n *Node) route(p uint32, v *clusterView, forwarded bool, hops uint32) (des
 			return "", true, true
 		}
 		return peer, false, false
-	case partMoved:
+	case replication.PartMoved:
 		return peer, false, false
 	}
-	if owner == n.cfg.ID || (forwarded && (holds(st) || hops > 0 || owner == "")) {
+	if owner == n.cfg.ID || (forwarded && (st.Holds() || hops > 0 || owner == "")) {
 		// Ours, or a peer with a different ring sent it here and either
 		// the counters are here or the item was passed on already: decide
 		// rather than bounce it around.

@@ -18,8 +18,6 @@ type metrics struct {
 	members         prometheus.Gauge
 	ringVersion     prometheus.Gauge
 	partitionsOwned prometheus.Gauge
-	handedOff       prometheus.Counter
-	promoted        prometheus.Counter
 
 	checkChildren sync.Map // rule id → *[nDecisions]prometheus.Counter of checks
 }
@@ -43,10 +41,8 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
 		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Ring identity: a 32-bit hash of the ring's members and config, equal on every node that agrees on the ring."}),
 		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
-		handedOff:       prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_partitions_handed_off_total", Help: "Partitions handed to a new owner."}),
-		promoted:        prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_replica_states_promoted_total", Help: "Replica counter copies promoted after an owner died."}),
 	}
-	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned, m.handedOff, m.promoted)
+	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned)
 	return m
 }
 
@@ -130,6 +126,12 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 			func() float64 { return n.repl.Stats().Lag.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_pending", Help: "Counter states waiting to be shipped."},
 			func() float64 { return float64(n.repl.Stats().Pending) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_partitions_handed_off_total", Help: "Partitions handed to a new owner."},
+			func() float64 { return float64(n.handoff.Stats().HandedOff) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_replica_states_promoted_total", Help: "Replica counter copies promoted after an owner died."},
+			func() float64 { return float64(n.handoff.Stats().Promoted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."},
+			func() float64 { return float64(n.handoff.Stats().Resynced) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replica_counters", Help: "Replica copies held for other owners."},
 			func() float64 { return float64(n.replicas.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_leader", Help: "1 when this node is the Raft leader."},

@@ -41,9 +41,9 @@ type Node struct {
 	replicas *replication.Store
 	api      *api.Server
 	ml       *memberlist.Memberlist
+	handoff  *replication.Handoff
 	peers    *peerPool
 	met      *metrics
-	resynced prometheus.Counter // weir_replica_resync_states_total
 
 	grpcSrv       *grpc.Server
 	httpSrv       *http.Server
@@ -54,7 +54,6 @@ type Node struct {
 	view          atomic.Pointer[clusterView]
 	rview         atomic.Pointer[ruleView]
 	rviewMu       sync.Mutex
-	parts         *partitionTable
 	fwdMu         sync.Mutex
 	fwd           map[string]*forwarder
 	replTransport *peerTransport // replication streams to peers
@@ -100,12 +99,9 @@ func New(cfg Config) (*Node, error) {
 		departed: map[string]departure{},
 		lost:     map[string]lostMember{},
 		known:    map[string]member{},
-		parts:    newPartitionTable(cfg.Ring.PartitionCount),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
-	n.resynced = prometheus.NewCounter(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."})
-	cfg.Registry.MustRegister(n.resynced)
 	n.peers = newPeerPool()
 	n.peers.opts = peerDialOptions(cfg)
 
@@ -157,6 +153,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
 	n.replicas = replication.NewStore()
+	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
+	hc.ResyncRetry = cfg.ReplicationInterval
+	hc.Now = cfg.Now
+	hc.Logger = n.log.With("component", "handoff")
+	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{n.peers}, n.replicas, n.repl)
+	if err != nil {
+		return nil, fmt.Errorf("node: hand-off: %w", err)
+	}
 	n.met.registerFuncs(cfg.Registry, n)
 
 	n.api, err = api.New(api.Config{
@@ -194,6 +198,7 @@ func New(cfg Config) (*Node, error) {
 func (n *Node) Start() error {
 	n.engine.Start()
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
+	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
 	n.goFunc(func() {
 		if err := n.grpcSrv.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			n.log.Error("grpc server stopped", "err", err)
@@ -301,14 +306,13 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.signalChanged()
 	// Wait until every partition this node owned has been pulled.
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
 	var err error
 wait:
 	for {
+		r := n.handoff.Routes()
 		left := 0
 		for _, p := range owned {
-			if n.parts.state(p) != partMoved {
+			if st, _ := r.State(p); st != replication.PartMoved {
 				left++
 			}
 		}
@@ -319,7 +323,7 @@ wait:
 		case <-ctx.Done():
 			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ctx.Err())
 			break wait
-		case <-t.C:
+		case <-r.Changed():
 		}
 	}
 	if lerr := n.ml.Leave(time.Second); lerr != nil {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -64,253 +63,41 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 	})
 }
 
-// Handoff gives the caller the partitions it now owns. For each partition
-// this node holds, it passes the counters on (later items are forwarded to
-// the caller) and drops them. For a partition it handed on earlier it says
-// to whom, so the caller follows the counters there. Replica copies of the
-// asked partitions go along, for when no live node holds one.
+// Handoff gives the caller the partitions it now owns (the holder's side
+// of the hand-off protocol, replication.Handoff.Serve).
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
-	n := s.n
-	if req.To == "" || req.To == n.cfg.ID {
-		return nil, status.Error(codes.InvalidArgument, "handoff: bad requester")
+	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
+	if err != nil {
+		return nil, grpcErr(err)
 	}
-	for _, p := range req.Partitions {
-		if int(p) >= len(n.parts.slots) {
-			return nil, status.Errorf(codes.InvalidArgument, "handoff: partition %d out of range", p)
-		}
+	resp := &weirv1.HandoffResponse{Held: r.Held, States: statesToProto(r.States), Copies: statesToProto(r.Copies)}
+	for _, m := range r.Moved {
+		resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: m.Partition, To: m.To})
 	}
-	resp := &weirv1.HandoffResponse{}
-	for _, p := range req.Partitions {
-		// This node may itself still be pulling p (two ring changes close
-		// together): hand it on only once it has arrived, so the caller
-		// gets the counters and not an empty partition.
-		select {
-		case <-n.parts.readyChan(p):
-		case <-ctx.Done():
-			return nil, grpcErr(ctx.Err())
-		}
-		held, to := n.parts.handOff(p, req.To)
-		switch {
-		case held:
-			resp.Held = append(resp.Held, p)
-		case to != "":
-			resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: p, To: to})
-		}
-	}
-	if len(resp.Held) > 0 {
-		st, err := n.exportHeld(ctx, resp.Held)
-		if err != nil {
-			// The caller installs nothing: hold the partitions again.
-			v := n.view.Load()
-			for _, p := range resp.Held {
-				n.parts.handBack(p, req.To, v != nil && v.ring.PartitionOwner(p) == n.cfg.ID)
-			}
-			return nil, grpcErr(err)
-		}
-		resp.States = statesToProto(st)
-	}
-	resp.Copies = statesToProto(n.replicas.Peek(req.Partitions))
-	n.met.handedOff.Add(float64(len(resp.Held)))
-	n.log.Info("handed off partitions", "to", req.To, "partitions", len(resp.Held), "states", len(resp.States), "moved", len(resp.Moved))
 	return resp, nil
 }
 
-// exportHeld exports and drops the counters of partitions just handed
-// off, once the checks that saw them here are done.
-func (n *Node) exportHeld(ctx context.Context, parts []uint32) ([]replication.State, error) {
-	for _, p := range parts {
-		if err := n.parts.waitUnpinned(ctx, p); err != nil {
-			return nil, err
-		}
-	}
-	st, err := n.engine.Export(ctx, parts)
+// peerHandoff is the puller's side of the hand-off on the wire.
+type peerHandoff struct{ pool *peerPool }
+
+var _ replication.Peers = peerHandoff{}
+
+func (p peerHandoff) Handoff(ctx context.Context, addr string, req replication.HandoffRequest) (replication.HandoffReply, error) {
+	cc, err := p.pool.conn(addr)
 	if err != nil {
-		return nil, err
+		return replication.HandoffReply{}, err
 	}
-	return st, n.engine.Drop(ctx, parts)
-}
-
-// pullPartitions fetches the state of partitions this node gained, from
-// wherever their counters are, then marks them ready.
-func (n *Node) pullPartitions(gain []replication.Source) {
-	bySource := map[string][]uint32{}
-	var local []uint32
-	for _, g := range gain {
-		src := n.source(g.From)
-		if src == "" {
-			local = append(local, g.Partition)
-			continue
-		}
-		bySource[src] = append(bySource[src], g.Partition)
-	}
-	for src, parts := range bySource {
-		states, orphans := n.fetch(src, parts)
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		if err := n.install(ctx, parts, states); err != nil {
-			n.log.Warn("install pulled partitions", "err", err)
-		}
-		cancel()
-		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
-		n.replicas.Drop(got)
-		n.markReady(got)
-		local = append(local, orphans...)
-	}
-	if len(local) > 0 {
-		// Promote this node's replica copies (no live node holds them).
-		states := n.replicas.Take(local)
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		if err := n.install(ctx, local, states); err != nil {
-			n.log.Warn("promote replica copies", "err", err)
-		}
-		cancel()
-		n.met.promoted.Add(float64(len(states)))
-		n.markReady(local)
-	}
-}
-
-// maxHandoffAsks bounds the nodes asked for one partition's counters, and
-// handoffAskTimeout one ask (an unreachable node is not declared dead
-// before about 2 s; a holder still pulling answers once it has arrived).
-const (
-	maxHandoffAsks    = 8
-	handoffAskTimeout = 3 * time.Second
-)
-
-// fetch collects the counters of parts, asking src first. The node that
-// holds a partition hands it over; a node that handed it on names the next
-// holder, which is asked in turn (the chain a run of ring changes leaves
-// when this node's view skipped one of them). A partition nobody named is
-// asked of every other live member. For a partition no live node holds,
-// fetch returns the freshest replica copies it saw, plus the partition in
-// orphans when it saw none (the caller promotes its own copies, if any).
-func (n *Node) fetch(src string, parts []uint32) (states []replication.State, orphans []uint32) {
-	asked := map[uint32][]string{}
-	held := map[uint32]bool{}
-	var copies []replication.State
-	ask := map[string][]uint32{src: parts}
-	var unnamed []uint32 // asked, and nobody has said where they are
-	broadcast := false
-	for len(ask) > 0 {
-		next := map[string][]uint32{}
-		for dest, ps := range ask {
-			for _, p := range ps {
-				asked[p] = append(asked[p], dest)
-			}
-			resp, err := n.handoffFrom(dest, ps)
-			if err != nil {
-				n.log.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
-				unnamed = append(unnamed, ps...)
-				continue
-			}
-			for _, p := range resp.Held {
-				held[p] = true
-			}
-			states = append(states, statesFromProto(resp.States)...)
-			copies = append(copies, statesFromProto(resp.Copies)...)
-			named := map[uint32]bool{}
-			for _, m := range resp.Moved {
-				if m.To != n.cfg.ID && !slices.Contains(asked[m.Partition], m.To) && len(asked[m.Partition]) < maxHandoffAsks {
-					next[m.To] = append(next[m.To], m.Partition)
-					named[m.Partition] = true
-				}
-			}
-			for _, p := range ps {
-				if !held[p] && !named[p] {
-					unnamed = append(unnamed, p)
-				}
-			}
-		}
-		if len(next) == 0 && len(unnamed) > 0 && !broadcast {
-			// Nobody said where these went: ask everyone not asked yet.
-			broadcast = true
-			for id := range n.readMembers() {
-				if id == n.cfg.ID {
-					continue
-				}
-				for _, p := range unnamed {
-					if !held[p] && !slices.Contains(asked[p], id) {
-						next[id] = append(next[id], p)
-					}
-				}
-			}
-		}
-		ask = next
-	}
-	// Replica copies count only where no holder answered.
-	copied := map[uint32]bool{}
-	for _, st := range copies {
-		if !held[st.Partition] {
-			states = append(states, st)
-			copied[st.Partition] = true
-		}
-	}
-	for _, p := range parts {
-		if !held[p] && !copied[p] {
-			orphans = append(orphans, p)
-		}
-	}
-	return states, orphans
-}
-
-func (n *Node) handoffFrom(src string, parts []uint32) (*weirv1.HandoffResponse, error) {
-	cl, err := n.peerClient(src)
+	resp, err := weirv1.NewPeerClient(cc).Handoff(ctx, &weirv1.HandoffRequest{To: req.To, Partitions: req.Parts})
 	if err != nil {
-		return nil, err
+		return replication.HandoffReply{}, err
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, handoffAskTimeout)
-	defer cancel()
-	return cl.Handoff(ctx, &weirv1.HandoffRequest{To: n.cfg.ID, Partitions: parts})
-}
-
-// install makes states the counters of parts. Whatever the engine still
-// holds for them is from an earlier time this node served them, and older
-// than what the previous holder sent: it is dropped first.
-func (n *Node) install(ctx context.Context, parts []uint32, states []replication.State) error {
-	if err := n.engine.Drop(ctx, parts); err != nil {
-		return err
-	}
-	return n.engine.Import(ctx, states)
-}
-
-// resyncReplicas sends the full state of partitions this node still owns
-// to their replicas after the ring gave them a new one (which would
-// otherwise get only the counters that change from now on). One partition
-// at a time goes through the replicator, ordered with the change stream;
-// a partition that moved on meanwhile is skipped.
-func (n *Node) resyncReplicas(parts []uint32) {
-	total := 0
-	for _, p := range parts {
-		for attempt := 0; ; attempt++ {
-			if v := n.view.Load(); v == nil || v.ring.PartitionOwner(p) != n.cfg.ID || n.parts.state(p) != partReady {
-				break
-			}
-			ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-			k, err := n.repl.Resync(ctx, func(ctx context.Context) ([]replication.State, error) {
-				return n.engine.Export(ctx, []uint32{p})
-			})
-			cancel()
-			if errors.Is(err, replication.ErrQueueFull) && attempt < 100 {
-				t := time.NewTimer(n.cfg.ReplicationInterval)
-				select {
-				case <-n.ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-				continue
-			}
-			if err != nil {
-				if n.ctx.Err() == nil {
-					n.log.Warn("replica resync failed", "partition", p, "err", err)
-				}
-				break
-			}
-			total += k
-			break
+	out := replication.HandoffReply{Held: resp.Held, States: statesFromProto(resp.States), Copies: statesFromProto(resp.Copies)}
+	for _, m := range resp.Moved {
+		if m != nil {
+			out.Moved = append(out.Moved, replication.Moved{Partition: m.Partition, To: m.To})
 		}
 	}
-	n.resynced.Add(float64(total))
-	n.log.Info("resynced new replicas", "partitions", len(parts), "states", total)
+	return out, nil
 }
 
 // replicaPlacement lists where a partition's copies go (not this node).
@@ -418,19 +205,12 @@ func grpcErr(err error) error {
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, ErrClosed), errors.Is(err, errUnavailable):
+	case errors.Is(err, replication.ErrBadRequest):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrClosed), errors.Is(err, errUnavailable), errors.Is(err, replication.ErrClosed):
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-// markReady settles pulled partitions: ready, unless a newer ring gave them
-// to another node meanwhile (then this node holds them for that node).
-func (n *Node) markReady(parts []uint32) {
-	v := n.view.Load()
-	for _, p := range parts {
-		n.parts.arrived(p, v == nil || v.ring.PartitionOwner(p) == n.cfg.ID)
-	}
 }
 
 // peerDialOptions are the options of every peer connection besides its

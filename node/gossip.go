@@ -1,0 +1,140 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// memberMeta is what a node gossips about itself.
+type memberMeta struct {
+	GRPC    string `json:"g"`
+	HTTP    string `json:"h"`
+	Raft    string `json:"r"`
+	Leaving bool   `json:"l,omitempty"` // handing partitions off; not in the ring
+	// Gateways watching rules on this node (summed over members for the
+	// fail-open share).
+	Gateways uint32 `json:"w,omitempty"`
+}
+
+// member is one node as seen through gossip.
+type member struct {
+	ID     string
+	Gossip string
+	State  string
+	memberMeta
+}
+
+// delegate implements memberlist's Delegate and EventDelegate. Callbacks
+// never block: events only signal the cluster loop.
+type delegate struct{ n *Node }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	m := d.n.meta
+	m.Leaving = d.n.leaving.Load()
+	m.Gateways = d.n.api.Gateways()
+	b, _ := json.Marshal(m)
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d delegate) NotifyMsg([]byte)                           {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d delegate) NotifyJoin(m *memberlist.Node) {
+	d.n.remember(m, false)
+	d.n.signalChanged()
+}
+func (d delegate) NotifyLeave(m *memberlist.Node) {
+	d.n.remember(m, true)
+	d.n.signalChanged()
+}
+func (d delegate) NotifyUpdate(m *memberlist.Node) {
+	d.n.remember(m, false)
+	d.n.signalChanged()
+}
+
+func (n *Node) signalChanged() {
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+}
+
+// slogWriter adapts memberlist's *log.Logger output to slog (debug level;
+// memberlist's own "[WARN]" lines become warnings).
+type slogWriter struct{ n *Node }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	s := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(s, "[ERR]"):
+		w.n.log.Error(s, "component", "gossip")
+	case strings.Contains(s, "[WARN]"):
+		w.n.log.Warn(s, "component", "gossip")
+	default:
+		w.n.log.Debug(s, "component", "gossip")
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = slogWriter{}
+
+func (n *Node) startMemberlist() error {
+	host, port, err := splitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("node: gossip address: %w", err)
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.cfg.ID
+	mc.BindAddr = host
+	mc.BindPort = port
+	mc.AdvertisePort = port
+	mc.ProbeInterval = n.cfg.GossipProbeInterval
+	mc.ProbeTimeout = n.cfg.GossipProbeTimeout
+	mc.GossipInterval = n.cfg.GossipInterval
+	mc.SuspicionMult = n.cfg.GossipSuspicionMult
+	mc.PushPullInterval = 5 * time.Second
+	mc.TCPTimeout = 2 * time.Second
+	mc.Delegate = delegate{n}
+	mc.Events = delegate{n}
+	mc.Logger = log.New(slogWriter{n}, "", 0)
+	if n.cfg.WrapGossip != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return fmt.Errorf("node: gossip transport: %w", err)
+		}
+		if port == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+			mc.AdvertisePort = mc.BindPort
+		}
+		mc.Transport = n.cfg.WrapGossip(nt)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("node: gossip: %w", err)
+	}
+	n.ml = ml
+	return nil
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return "alive"
+	case memberlist.StateSuspect:
+		return "suspect"
+	case memberlist.StateDead:
+		return "dead"
+	case memberlist.StateLeft:
+		return "left"
+	}
+	return "unknown"
+}

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+func (n *Node) memberCount() int {
+	v := n.view.Load()
+	if v == nil {
+		return 1
+	}
+	return len(v.members)
+}
+
+// readMembers returns the live members (alive or suspect) by id, from the
+// copies the event delegate keeps (memberlist's own Node structs may change
+// under a reader).
+func (n *Node) readMembers() map[string]member {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	out := make(map[string]member, len(n.known))
+	for id, m := range n.known {
+		out[id] = m
+	}
+	return out
+}
+
+// departedMember reports whether gossip saw id die or leave (a node this
+// node has not heard of yet is not departed).
+func (n *Node) departedMember(id string) bool {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	_, ok := n.departed[id]
+	return ok
+}
+
+// remember copies a member's address, state and metadata. Called from
+// memberlist callbacks, which hold memberlist's lock while m is stable.
+// memberlist does not fill in m.State (its own record of the state is
+// elsewhere), so the state is derived: a member that gossip drops while
+// its metadata says it is leaving left gracefully; any other was declared
+// dead.
+func (n *Node) remember(m *memberlist.Node, gone bool) {
+	mm := member{ID: m.Name, Gossip: m.Address(), State: stateName(memberlist.StateAlive)}
+	if len(m.Meta) > 0 {
+		_ = json.Unmarshal(m.Meta, &mm.memberMeta)
+	}
+	st := memberlist.StateAlive
+	if gone {
+		st = memberlist.StateDead
+		if mm.Leaving {
+			st = memberlist.StateLeft
+		}
+	}
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	if gone {
+		delete(n.known, m.Name)
+		n.departed[m.Name] = departure{st, time.Now()}
+		n.forgetDepartedLocked()
+		if st == memberlist.StateDead && m.Name != n.cfg.ID {
+			n.lost[m.Name] = lostMember{gossip: mm.Gossip, since: time.Now()}
+		}
+	} else {
+		n.known[m.Name] = mm
+		delete(n.departed, m.Name)
+		delete(n.lost, m.Name)
+	}
+}
+
+// lostMember is a member gossip declared dead (not one that left).
+type lostMember struct {
+	gossip string
+	since  time.Time
+}
+
+// Reconnecting to members declared dead: how often, and for how long after
+// their death.
+const (
+	reconnectEvery = 2 * time.Second
+	reconnectFor   = time.Hour
+)
+
+// reconnectLoop tries, every reconnectEvery, to rejoin the members gossip
+// declared dead in the last reconnectFor. A dead member may only have been
+// cut off (a network split): after a split each side holds the other as
+// dead, and memberlist alone does not merge them again once the dead
+// notices stopped being gossiped. A join is a full state exchange: each
+// side learns it was declared dead, refutes it, and the member sets merge
+// (two rounds at most). A member that really died refuses the connection.
+func (n *Node) reconnectLoop() {
+	n.every(reconnectEvery, func() bool {
+		if n.leaving.Load() {
+			return false
+		}
+		if addrs := n.lostAddrs(time.Now()); len(addrs) > 0 {
+			if k, err := n.ml.Join(addrs); err != nil && k == 0 {
+				n.log.Debug("reconnect to dead members failed", "members", len(addrs), "err", err)
+			} else {
+				n.log.Info("reconnected to members declared dead", "contacted", k)
+			}
+		}
+		return false
+	})
+}
+
+// lostAddrs lists the gossip addresses of members declared dead less than
+// reconnectFor ago, and forgets older ones.
+func (n *Node) lostAddrs(now time.Time) []string {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	var out []string
+	for id, l := range n.lost {
+		if now.Sub(l.since) > reconnectFor {
+			delete(n.lost, id)
+			continue
+		}
+		if l.gossip != "" {
+			out = append(out, l.gossip)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leftMembers lists members that left gracefully (so the leader removes
+// them from Raft at once instead of waiting for the voter grace period).
+func (n *Node) leftMembers() []string {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	var out []string
+	for id, d := range n.departed {
+		if d.state == memberlist.StateLeft {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// departure is how and when a member left gossip.
+type departure struct {
+	state memberlist.NodeStateType // dead or left
+	at    time.Time
+}
+
+// departedFor is how long a departed member is remembered (listed by
+// Members, its moved marks cleared, retried if it died). A member gone
+// longer is forgotten, so ids that come and go do not pile up.
+const departedFor = reconnectFor
+
+func (n *Node) forgetDepartedLocked() {
+	for id, d := range n.departed {
+		if time.Since(d.at) > departedFor {
+			delete(n.departed, id)
+		}
+	}
+}
+
+// departedMembers returns the members gossip saw die or leave recently,
+// with how they went.
+func (n *Node) departedMembers() map[string]memberlist.NodeStateType {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	out := make(map[string]memberlist.NodeStateType, len(n.departed))
+	for id, d := range n.departed {
+		out[id] = d.state
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+package node
+
+import (
+	"errors"
+	"sort"
+
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// manageRaft bootstraps the group once enough members are present and, on
+// the leader, reconciles the Raft configuration with gossip membership.
+func (n *Node) manageRaft() {
+	v := n.view.Load()
+	if v == nil {
+		return
+	}
+	if n.cfg.BootstrapExpect > 0 && !n.boot.Load() {
+		var servers []rulesraft.Server
+		for _, m := range v.members {
+			if m.Raft != "" {
+				servers = append(servers, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+			}
+		}
+		if len(servers) >= n.cfg.BootstrapExpect {
+			sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+			servers = servers[:n.cfg.BootstrapExpect]
+			err := n.store.Bootstrap(servers)
+			if err != nil && !isAlreadyBootstrapped(err) {
+				n.log.Warn("raft bootstrap", "err", err)
+			} else {
+				n.boot.Store(true)
+			}
+		}
+	}
+	if !n.store.IsLeader() {
+		return
+	}
+	var alive []rulesraft.Server
+	for _, m := range v.members {
+		if m.Raft != "" && m.State == "alive" {
+			alive = append(alive, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+		}
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	gone := n.leftMembers()
+	if err := n.store.Reconcile(n.ctx, alive, gone); err != nil && n.ctx.Err() == nil {
+		n.log.Warn("raft reconcile", "err", err)
+	}
+}
+
+func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
