@@ -233,11 +233,13 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	// a moved mark to the next holder, so a chain of marks leads to the
 	// counters even for a new owner that has not seen the latest ring yet:
 	// marks stay until their puller is gone. A member leaving the ring
-	// breaks such chains (its own marks go with it), so then a mark whose
-	// puller no longer owns the partition by this ring is dropped and the
-	// partition is routed by the ring, to the owner that promoted or pulled
-	// its counters. A puller not in this ring is not stale: it pulled on a
-	// newer ring than this one.
+	// breaks such chains (its own marks go with it, and once it is gone
+	// items sent to it fail), so then a mark whose puller no longer owns
+	// the partition by this ring is dropped and the partition is routed by
+	// the ring, to the owner that promoted or pulled its counters (or is
+	// pulling them, and forwards to where they are until then). A puller
+	// neither ring knows is not stale: it pulled on a newer ring than this
+	// one.
 	shrank := false
 	for id := range oldMembers {
 		if !newMembers[id] {
@@ -247,8 +249,11 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	for p := range m.parts {
 		pt := &m.parts[p]
-		if pt.state == PartMoved && (pt.peer == "" || departed[pt.peer] ||
-			(shrank && newMembers[pt.peer] && e.Place[p].Owner != pt.peer)) {
+		if pt.state != PartMoved {
+			continue
+		}
+		known := newMembers[pt.peer] || oldMembers[pt.peer]
+		if pt.peer == "" || departed[pt.peer] || (shrank && known && e.Place[p].Owner != pt.peer) {
 			*pt = partition{}
 		}
 	}

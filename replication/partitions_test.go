@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+var blankLines = regexp.MustCompile(`\n\s*\n`)
 
 var update = flag.Bool("update", false, "rewrite the golden output of testdata/partitions/*.txt")
 
@@ -48,7 +51,7 @@ func runScenario(t *testing.T, file string) {
 		m   *Partitions
 		out strings.Builder
 	)
-	for _, block := range strings.Split(strings.TrimSpace(string(data)), "\n\n") {
+	for _, block := range blankLines.Split(strings.TrimSpace(string(data)), -1) {
 		cmd, want, _ := strings.Cut(block, "\n----\n")
 		cmd = strings.TrimSuffix(cmd, "\n----")
 		var got string
@@ -59,7 +62,11 @@ func runScenario(t *testing.T, file string) {
 			}
 		}
 		m, got = scenarioStep(t, m, strings.Join(lines, " "))
-		out.WriteString(cmd + "\n----\n" + got + "\n\n")
+		out.WriteString(cmd + "\n----\n")
+		if got != "" {
+			out.WriteString(got + "\n")
+		}
+		out.WriteString("\n")
 		if !*update && strings.TrimSpace(got) != strings.TrimSpace(want) {
 			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, cmd, got, want)
 		}
