@@ -84,6 +84,7 @@ func (n *Node) refreshView() {
 	}
 	version := ringVersion(r)
 	n.view.Store(&clusterView{version: version, ring: r, members: members})
+	n.pruneForwarders(members)
 	n.met.members.Set(float64(len(members)))
 	n.met.ringVersion.Set(float64(version))
 	n.met.partitionsOwned.Set(float64(len(r.OwnedBy(n.cfg.ID))))

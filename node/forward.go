@@ -78,10 +78,11 @@ func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
 // of its own (much cheaper than a unary RPC each); a peer that answers
 // Unimplemented (an older node) gets unary Forward RPCs for a while.
 type forwarder struct {
-	n      *Node
-	dest   string
-	ch     chan *fwdCall
-	legacy checkstream.Legacy // the peer lacks ForwardStream: unary Forward for a while
+	n       *Node
+	dest    string
+	ch      chan *fwdCall
+	stopped chan struct{}      // closed when dest left the cluster (pruneForwarders)
+	legacy  checkstream.Legacy // the peer lacks ForwardStream: unary Forward for a while
 }
 
 type fwdCall struct {
@@ -98,15 +99,37 @@ func (n *Node) forwarder(dest string) *forwarder {
 		return f
 	}
 	f := &forwarder{
-		n:    n,
-		dest: dest,
-		ch:   make(chan *fwdCall, 4096),
+		n:       n,
+		dest:    dest,
+		ch:      make(chan *fwdCall, 4096),
+		stopped: make(chan struct{}),
 	}
 	n.fwd[dest] = f
 	for range n.cfg.ForwardInflight {
 		n.goFunc(f.sender)
 	}
 	return f
+}
+
+// pruneForwarders stops the forwarders of destinations that are no longer
+// live members (they left or died): their senders end and their queued
+// calls fail. A member that comes back gets a new forwarder.
+func (n *Node) pruneForwarders(live map[string]member) {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	for dest, f := range n.fwd {
+		if _, ok := live[dest]; !ok {
+			close(f.stopped)
+			delete(n.fwd, dest)
+		}
+	}
+}
+
+// forwarders is how many destinations have a forwarder.
+func (n *Node) forwarders() int {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	return len(n.fwd)
 }
 
 // closeForwarders fails calls still queued once the senders have stopped
@@ -130,7 +153,13 @@ func (f *forwarder) start(ctx context.Context, items []*weirv1.CheckItem) (*fwdC
 		return nil, ctx.Err()
 	case <-f.n.ctx.Done():
 		return nil, ErrClosed
+	case <-f.stopped:
+		return nil, f.gone()
 	}
+}
+
+func (f *forwarder) gone() error {
+	return fmt.Errorf("%w: member %s left the cluster", errUnavailable, f.dest)
 }
 
 // wait returns the results of a call queued by start.
@@ -142,6 +171,15 @@ func (f *forwarder) wait(ctx context.Context, c *fwdCall) ([]*weirv1.CheckResult
 		return nil, ctx.Err()
 	case <-f.n.ctx.Done():
 		return nil, ErrClosed
+	case <-f.stopped:
+		// The member is gone: a call already answered keeps its answer,
+		// any other fails rather than wait for senders that stopped.
+		select {
+		case <-c.done:
+			return c.res, c.err
+		default:
+			return nil, f.gone()
+		}
 	}
 }
 
@@ -158,6 +196,9 @@ func (f *forwarder) sender() {
 	for {
 		select {
 		case <-f.n.ctx.Done():
+			f.failQueued()
+			return
+		case <-f.stopped:
 			f.failQueued()
 			return
 		case c := <-f.ch:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,4 +174,72 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A member that leaves takes its forwarder (senders and streams) with it;
+// checks go on through the members that stay.
+func TestForwarderPrunedWhenMemberLeaves(t *testing.T) {
+	c := testcluster.New(t, 3)
+	c.ApplyRules(checkRules)
+	entry, leaver := c.Nodes[0], c.Nodes[2]
+	r := memberRing(t, entry)
+	// Keys the leaver owns: entry forwards them to it (or, for partitions
+	// the leaver took from n2, to n2, which names it). 300 keys reach it
+	// directly with certainty for all practical purposes.
+	var keys []string
+	for k := 0; k < 100_000 && len(keys) < 300; k++ {
+		if key := fmt.Sprintf("apikey:f%d", k); r.Owner(key) == leaver.ID() {
+			keys = append(keys, key)
+		}
+	}
+	check := func() {
+		t.Helper()
+		items := make([]*weirv1.CheckItem, len(keys))
+		for i, key := range keys {
+			items[i] = &weirv1.CheckItem{Key: key, Rule: "three", Cost: 1}
+		}
+		res, err := entry.Check(context.Background(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+				t.Fatalf("check of %s: %v", keys[i], r)
+			}
+		}
+	}
+	check()
+	before := metricValue(t, entry.HTTPAddr(), "weir_forward_destinations")
+	if before != "1" && before != "2" {
+		t.Fatalf("weir_forward_destinations = %s, want 1 or 2", before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := leaver.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(2)
+	want := "0"
+	if before == "2" {
+		want = "1"
+	}
+	testwait.For(t, 10*time.Second, "the departed member's forwarder to go", func() error {
+		if got := metricValue(t, entry.HTTPAddr(), "weir_forward_destinations"); got != want {
+			return fmt.Errorf("weir_forward_destinations = %s, want %s", got, want)
+		}
+		return nil
+	})
+	check()
+}
+
+// metricValue is the value of an unlabelled metric on a node's /metrics.
+func metricValue(t *testing.T, addr, name string) string {
+	t.Helper()
+	for _, line := range strings.Split(scrape(t, addr), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return ""
 }

@@ -132,6 +132,8 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 			func() float64 { return float64(n.handoff.Stats().Promoted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."},
 			func() float64 { return float64(n.handoff.Stats().Resynced) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_forward_destinations", Help: "Members this node keeps forwarders (coalescing senders and streams) to."},
+			func() float64 { return float64(n.forwarders()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replica_counters", Help: "Replica copies held for other owners."},
 			func() float64 { return float64(n.replicas.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_leader", Help: "1 when this node is the Raft leader."},
