@@ -1,32 +1,43 @@
-// Package node wires one Weir process together: gossip membership
-// (memberlist), the ring (package ring), the decision shards (node/shard),
-// counter replication and hand-off (package replication), the rules Raft
-// group (package rulesraft) and the servers (node/api for the public HTTP and
-// gRPC APIs, peer.go for node-to-node gRPC). It holds no algorithm logic.
+// Package node is the composition root of one Weir process: it wires gossip
+// membership (memberlist), the ring (package ring), the decision shards
+// (node/shard), counter replication and the partition hand-off (package
+// replication), the rules Raft group (package rulesraft) and the edges
+// (node/api for the public HTTP and gRPC APIs, peer.go for node-to-node
+// gRPC). It owns no protocol of its own and holds no algorithm logic; what
+// it does itself is routing a check to the node that decides it.
+//
+// Files:
+//   - node.go: construction, Start, Leave, Close.
+//   - gossip.go: what a node gossips about itself, the memberlist delegate
+//     (callbacks copy and signal, never block) and its log adapter.
+//   - membership.go: the live, departed and lost members, and the rejoin
+//     loop for members declared dead.
+//   - cluster.go: the cluster loop: ring rebuilds handed to the hand-off
+//     before they are published to the check path.
+//   - raftgroup.go: Raft bootstrap and voter reconciliation.
+//   - check.go, forward.go: routing and forwarding checks.
+//   - peer.go: the Peer gRPC service and the peer side of replication and
+//     hand-off.
 //
 // Goroutines and what they own:
-//   - clusterLoop: re-reads the member list on every gossip event (callbacks
-//     only signal it) and each second, builds a new immutable ring and swaps
-//     it (atomic clusterView), plans hand-off, bootstraps Raft once
-//     --bootstrap-expect members are present, and on the Raft leader
-//     reconciles voters with gossip membership.
-//   - shard goroutines (node/shard) own the counters; the check path never
-//     locks.
-//   - one forwarder loop per destination coalesces items bound for that
-//     owner into few Forward RPCs (flushed when a send slot frees, never
-//     after a fixed sleep).
-//   - the replicator loop ships changed counters to replicas.
-//   - pullPartitions (one per ring change that gains partitions) fetches
-//     their state from the previous holder, then marks them ready.
-//   - resyncReplicas (one per ring change that gives a partition this node
-//     keeps a new replica) queues the partition's full state for it.
-//   - reconnectLoop rejoins members gossip declared dead (every 2 s, for an
-//     hour), so the two sides of a healed network split merge again.
-//
-// Partition states (partitions.go): ready (decide here), pending (this node
-// owns it by the ring but waits for hand-off: items go to the previous
-// holder), moved (handed off: items go to the new owner). A key held at 0
-// remaining therefore stays limited through joins and graceful leaves; when
-// an owner dies, its replica copies are promoted and at most the unshipped
-// replication window (about ReplicationInterval) of decrements is lost.
+//   - clusterLoop: the cluster view (an immutable ring plus member set,
+//     swapped atomically). It re-reads the member list on every gossip
+//     event and each second, hands a changed ring to the hand-off and waits
+//     until the hand-off took it, then publishes the view; it bootstraps
+//     Raft once --bootstrap-expect members are present and, on the Raft
+//     leader, reconciles voters with gossip membership.
+//   - replication.Handoff's loop: the partition table (ready, pending,
+//     moved, released), the pulls and resyncs. The check path reads its
+//     published Routes and pins the partitions it decides locally.
+//   - shard goroutines (node/shard): the counters; the check path never
+//     locks them.
+//   - one forwarder per destination, ForwardInflight sender goroutines
+//     each, coalescing items bound for that member into few requests
+//     (flushed when a send slot frees, never after a fixed sleep); pruned
+//     when the member leaves.
+//   - the replicator loop: changed counters shipped to replicas.
+//   - reconnectLoop: rejoins members gossip declared dead (every 2 s, for
+//     an hour), so the two sides of a healed network split merge again.
+//   - membersMu guards the member maps the gossip callbacks fill; fwdMu the
+//     forwarder map. Neither is held while calling out.
 package node
