@@ -315,7 +315,7 @@ type diffOutput struct {
 }
 
 func (c *cli) rulesDiff(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules diff", "V1 V2 [flags]", "Show how the rules of version V2 differ from those of version V1.")
+	fs := newFlagSet("weir rules diff", "V1 V2 [flags]", "Show how the rules and overrides of version V2 differ from those of version V1.")
 	o := c.adminFlags(fs)
 	pos, err := fs.parse(args, "version V1", "version V2")
 	if err != nil {
@@ -342,7 +342,7 @@ func (c *cli) rulesDiff(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("version %d: %w", v2, err)
 	}
-	diff := rules.DiffSets(a.Rules, b.Rules)
+	diff := append(rules.DiffSets(a.Rules, b.Rules), rules.DiffOverrides(a.Overrides, b.Overrides)...)
 	if o.json() {
 		if diff == nil {
 			diff = []string{}

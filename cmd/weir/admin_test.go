@@ -239,6 +239,31 @@ func TestRulesDiffComputesLocally(t *testing.T) {
 	}
 }
 
+// A version that only added, changed or removed an override is a change:
+// diff shows it (it printed "no changes" when it compared rules only).
+func TestRulesDiffShowsOverrideChanges(t *testing.T) {
+	rule := `{"id":"a","match":{"route":"/a"},"key":"apikey","rate":10,"period":"1s"}`
+	api := newFakeAPI(t, map[string]cannedAnswer{
+		"GET /v1/rules": {byQuery: map[string]string{
+			"at=4": `{"version":4,"rules":[` + rule + `],"overrides":[
+				{"key":"apikey:ak_1","rule":"a","rate":100},
+				{"key":"apikey:ak_2","rule":"a","block":true}]}`,
+			"at=5": `{"version":5,"rules":[` + rule + `],"overrides":[
+				{"key":"apikey:ak_1","rule":"a","rate":200},
+				{"key":"apikey:ak_3","rule":"a","rate":5,"expires_at":"2026-12-01T00:00:00Z"}]}`,
+		}},
+	})
+	r := runCLI(t, "", nil, "rules", "diff", "4", "5", "--addr", api.addr())
+	want := "rules version 4 -> 5:\n" +
+		"~ override apikey:ak_1 for rule a: rate 100 -> 200\n" +
+		"~ override apikey:ak_1 for rule a: burst 100 -> 200\n" +
+		"- override apikey:ak_2 for rule a\n" +
+		"+ override apikey:ak_3 for rule a\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+}
+
 func TestOverridesSetSendsTheOverride(t *testing.T) {
 	api := newFakeAPI(t, map[string]cannedAnswer{"PUT /v1/overrides": {body: `{"version":9}`}})
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
