@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -57,112 +57,76 @@ func newFileError(name string, err error) error {
 	return &fileError{name: name, problems: []string{err.Error()}}
 }
 
-const rulesUsage = `usage: weir rules <subcommand> [flags] [args]
-
-Subcommands:
-  list [--at V] [--consistent]     list the rules (as of version V)
-  get ID                           show one rule
-  put [ID] -f FILE                 create or replace one rule (YAML or JSON; - for stdin)
-  apply -f FILE [--dry-run] [--replace]
-                                   apply a rules file; prints the diff and the new version
-  delete ID                        delete one rule
-  history [--limit N]              list the versions of the rule set, newest first
-  diff V1 V2                       show how version V2 differs from V1
-  rollback V                       restore the rule set of version V (as a new version)
-
-Every subcommand takes --addr, --token, -o table|json and --timeout;
-run 'weir rules <subcommand> -h' for its flags.
-`
-
-// rules runs `weir rules SUB ...`.
-func (c *cli) rules(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, rulesUsage)
-		return &usageError{msg: "weir rules: missing subcommand"}
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "list", "ls":
-		return c.rulesList(ctx, rest)
-	case "get", "show":
-		return c.rulesGet(ctx, rest)
-	case "put":
-		return c.rulesPut(ctx, rest)
-	case "apply":
-		return c.rulesApply(ctx, rest)
-	case "delete", "rm":
-		return c.rulesDelete(ctx, rest)
-	case "history":
-		return c.rulesHistory(ctx, rest)
-	case "diff":
-		return c.rulesDiff(ctx, rest)
-	case "rollback":
-		return c.rulesRollback(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		return &helpShown{text: rulesUsage}
-	}
-	return &usageError{msg: fmt.Sprintf("weir rules: unknown subcommand %q", sub), help: "weir help rules"}
+func (c *cli) rulesCmd() *cobra.Command {
+	return group(&cobra.Command{
+		Use:     "rules",
+		Short:   "List, get, put, apply, delete, history, diff or roll back rules",
+		GroupID: "admin",
+	}, c.rulesListCmd(), c.rulesGetCmd(), c.rulesPutCmd(), c.rulesApplyCmd(), c.rulesDeleteCmd(),
+		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd())
 }
 
-func (c *cli) rulesList(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules list", "[flags]", "List the rules of the current version, or of version --at.")
-	o := c.adminFlags(fs)
-	at := fs.Uint64("at", 0, "show the rules as of this `version` (from history)")
-	consistent := fs.Bool("consistent", false, "read through the Raft leader instead of the answering node")
-	if _, err := fs.parse(args); err != nil {
-		return err
+func (c *cli) rulesListCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Args: noArgs,
+		Short: "List the rules of the current version, or of version --at"}
+	o := adminFlags(cmd)
+	at := cmd.Flags().Uint64("at", 0, "show the rules as of this `version` (from history)")
+	consistent := cmd.Flags().Bool("consistent", false, "read through the Raft leader instead of the answering node")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return request(c, cmd, o, func(api *apiClient) (rulesAnswer, []byte, error) {
+			return api.listRules(cmd.Context(), *at, *consistent)
+		},
+			func(a rulesAnswer) error {
+				return formatRules(c.stdout, a.Version, a.Rules)
+			})
 	}
-	return request(c, o, fs, func(api *apiClient) (rulesAnswer, []byte, error) { return api.listRules(ctx, *at, *consistent) },
-		func(a rulesAnswer) error {
-			return formatRules(c.stdout, a.Version, a.Rules)
-		})
+	return cmd
 }
 
-func (c *cli) rulesGet(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules get", "ID [flags]", "Show one rule.")
-	o := c.adminFlags(fs)
-	pos, err := fs.parse(args, "rule ID")
-	if err != nil {
-		return err
+func (c *cli) rulesGetCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "get ID", Aliases: []string{"show"}, Args: posArgs("rule ID"), Short: "Show one rule"}
+	o := adminFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return request(c, cmd, o, func(api *apiClient) (ruleAnswer, []byte, error) { return api.getRule(cmd.Context(), args[0]) },
+			func(a ruleAnswer) error {
+				return formatRule(c.stdout, a.Version, a.Rule)
+			})
 	}
-	return request(c, o, fs, func(api *apiClient) (ruleAnswer, []byte, error) { return api.getRule(ctx, pos[0]) },
-		func(a ruleAnswer) error {
-			return formatRule(c.stdout, a.Version, a.Rule)
-		})
+	return cmd
 }
 
-func (c *cli) rulesPut(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules put", "[ID] -f FILE [flags]",
-		"Create or replace one rule, read from FILE (YAML or JSON; - reads stdin).\n"+
-			"The file holds one rule (id: ..., match: ..., key: ..., rate: ..., period: ...),\n"+
-			"or a rules file with exactly one rule. It is validated locally first and every\n"+
-			"problem is listed; nothing is sent unless it is valid. ID, if given, must be\n"+
-			"the rule's id.")
-	o := c.adminFlags(fs)
-	file := fs.String("f", "", "the `file` holding the rule (- for stdin)")
-	pos, err := fs.parse(args, "rule ID?")
-	if err != nil {
-		return err
+func (c *cli) rulesPutCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "put [ID] -f FILE", Args: posArgs("rule ID?"),
+		Short: "Create or replace one rule",
+		Long: "Create or replace one rule, read from FILE (YAML or JSON; - reads stdin).\n" +
+			"The file holds one rule (id: ..., match: ..., key: ..., rate: ..., period: ...),\n" +
+			"or a rules file with exactly one rule. It is validated locally first and every\n" +
+			"problem is listed; nothing is sent unless it is valid. ID, if given, must be\n" +
+			"the rule's id."}
+	o := adminFlags(cmd)
+	file := cmd.Flags().StringP("file", "f", "", "the `file` holding the rule (- for stdin)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *file == "" {
+			return usageErr(cmd, "missing -f FILE")
+		}
+		name, data, err := c.readFile(*file)
+		if err != nil {
+			return err
+		}
+		r, err := parseOneRule(name, data)
+		if err != nil {
+			return err
+		}
+		if len(args) == 1 && r.ID != args[0] {
+			return usageErr(cmd, "the rule in %s has id %q, not %q", name, r.ID, args[0])
+		}
+		return request(c, cmd, o, func(api *apiClient) (versionAnswer, []byte, error) { return api.putRule(cmd.Context(), r) },
+			func(a versionAnswer) error {
+				fmt.Fprintf(c.stdout, "rule %s saved: rules version %d\n", r.ID, a.Version)
+				return nil
+			})
 	}
-	if *file == "" {
-		return fs.usageErr("missing -f FILE")
-	}
-	name, data, err := c.readFile(*file)
-	if err != nil {
-		return err
-	}
-	r, err := parseOneRule(name, data)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 1 && r.ID != pos[0] {
-		return fs.usageErr("the rule in %s has id %q, not %q", name, r.ID, pos[0])
-	}
-	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.putRule(ctx, r) },
-		func(a versionAnswer) error {
-			fmt.Fprintf(c.stdout, "rule %s saved: rules version %d\n", r.ID, a.Version)
-			return nil
-		})
+	return cmd
 }
 
 // parseOneRule reads one rule from a YAML or JSON document: either the
@@ -238,35 +202,36 @@ func isRulesFile(doc *yaml.Node) bool {
 	return false
 }
 
-func (c *cli) rulesApply(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules apply", "-f FILE [--dry-run] [--replace] [flags]",
-		"Apply a rules file (YAML or JSON with a top-level \"rules:\" list; - reads stdin).\n"+
-			"The file is validated locally first and every problem is listed; nothing is\n"+
-			"sent unless it is valid. Prints the diff and the new rules version.")
-	o := c.adminFlags(fs)
-	file := fs.String("f", "", "the rules `file` (- for stdin)")
+func (c *cli) rulesApplyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "apply -f FILE [--dry-run] [--replace]", Args: noArgs,
+		Short: "Apply a rules file; prints the diff and the new version",
+		Long: "Apply a rules file (YAML or JSON with a top-level \"rules:\" list; - reads stdin).\n" +
+			"The file is validated locally first and every problem is listed; nothing is\n" +
+			"sent unless it is valid. Prints the diff and the new rules version."}
+	o := adminFlags(cmd)
+	fs := cmd.Flags()
+	file := fs.StringP("file", "f", "", "the rules `file` (- for stdin)")
 	dryRun := fs.Bool("dry-run", false, "print the diff only; change nothing")
 	replace := fs.Bool("replace", false, "also delete the rules the file does not hold")
 	allowEmpty := fs.Bool("allow-empty", false, "with --replace, allow a file with no rules (deletes every rule)")
-	if _, err := fs.parse(args); err != nil {
-		return err
-	}
-	if *file == "" {
-		return fs.usageErr("missing -f FILE")
-	}
-	name, data, err := c.readFile(*file)
-	if err != nil {
-		return err
-	}
-	rs, err := rules.ParseFile(data)
-	if err != nil {
-		return newFileError(name, err)
-	}
-	if *replace && len(rs) == 0 && !*allowEmpty {
-		return fs.usageErr("%s holds no rules: --replace would delete every rule (add --allow-empty if that is what you want)", name)
-	}
-	return request(c, o, fs, func(api *apiClient) (applyAnswer, []byte, error) { return api.applyRules(ctx, data, *dryRun, *replace) },
-		func(a applyAnswer) error {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *file == "" {
+			return usageErr(cmd, "missing -f FILE")
+		}
+		name, data, err := c.readFile(*file)
+		if err != nil {
+			return err
+		}
+		rs, err := rules.ParseFile(data)
+		if err != nil {
+			return newFileError(name, err)
+		}
+		if *replace && len(rs) == 0 && !*allowEmpty {
+			return usageErr(cmd, "%s holds no rules: --replace would delete every rule (add --allow-empty if that is what you want)", name)
+		}
+		return request(c, cmd, o, func(api *apiClient) (applyAnswer, []byte, error) {
+			return api.applyRules(cmd.Context(), data, *dryRun, *replace)
+		}, func(a applyAnswer) error {
 			formatDiff(c.stdout, a.Diff)
 			if a.DryRun || *dryRun {
 				fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
@@ -275,36 +240,37 @@ func (c *cli) rulesApply(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
 			return nil
 		})
+	}
+	return cmd
 }
 
-func (c *cli) rulesDelete(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules delete", "ID [flags]", "Delete one rule.")
-	o := c.adminFlags(fs)
-	pos, err := fs.parse(args, "rule ID")
-	if err != nil {
-		return err
+func (c *cli) rulesDeleteCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "delete ID", Aliases: []string{"rm"}, Args: posArgs("rule ID"), Short: "Delete one rule"}
+	o := adminFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return request(c, cmd, o, func(api *apiClient) (versionAnswer, []byte, error) { return api.deleteRule(cmd.Context(), args[0]) },
+			func(a versionAnswer) error {
+				fmt.Fprintf(c.stdout, "rule %s deleted: rules version %d\n", args[0], a.Version)
+				return nil
+			})
 	}
-	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.deleteRule(ctx, pos[0]) },
-		func(a versionAnswer) error {
-			fmt.Fprintf(c.stdout, "rule %s deleted: rules version %d\n", pos[0], a.Version)
-			return nil
-		})
+	return cmd
 }
 
-func (c *cli) rulesHistory(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules history", "[--limit N] [flags]", "List the versions of the rule set, newest first.")
-	o := c.adminFlags(fs)
-	limit := fs.Int("limit", 0, "show at most `N` entries (default: the node's)")
-	if _, err := fs.parse(args); err != nil {
-		return err
+func (c *cli) rulesHistoryCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "history [--limit N]", Args: noArgs, Short: "List the versions of the rule set, newest first"}
+	o := adminFlags(cmd)
+	limit := cmd.Flags().Int("limit", 0, "show at most `N` entries (default: the node's)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *limit < 0 {
+			return usageErr(cmd, "--limit %d: must be > 0", *limit)
+		}
+		return request(c, cmd, o, func(api *apiClient) (historyAnswer, []byte, error) { return api.history(cmd.Context(), *limit) },
+			func(a historyAnswer) error {
+				return formatHistory(c.stdout, a.Entries)
+			})
 	}
-	if *limit < 0 {
-		return fs.usageErr("--limit %d: must be > 0", *limit)
-	}
-	return request(c, o, fs, func(api *apiClient) (historyAnswer, []byte, error) { return api.history(ctx, *limit) },
-		func(a historyAnswer) error {
-			return formatHistory(c.stdout, a.Entries)
-		})
+	return cmd
 }
 
 // diffOutput is what `rules diff -o json` prints.
@@ -314,70 +280,70 @@ type diffOutput struct {
 	Diff []string `json:"diff"`
 }
 
-func (c *cli) rulesDiff(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules diff", "V1 V2 [flags]", "Show how the rules of version V2 differ from those of version V1.")
-	o := c.adminFlags(fs)
-	pos, err := fs.parse(args, "version V1", "version V2")
-	if err != nil {
-		return err
-	}
-	v1, err := parseVersion(fs, pos[0])
-	if err != nil {
-		return err
-	}
-	v2, err := parseVersion(fs, pos[1])
-	if err != nil {
-		return err
-	}
-	api, err := o.client(fs)
-	if err != nil {
-		return err
-	}
-	defer api.close()
-	a, _, err := api.listRules(ctx, v1, false)
-	if err != nil {
-		return fmt.Errorf("version %d: %w", v1, err)
-	}
-	b, _, err := api.listRules(ctx, v2, false)
-	if err != nil {
-		return fmt.Errorf("version %d: %w", v2, err)
-	}
-	diff := rules.DiffSets(a.Rules, b.Rules)
-	if o.json() {
-		if diff == nil {
-			diff = []string{}
+func (c *cli) rulesDiffCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "diff V1 V2", Args: posArgs("version V1", "version V2"),
+		Short: "Show how the rules and overrides of version V2 differ from those of version V1"}
+	o := adminFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		v1, err := parseVersion(cmd, args[0])
+		if err != nil {
+			return err
 		}
-		return writeJSON(c.stdout, nil, diffOutput{From: v1, To: v2, Diff: diff})
+		v2, err := parseVersion(cmd, args[1])
+		if err != nil {
+			return err
+		}
+		api, err := c.client(cmd, o)
+		if err != nil {
+			return err
+		}
+		defer api.close()
+		a, _, err := api.listRules(cmd.Context(), v1, false)
+		if err != nil {
+			return fmt.Errorf("version %d: %w", v1, err)
+		}
+		b, _, err := api.listRules(cmd.Context(), v2, false)
+		if err != nil {
+			return fmt.Errorf("version %d: %w", v2, err)
+		}
+		diff := append(rules.DiffSets(a.Rules, b.Rules), rules.DiffOverrides(a.Overrides, b.Overrides)...)
+		if o.json() {
+			if diff == nil {
+				diff = []string{}
+			}
+			return writeJSON(c.stdout, nil, diffOutput{From: v1, To: v2, Diff: diff})
+		}
+		fmt.Fprintf(c.stdout, "rules version %d -> %d:\n", v1, v2)
+		formatDiff(c.stdout, diff)
+		return nil
 	}
-	fmt.Fprintf(c.stdout, "rules version %d -> %d:\n", v1, v2)
-	formatDiff(c.stdout, diff)
-	return nil
+	return cmd
 }
 
-func (c *cli) rulesRollback(ctx context.Context, args []string) error {
-	fs := newFlagSet("weir rules rollback", "V [flags]",
-		"Restore the rule set (rules and overrides) of version V. The restore is a new version;\n"+
-			"history keeps everything.")
-	o := c.adminFlags(fs)
-	pos, err := fs.parse(args, "version V")
-	if err != nil {
-		return err
+func (c *cli) rulesRollbackCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "rollback V", Args: posArgs("version V"),
+		Short: "Restore the rule set of version V (as a new version)",
+		Long: "Restore the rule set (rules and overrides) of version V. The restore is a new version;\n" +
+			"history keeps everything."}
+	o := adminFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		v, err := parseVersion(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		return request(c, cmd, o, func(api *apiClient) (versionAnswer, []byte, error) { return api.rollback(cmd.Context(), v) },
+			func(a versionAnswer) error {
+				fmt.Fprintf(c.stdout, "rolled back to version %d: rules version %d\n", v, a.Version)
+				return nil
+			})
 	}
-	v, err := parseVersion(fs, pos[0])
-	if err != nil {
-		return err
-	}
-	return request(c, o, fs, func(api *apiClient) (versionAnswer, []byte, error) { return api.rollback(ctx, v) },
-		func(a versionAnswer) error {
-			fmt.Fprintf(c.stdout, "rolled back to version %d: rules version %d\n", v, a.Version)
-			return nil
-		})
+	return cmd
 }
 
-func parseVersion(fs *flagSet, s string) (uint64, error) {
+func parseVersion(cmd *cobra.Command, s string) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v == 0 {
-		return 0, fs.usageErr("%q is not a version (want a positive whole number, see `weir rules history`)", s)
+		return 0, usageErr(cmd, "%q is not a version (want a positive whole number, see `weir rules history`)", s)
 	}
 	return v, nil
 }

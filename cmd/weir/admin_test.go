@@ -122,7 +122,7 @@ func TestApplySendsTheFileAndPrintsDiffAndVersion(t *testing.T) {
 		"POST /v1/rules:apply": {body: `{"version":42,"diff":["+ search.read","~ orders.write: rate 10 -> 20"],"dry_run":false}`},
 	})
 	file := "rules:\n  - id: orders.write\n    match: {route: /v1/orders}\n    key: apikey\n    rate: 20\n    period: 1s\n"
-	r := runCLI(t, "", map[string]string{envAddr: api.addr(), envToken: "s3cret", envAuthor: "alice"},
+	r := runCLI(t, "", map[string]string{envAddr: api.addr(), envToken: "s3cret", "WEIR_AUTHOR": "alice"},
 		"rules", "apply", "-f", writeTemp(t, "rules.yaml", file), "--replace")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
@@ -239,15 +239,41 @@ func TestRulesDiffComputesLocally(t *testing.T) {
 	}
 }
 
+// A version that only added, changed or removed an override is a change:
+// diff shows it (it printed "no changes" when it compared rules only).
+func TestRulesDiffShowsOverrideChanges(t *testing.T) {
+	rule := `{"id":"a","match":{"route":"/a"},"key":"apikey","rate":10,"period":"1s"}`
+	api := newFakeAPI(t, map[string]cannedAnswer{
+		"GET /v1/rules": {byQuery: map[string]string{
+			"at=4": `{"version":4,"rules":[` + rule + `],"overrides":[
+				{"key":"apikey:ak_1","rule":"a","rate":100},
+				{"key":"apikey:ak_2","rule":"a","block":true}]}`,
+			"at=5": `{"version":5,"rules":[` + rule + `],"overrides":[
+				{"key":"apikey:ak_1","rule":"a","rate":200},
+				{"key":"apikey:ak_3","rule":"a","rate":5,"expires_at":"2026-12-01T00:00:00Z"}]}`,
+		}},
+	})
+	r := runCLI(t, "", nil, "rules", "diff", "4", "5", "--addr", api.addr())
+	want := "rules version 4 -> 5:\n" +
+		"~ override apikey:ak_1 for rule a: rate 100 -> 200\n" +
+		"~ override apikey:ak_1 for rule a: burst 100 -> 200\n" +
+		"- override apikey:ak_2 for rule a\n" +
+		"+ override apikey:ak_3 for rule a\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+}
+
 func TestOverridesSetSendsTheOverride(t *testing.T) {
 	api := newFakeAPI(t, map[string]cannedAnswer{"PUT /v1/overrides": {body: `{"version":9}`}})
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	c := &cli{stdin: strings.NewReader(""), stdout: &strings.Builder{}, stderr: &strings.Builder{},
-		getenv: func(string) string { return "" }}
-	err := c.overridesSet(t.Context(), []string{"--key", "apikey:ak_9", "--rule", "orders.write",
-		"--rate", "100", "--burst", "150", "--ttl", "2h", "--addr", api.addr()}, now)
-	if err != nil {
-		t.Fatal(err)
+	var out, errOut strings.Builder
+	c := &cli{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
+		getenv: func(string) string { return "" }, now: func() time.Time { return now }}
+	code := c.run(t.Context(), []string{"overrides", "set", "--key", "apikey:ak_9", "--rule", "orders.write",
+		"--rate", "100", "--burst", "150", "--ttl", "2h", "--addr", api.addr()})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	var got rules.Override
 	if err := json.Unmarshal([]byte(api.requests()[0].Body), &got); err != nil {
@@ -257,8 +283,8 @@ func TestOverridesSetSendsTheOverride(t *testing.T) {
 	if !got.ExpiresAt.Equal(want.ExpiresAt) || got.Key != want.Key || got.Rule != want.Rule || got.Rate != want.Rate || got.Burst != want.Burst || got.Block {
 		t.Errorf("sent %+v, want %+v", got, want)
 	}
-	if out := c.stdout.(*strings.Builder).String(); out != "override set: apikey:ak_9 for rule orders.write: rate 100, burst 150, expires 2026-11-29T14:00:00Z: rules version 9\n" {
-		t.Errorf("stdout %q", out)
+	if out.String() != "override set: apikey:ak_9 for rule orders.write: rate 100, burst 150, expires 2026-11-29T14:00:00Z: rules version 9\n" {
+		t.Errorf("stdout %q", out.String())
 	}
 }
 

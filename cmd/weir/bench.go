@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,21 +9,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/weirlimit/weir/bench"
 )
 
-const benchSynopsis = "weir bench [--scenario NAME] (--spawn N | --cluster ADDR,...) [--target sdk,http] [--spawn-redis | --redis ADDR] [--callers W] [--gateways G] [--duration D] [--count N]"
-
-// runBench runs one scenario against Weir (through the gateway SDK and/or
+// benchCmd runs one scenario against Weir (through the gateway SDK and/or
 // the HTTP check API) and/or Redis, back to back with the same callers,
 // keys and bounds, and prints one JSON line per run and a table with each
 // target's ratios to Redis.
-func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+func (c *cli) benchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench [--scenario NAME] (--spawn N | --cluster ADDR,...) [--spawn-redis | --redis ADDR]",
+		Args: noArgs, GroupID: "run", Short: "Measure checks per second and latency"}
+	fs := cmd.Flags()
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
-	cluster := fs.String("cluster", "", "comma-separated gRPC addresses of a running Weir cluster")
+	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.String("target", "sdk", "Weir targets, comma-separated: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -39,129 +40,129 @@ func runBench(ctx context.Context, args []string) error {
 	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this load generator (its SDK gateways and callers) to `file`")
-	if err := parseFlags(fs, args, benchSynopsis); err != nil {
-		return err
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	usage := func(format string, a ...any) error {
-		return &usageError{msg: fmt.Sprintf(format, a...), synopsis: benchSynopsis}
-	}
-	sc, err := bench.Preset(*scenario)
-	if err != nil {
-		return usage("%v", err)
-	}
-	if *keys > 0 {
-		sc.Keys = *keys
-	}
-	switch *dist {
-	case "":
-	case "uniform":
-		sc.Zipf = false
-	case "zipf":
-		sc.Zipf = true
-	default:
-		return usage("--dist %q: use uniform or zipf", *dist)
-	}
-	if *cost > 0 {
-		sc.Cost = *cost
-	}
-	if *spawn > 0 {
-		sc.Timeout = *timeout
-	}
-	if err := sc.Validate(); err != nil {
-		return usage("%v", err)
-	}
-	if *inflight < 0 || *maxBatch < 0 {
-		return usage("--inflight and --max-batch must be ≥ 0")
-	}
-	useWeir := *cluster != "" || *spawn > 0
-	useRedis := *redisAddr != "" || *spawnRedis
-	if !useWeir && !useRedis {
-		return usage("no target: give --spawn N or --cluster, and/or --spawn-redis or --redis")
-	}
-	if *cluster != "" && *spawn > 0 || *redisAddr != "" && *spawnRedis {
-		return usage("give either an address or a spawn flag per target, not both")
-	}
-	if sc.Event != bench.EventNone && useWeir && *spawn == 0 {
-		return usage("scenario %s kills or adds nodes: it needs --spawn", sc.Name)
-	}
-	var targets []string
-	if useWeir {
-		for _, t := range strings.Split(*target, ",") {
-			switch t = strings.TrimSpace(t); t {
-			case "sdk", "http":
-				targets = append(targets, t)
-			default:
-				return usage("--target %q: use sdk, http or sdk,http", t)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
 			}
-			if t == "http" && len(sc.Rules) > 1 {
-				return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		usage := func(format string, a ...any) error { return usageErr(cmd, format, a...) }
+		sc, err := bench.Preset(*scenario)
+		if err != nil {
+			return usage("%v", err)
+		}
+		if *keys > 0 {
+			sc.Keys = *keys
+		}
+		switch *dist {
+		case "":
+		case "uniform":
+			sc.Zipf = false
+		case "zipf":
+			sc.Zipf = true
+		default:
+			return usage("--dist %q: use uniform or zipf", *dist)
+		}
+		if *cost > 0 {
+			sc.Cost = *cost
+		}
+		if *spawn > 0 {
+			sc.Timeout = *timeout
+		}
+		if err := sc.Validate(); err != nil {
+			return usage("%v", err)
+		}
+		if *inflight < 0 || *maxBatch < 0 {
+			return usage("--inflight and --max-batch must be ≥ 0")
+		}
+		seeds := trimAll(*cluster)
+		useWeir := len(seeds) > 0 || *spawn > 0
+		useRedis := *redisAddr != "" || *spawnRedis
+		if !useWeir && !useRedis {
+			return usage("no target: give --spawn N or --cluster, and/or --spawn-redis or --redis")
+		}
+		if len(seeds) > 0 && *spawn > 0 || *redisAddr != "" && *spawnRedis {
+			return usage("give either an address or a spawn flag per target, not both")
+		}
+		if sc.Event != bench.EventNone && useWeir && *spawn == 0 {
+			return usage("scenario %s kills or adds nodes: it needs --spawn", sc.Name)
+		}
+		var targets []string
+		if useWeir {
+			for _, t := range trimAll(*target) {
+				switch t {
+				case "sdk", "http":
+					targets = append(targets, t)
+				default:
+					return usage("--target %q: use sdk, http or sdk,http", t)
+				}
+				if t == "http" && len(sc.Rules) > 1 {
+					return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
+				}
 			}
 		}
-	}
-	var logw io.Writer
-	if *nodeLog != "" {
-		f, err := os.Create(*nodeLog)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		logw = f
-	}
-	cfg := bench.Config{
-		Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
-		Seed: uint64(time.Now().UnixNano()),
-	}
-	run := fmt.Sprintf("b%x", time.Now().UnixNano())
-	perGateway := (*callers + *gateways - 1) / *gateways
-	var results []*bench.Result
-	emit := func(r *bench.Result) error {
-		results = append(results, r)
-		return bench.WriteJSON(os.Stdout, r)
-	}
-
-	for _, t := range targets {
-		wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway,
-			sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
-		r, err := wb.do(ctx, *cluster, *spawn)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t, err)
-		}
-		if err := emit(r); err != nil {
-			return err
-		}
-	}
-	if useRedis {
-		addr := *redisAddr
-		if *spawnRedis {
-			p, err := bench.SpawnRedis(ctx, logw)
+		var logw io.Writer
+		if *nodeLog != "" {
+			f, err := os.Create(*nodeLog)
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			addr = p.Addr
+			defer f.Close()
+			logw = f
 		}
-		c := cfg
-		c.Target, c.KeyPrefix = bench.TargetRedis, run+":"
-		r, err := bench.Run(ctx, c, sc, bench.RedisFactory(addr, sc.Rules, perGateway))
-		if err != nil {
-			return err
+		cfg := bench.Config{
+			Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
+			Seed: uint64(time.Now().UnixNano()),
 		}
-		if err := emit(r); err != nil {
-			return err
+		run := fmt.Sprintf("b%x", time.Now().UnixNano())
+		perGateway := (*callers + *gateways - 1) / *gateways
+		var results []*bench.Result
+		emit := func(r *bench.Result) error {
+			results = append(results, r)
+			return bench.WriteJSON(c.stdout, r)
 		}
+
+		for _, t := range targets {
+			wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway,
+				sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
+			r, err := wb.do(ctx, seeds, *spawn)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t, err)
+			}
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		if useRedis {
+			addr := *redisAddr
+			if *spawnRedis {
+				p, err := bench.SpawnRedis(ctx, logw)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				addr = p.Addr
+			}
+			rc := cfg
+			rc.Target, rc.KeyPrefix = bench.TargetRedis, run+":"
+			r, err := bench.Run(ctx, rc, sc, bench.RedisFactory(addr, sc.Rules, perGateway))
+			if err != nil {
+				return err
+			}
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return bench.WriteTable(c.stdout, results)
 	}
-	return bench.WriteTable(os.Stdout, results)
+	return cmd
 }
 
 // weirBench is one run against Weir through one target (sdk or http).
@@ -175,10 +176,9 @@ type weirBench struct {
 	logw       io.Writer
 }
 
-// do runs against the cluster at addresses, or against a fresh cluster of
+// do runs against the cluster at seeds, or against a fresh cluster of
 // spawn nodes (so one target's run leaves nothing to the next).
-func (wb weirBench) do(ctx context.Context, cluster string, spawn int) (*bench.Result, error) {
-	var seeds []string
+func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.Result, error) {
 	var sp *bench.Spawned
 	if spawn > 0 {
 		bin, err := os.Executable()
@@ -193,12 +193,6 @@ func (wb weirBench) do(ctx context.Context, cluster string, spawn int) (*bench.R
 		seeds = sp.GRPCAddrs()
 		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds); err != nil {
 			return nil, err
-		}
-	} else {
-		for _, a := range strings.Split(cluster, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				seeds = append(seeds, a)
-			}
 		}
 	}
 	cfg := wb.cfg

@@ -41,7 +41,7 @@ func TestDevGatewayCountsDownTo429(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runStdin(ctx, []string{"dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0",
+		done <- run(ctx, []string{"dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0",
 			"--gossip", "127.0.0.1:0", "--gateway", "127.0.0.1:0", "--log-level", "error"},
 			strings.NewReader(""), &out, &errOut, func(string) string { return "" })
 	}()

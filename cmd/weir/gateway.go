@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,79 +16,71 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"github.com/weirlimit/weir/client"
 )
 
-const gatewaySynopsis = "weir gateway --listen ADDR --upstream URL --cluster ADDR,... [--api-key-header H] [--user-header H] [--plan-header H] [--trusted-proxies CIDR,...] [--id ID]"
-
-// runGateway runs a reverse proxy to --upstream that checks every request
+// gatewayCmd runs a reverse proxy to --upstream that checks every request
 // with the Weir cluster (client.Middleware) until ctx ends, then shuts
 // down cleanly. GET /metrics on the listen address is the client's metrics
 // only when --metrics is set (it would otherwise shadow an upstream path).
-func runGateway(ctx context.Context, args []string) error {
+func (c *cli) gatewayCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "gateway --listen ADDR --upstream URL --cluster ADDR,...", Args: noArgs, GroupID: "run",
+		Short: "Run a gateway that checks each request with Weir"}
 	def := client.DefaultConfig()
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs := cmd.Flags()
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
 	upstream := fs.String("upstream", "", "URL of the API to protect (required)")
-	cluster := fs.String("cluster", os.Getenv("WEIR_CLUSTER"), "comma-separated node gRPC addresses (WEIR_CLUSTER)")
+	cluster := fs.StringSlice("cluster", nil, "node gRPC addresses (comma-separated or repeated)")
 	apiKey := fs.String("api-key-header", def.APIKeyHeader, "header carrying the API key")
 	user := fs.String("user-header", def.UserHeader, "header carrying the user id")
 	plan := fs.String("plan-header", def.PlanHeader, "header carrying the plan")
-	trusted := fs.String("trusted-proxies", "", "comma-separated CIDRs whose X-Forwarded-For/Forwarded are believed")
+	trusted := fs.StringSlice("trusted-proxies", nil, "CIDRs whose X-Forwarded-For/Forwarded are believed (comma-separated or repeated)")
 	host, _ := os.Hostname()
 	id := fs.String("id", "gw-"+host+"-"+fmt.Sprint(os.Getpid()), "gateway id (unique per gateway)")
 	metrics := fs.Bool("metrics", false, "serve the client's Prometheus metrics on /metrics")
-	if err := parseFlags(fs, args, gatewaySynopsis); err != nil {
-		return err
-	}
-	usage := func(msg string) error {
-		return &usageError{msg: msg, synopsis: gatewaySynopsis, help: "weir help gateway"}
-	}
-	up, err := url.Parse(*upstream)
-	if err != nil || up.Scheme == "" || up.Host == "" {
-		return usage(fmt.Sprintf("--upstream %q: need an absolute URL such as http://127.0.0.1:9000", *upstream))
-	}
-	cfg := def
-	cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
-	for _, a := range strings.Split(*cluster, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.Cluster = append(cfg.Cluster, a)
+	withEnv(fs, "cluster")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		up, err := url.Parse(*upstream)
+		if err != nil || up.Scheme == "" || up.Host == "" {
+			return usageErr(cmd, "--upstream %q: need an absolute URL such as http://127.0.0.1:9000", *upstream)
 		}
-	}
-	for _, s := range strings.Split(*trusted, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return usage(fmt.Sprintf("--trusted-proxies: %q is not a CIDR or address", s))
+		cfg := def
+		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
+		cfg.Cluster = trimAll(*cluster)
+		for _, s := range trimAll(*trusted) {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				a, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					return usageErr(cmd, "--trusted-proxies: %q is not a CIDR or address", s)
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
 			}
-			p = netip.PrefixFrom(a, a.BitLen())
+			cfg.TrustedProxies = append(cfg.TrustedProxies, p)
 		}
-		cfg.TrustedProxies = append(cfg.TrustedProxies, p)
+		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		cfg.Logger = logger
+		reg := prometheus.NewRegistry()
+		cfg.Registry = reg
+		if err := cfg.Validate(); err != nil {
+			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
+		}
+		gw, err := startGateway(cmd.Context(), cfg, up, *listen, *metrics)
+		if err != nil {
+			return err
+		}
+		logger.Info("weir gateway started", "listen", gw.addr, "upstream", up.String(), "cluster", cfg.Cluster)
+		select {
+		case err := <-gw.errc:
+			gw.cl.Close()
+			return fmt.Errorf("gateway: serve: %w", err)
+		case <-cmd.Context().Done():
+		}
+		return gw.close()
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.Logger = logger
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	if err := cfg.Validate(); err != nil {
-		return usage(strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
-	}
-	gw, err := startGateway(ctx, cfg, up, *listen, *metrics)
-	if err != nil {
-		return err
-	}
-	logger.Info("weir gateway started", "listen", gw.addr, "upstream", up.String(), "cluster", cfg.Cluster)
-	select {
-	case err := <-gw.errc:
-		gw.cl.Close()
-		return fmt.Errorf("gateway: serve: %w", err)
-	case <-ctx.Done():
-	}
-	return gw.close()
+	return cmd
 }
 
 // gateway is a running reverse proxy guarded by the client middleware.

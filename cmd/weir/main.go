@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit codes.
@@ -21,35 +23,29 @@ const (
 	exitUsage = 2
 )
 
-// errUsage is matched (errors.Is) by every usage error: an unknown command,
-// a missing argument, a bad flag. run exits 2 for it. The node, dev,
-// gateway and bench runners may wrap it to get the same exit code.
-var errUsage = errors.New("weir: usage error")
-
-// usageError is a usage error with the synopsis of the command it concerns.
+// usageError is a usage error: an unknown command, a missing argument, a
+// bad flag. run exits 2 for it.
 type usageError struct {
 	msg      string // what was wrong, one sentence
 	synopsis string // "weir rules get ID [flags]"; may be empty
-	help     string // the command to run for details ("weir help rules")
+	help     string // the command to run for details ("weir rules get --help")
 }
 
 func (e *usageError) Error() string { return e.msg }
-func (e *usageError) Unwrap() error { return errUsage }
 
-// helpShown is returned when the user asked for help (-h, --help, `weir
-// help`): run prints text on stdout and exits 0.
-type helpShown struct{ text string }
+// usageErr is a usage error about cmd, shown with its synopsis.
+func usageErr(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), synopsis: cmd.UseLine(), help: cmd.CommandPath() + " --help"}
+}
 
-func (h *helpShown) Error() string { return "help requested" }
-func (h *helpShown) Unwrap() error { return flag.ErrHelp }
-
-// cli is one invocation of the command: where it reads and writes, and how
-// it sees the environment. It holds no state beyond these.
+// cli is one invocation of the command: where it reads and writes, how it
+// sees the environment and the clock. It holds no state beyond these.
 type cli struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	now    func() time.Time // read by `overrides set` for --ttl and --expires
 }
 
 func main() {
@@ -60,38 +56,50 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	code := runStdin(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
 
 // run runs the weir command line args (without the program name) and
 // returns the process exit code. It never exits and keeps no global state;
-// stdin is os.Stdin (read only by `rules apply -f -` and `rules put -f -`).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return runStdin(ctx, args, os.Stdin, stdout, stderr, getenv)
-}
-
-// runStdin is run with an explicit stdin.
-func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+// stdin is read only by `rules apply -f -` and `rules put -f -`, the
+// environment only through getenv (nil: empty).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
-	return c.exit(c.dispatch(ctx, args))
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
+	return c.run(ctx, args)
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	root := c.newRoot()
+	started := false // the command's own RunE was reached
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := bindEnv(cmd.Flags(), c.getenv); err != nil {
+			return usageErr(cmd, "%v", err)
+		}
+		started = true
+		return nil
+	}
+	root.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args for nil
+	root.SetIn(c.stdin)
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	var ue *usageError
+	if err != nil && !started && !errors.As(err, &ue) {
+		// cobra's own errors (an unknown flag, a bad flag value, extra
+		// arguments to a built-in command) come before the command runs.
+		err = usageErr(cmd, "%v", err)
+	}
+	return c.exit(err)
 }
 
 // exit prints err (if any) and maps it to an exit code.
 func (c *cli) exit(err error) int {
 	if err == nil {
-		return exitOK
-	}
-	var hs *helpShown
-	if errors.As(err, &hs) {
-		fmt.Fprint(c.stdout, hs.text)
-		return exitOK
-	}
-	if errors.Is(err, flag.ErrHelp) { // a runner printed its own help
 		return exitOK
 	}
 	msg := err.Error()
@@ -100,111 +108,125 @@ func (c *cli) exit(err error) int {
 	}
 	fmt.Fprintln(c.stderr, msg)
 	var ue *usageError
-	if errors.As(err, &ue) {
-		if ue.synopsis != "" {
-			fmt.Fprintf(c.stderr, "usage: %s\n", ue.synopsis)
+	if !errors.As(err, &ue) {
+		return exitError
+	}
+	if ue.synopsis != "" {
+		fmt.Fprintf(c.stderr, "usage: %s\n", ue.synopsis)
+	}
+	if ue.help != "" {
+		fmt.Fprintf(c.stderr, "Run '%s' for details.\n", ue.help)
+	}
+	return exitUsage
+}
+
+const rootLong = `weir: a clustered rate limiter.
+
+The admin commands talk to any node's HTTP API. They take --addr (a node's
+HTTP address; $WEIR_ADDR, else 127.0.0.1:8080), --token ($WEIR_TOKEN),
+--author ($WEIR_AUTHOR, else $USER@host), -o table|json and --timeout.
+A flag given on the command line wins over its WEIR_* environment variable.`
+
+// newRoot builds the command tree of one invocation.
+func (c *cli) newRoot() *cobra.Command {
+	root := group(&cobra.Command{
+		Use:           "weir",
+		Short:         "A clustered rate limiter",
+		Long:          rootLong,
+		Version:       versionString(debug.ReadBuildInfo()),
+		SilenceErrors: true, // run prints errors, once, in its own form
+		SilenceUsage:  true,
+	},
+		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.benchCmd(),
+		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(),
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print the version of this binary",
+			Args:  noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, err := fmt.Fprintln(c.stdout, cmd.Root().Version)
+				return err
+			},
+		})
+	root.AddGroup(&cobra.Group{ID: "run", Title: "Run:"},
+		&cobra.Group{ID: "admin", Title: "Administer a cluster (through any node's HTTP API):"})
+	root.SetVersionTemplate("{{.Version}}\n")
+	// A group runs only to report a missing or unknown subcommand: its
+	// usage shows "weir rules [command]", not also "weir rules [flags]".
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
+		"{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	// `weir help X` for an unknown X is a usage error, not help.
+	root.InitDefaultHelpCmd()
+	help, _, _ := root.Find([]string{"help"})
+	help.Args = func(_ *cobra.Command, args []string) error {
+		if _, rest, _ := root.Find(args); len(rest) > 0 {
+			return fmt.Errorf("no help for unknown command %q", strings.Join(args, " "))
 		}
-		if ue.help != "" {
-			fmt.Fprintf(c.stderr, "Run '%s' for details.\n", ue.help)
+		return nil
+	}
+	return root
+}
+
+// group makes cmd a command holding subs. Run alone, or with an unknown
+// subcommand, it prints nothing but a usage error.
+func group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	cmd.AddCommand(subs...)
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		what := "subcommand"
+		if !cmd.HasParent() {
+			what = "command"
 		}
-		return exitUsage
+		if len(args) == 0 {
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			return &usageError{msg: fmt.Sprintf("%s: missing %s", cmd.CommandPath(), what)}
+		}
+		if args[0] == "help" { // `weir rules help`
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("%s: unknown %s %q", cmd.CommandPath(), what, args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+		}
+		return &usageError{msg: msg, help: cmd.CommandPath() + " --help"}
 	}
-	if errors.Is(err, errUsage) {
-		return exitUsage
-	}
-	return exitError
+	return cmd
 }
 
-// dispatch runs the command named by args[0].
-func (c *cli) dispatch(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(c.stderr, topUsage)
-		return &usageError{msg: "no command given"}
-	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "node":
-		return runNode(ctx, rest)
-	case "dev":
-		return runDev(ctx, rest, c.stdout)
-	case "gateway":
-		return runGateway(ctx, rest)
-	case "bench":
-		return runBench(ctx, rest)
-	case "rules":
-		return c.rules(ctx, rest)
-	case "overrides", "override":
-		return c.overrides(ctx, rest)
-	case "check":
-		return c.check(ctx, rest)
-	case "members", "status":
-		return c.members(ctx, cmd, rest)
-	case "version", "--version":
-		return c.version(rest)
-	case "help", "-h", "-help", "--help":
-		return c.help(ctx, rest)
-	}
-	return &usageError{
-		msg:  fmt.Sprintf("unknown command %q", cmd),
-		help: "weir help",
+// posArgs checks a command's positional arguments, named for messages
+// ("rule ID"); a name ending in "?" is optional.
+func posArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > len(names) {
+			extra := args[len(names):]
+			q := make([]string, len(extra))
+			for i, s := range extra {
+				q[i] = fmt.Sprintf("%q", s)
+			}
+			return usageErr(cmd, "unexpected argument%s %s", plural(len(extra)), strings.Join(q, " "))
+		}
+		var missing []string
+		for _, n := range names[len(args):] {
+			if !strings.HasSuffix(n, "?") {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			return usageErr(cmd, "missing %s", strings.Join(missing, " and "))
+		}
+		return nil
 	}
 }
 
-const topUsage = `weir: a clustered rate limiter
+// noArgs is the Args of a command that takes flags only.
+var noArgs = posArgs()
 
-usage: weir <command> [flags] [args]
-
-Run:
-  node        run one Weir node
-  dev         run a single node with the example rules, for trying Weir out
-  gateway     run a gateway that checks each request with Weir
-  bench       measure checks per second and latency
-
-Administer a cluster (through any node's HTTP API):
-  rules       list, get, put, apply, delete, history, diff or roll back rules
-  overrides   set, list or delete a per-key override of a rule's limit
-  check       ask for one decision: weir check --key K --rule R [--cost N]
-  members     show the cluster's members, leader and versions (alias: status)
-
-Other:
-  version     print the version of this binary
-  help        show help for a command: weir help <command> [subcommand]
-
-Admin commands take these flags:
-  --addr ADDR      a node's HTTP address, host:port or URL
-                   (default $WEIR_ADDR, else 127.0.0.1:8080)
-  --token TOKEN    admin token, sent as "Authorization: Bearer" (default $WEIR_TOKEN)
-  --author NAME    who makes a write, kept in the rules history
-                   (default $WEIR_AUTHOR, else $USER@host)
-  -o table|json    output format (default table)
-  --timeout D      how long to wait for the node (default 10s)
-`
-
-// help prints help for the command named in args, or the overview.
-func (c *cli) help(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return &helpShown{text: topUsage}
+func plural(n int) string {
+	if n == 1 {
+		return ""
 	}
-	switch args[0] {
-	case "node", "dev", "gateway", "bench", "rules", "overrides", "override",
-		"check", "members", "status", "version":
-		// Every command answers -h with its own help.
-		return c.dispatch(ctx, append(append([]string{}, args...), "-h"))
-	case "help":
-		return &helpShown{text: topUsage}
-	}
-	return &usageError{msg: fmt.Sprintf("no help for unknown command %q", args[0]), help: "weir help"}
-}
-
-// version prints the module version, the VCS revision and the Go version
-// recorded in the binary.
-func (c *cli) version(args []string) error {
-	fs := newFlagSet("weir version", "", "Print the version of this binary.")
-	if _, err := fs.parse(args); err != nil {
-		return err
-	}
-	fmt.Fprintln(c.stdout, versionString(debug.ReadBuildInfo()))
-	return nil
+	return "s"
 }
 
 // versionString formats build information as

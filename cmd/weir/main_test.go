@@ -6,11 +6,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // result is what one in-process run printed and returned.
@@ -26,7 +30,7 @@ func runCLI(t *testing.T, stdin string, env map[string]string, args ...string) r
 	var out, errOut strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := runStdin(ctx, args, strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] })
+	code := run(ctx, args, strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] })
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 
@@ -99,12 +103,12 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{nil, "weir: no command given"},
+		{nil, "weir: missing command"},
 		{[]string{"bogus"}, `weir: unknown command "bogus"`},
 		{[]string{"help", "bogus"}, `no help for unknown command "bogus"`},
 		{[]string{"rules"}, "weir rules: missing subcommand"},
 		{[]string{"rules", "frob"}, `weir rules: unknown subcommand "frob"`},
-		{[]string{"rules", "get"}, "weir: missing rule ID\nusage: weir rules get ID [flags]\nRun 'weir rules get -h' for details.\n"},
+		{[]string{"rules", "get"}, "weir: missing rule ID\nusage: weir rules get ID [flags]\nRun 'weir rules get --help' for details.\n"},
 		{[]string{"rules", "get", "a", "b"}, `unexpected argument "b"`},
 		{[]string{"rules", "delete"}, "missing rule ID"},
 		{[]string{"rules", "diff", "1"}, "missing version V2"},
@@ -114,18 +118,18 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"rules", "apply"}, "missing -f FILE"},
 		{[]string{"rules", "put", "x"}, "missing -f FILE"},
 		{[]string{"rules", "history", "--limit", "-1"}, "--limit -1: must be > 0"},
-		{[]string{"rules", "list", "--at", "v3"}, `invalid value "v3" for flag -at`},
+		{[]string{"rules", "list", "--at", "v3"}, `invalid argument "v3" for "--at" flag`},
 		{[]string{"check", "--key", "k"}, "missing --rule"},
 		{[]string{"check", "--rule", "r"}, "missing --key"},
 		{[]string{"check", "--key", "k", "--rule", "r", "--cost", "-1"}, "--cost -1: must be >= 0"},
-		{[]string{"check", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"check", "--bogus"}, "weir: unknown flag: --bogus\nusage: weir check --key K --rule R [--cost N] [flags]\n"},
 		{[]string{"members", "-o", "yaml"}, `-o "yaml": want table or json`},
-		{[]string{"members", "--timeout", "soon"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"members", "--timeout", "soon"}, `invalid argument "soon" for "--timeout" flag`},
 		{[]string{"members", "--timeout", "0s"}, "--timeout 0s: must be > 0"},
 		{[]string{"status", "--addr", "ftp://h:1"}, "scheme must be http or https"},
 		{[]string{"members", "extra"}, `unexpected argument "extra"`},
-		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "soon"}, `--replication-interval "soon": want a positive duration`},
-		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "0s"}, `--replication-interval "0s": want a positive duration`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "soon"}, `invalid argument "soon" for "--replication-interval" flag`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "0s"}, "--replication-interval 0s: must be > 0"},
 		{[]string{"overrides"}, "weir overrides: missing subcommand"},
 		{[]string{"overrides", "set", "--rate", "5"}, "missing --key and --rule"},
 		{[]string{"overrides", "set", "--key", "k", "--rule", "r"}, "missing --rate N (or --block to deny the key)"},
@@ -137,6 +141,13 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"overrides", "set", "--key", "k", "--rule", "r", "--block", "--ttl", "-1h"}, "--ttl -1h0m0s: must be > 0"},
 		{[]string{"overrides", "delete", "--key", "k"}, "missing --key or --rule"},
 		{[]string{"version", "now"}, `unexpected argument "now"`},
+		{[]string{"memebrs"}, `weir: unknown command "memebrs" (did you mean members?)`},
+		{[]string{"rules", "lsit"}, `weir rules: unknown subcommand "lsit" (did you mean list?)`},
+		{[]string{"completion", "bash", "extra"}, `unknown command "extra"`},
+		{[]string{"check", "--key", "k", "--rule", "r", "--cost", "many"}, `invalid argument "many" for "--cost" flag`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--log-level", "loud"}, `invalid argument "loud" for "--log-level" flag`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--bootstrap-expect", "three"}, `invalid argument "three" for "--bootstrap-expect" flag`},
+		{[]string{"-help"}, "unknown shorthand flag"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
@@ -165,18 +176,21 @@ func TestHelpExits0OnStdout(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"help"}, "usage: weir <command>"},
-		{[]string{"-h"}, "usage: weir <command>"},
+		{[]string{"help"}, "Usage:\n  weir [command]\n"},
+		{[]string{"-h"}, "Usage:\n  weir [command]\n"},
 		{[]string{"--help"}, "Administer a cluster"},
-		{[]string{"help", "rules"}, "usage: weir rules <subcommand>"},
-		{[]string{"rules", "--help"}, "rollback V"},
-		{[]string{"help", "rules", "apply"}, "usage: weir rules apply -f FILE"},
-		{[]string{"rules", "get", "-h"}, "usage: weir rules get ID [flags]"},
-		{[]string{"help", "overrides"}, "delete --key K --rule R"},
-		{[]string{"overrides", "set", "-h"}, "-expires time"},
+		{[]string{"help", "rules"}, "Usage:\n  weir rules [command]\n\nAvailable Commands:\n  apply "},
+		{[]string{"rules", "--help"}, "rollback "},
+		{[]string{"rules", "help"}, "rollback "},
+		{[]string{"help", "rules", "apply"}, "weir rules apply -f FILE"},
+		{[]string{"rules", "get", "-h"}, "  weir rules get ID [flags]\n"},
+		{[]string{"help", "overrides"}, "Remove the override"},
+		{[]string{"override", "set", "--help"}, "--expires time"},
 		{[]string{"help", "check"}, "exit code is 0"},
-		{[]string{"help", "status"}, "usage: weir status [flags]"},
+		{[]string{"help", "status"}, "  weir members [flags]\n"},
 		{[]string{"members", "-h"}, "WEIR_ADDR"},
+		{[]string{"node", "--help"}, "--replication-interval duration"},
+		{[]string{"--version"}, "weir "},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
@@ -191,6 +205,68 @@ func TestHelpExits0OnStdout(t *testing.T) {
 				t.Errorf("stderr should be empty, got:\n%s", r.stderr)
 			}
 		})
+	}
+}
+
+// TestEveryCommandHelpShowsDoubleDashFlags asks every command and
+// subcommand for --help: it exits 0 and lists each of its flags as --name,
+// none in the single-dash form of the standard flag package.
+func TestEveryCommandHelpShowsDoubleDashFlags(t *testing.T) {
+	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z][a-z-]+\b`)
+	var walk func(cmd *cobra.Command)
+	n := 0
+	walk = func(cmd *cobra.Command) {
+		args := append(strings.Fields(cmd.CommandPath())[1:], "--help")
+		r := runCLI(t, "", nil, args...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage:\n  "+cmd.CommandPath()) {
+			t.Errorf("weir %s: exit %d, stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !strings.Contains(r.stdout, "--"+f.Name+" ") {
+				t.Errorf("weir %s does not show --%s:\n%s", strings.Join(args, " "), f.Name, r.stdout)
+			}
+		})
+		if m := singleDash.FindString(r.stdout); m != "" {
+			t.Errorf("weir %s shows a single-dash flag %q:\n%s", strings.Join(args, " "), m, r.stdout)
+		}
+		n++
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&cli{getenv: func(string) string { return "" }}).newRoot())
+	if n < 20 {
+		t.Errorf("walked %d commands, want every one (20 or more)", n)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "__start_weir",
+		"zsh":  "#compdef weir",
+		"fish": "complete -c weir",
+	} {
+		r := runCLI(t, "", nil, "completion", shell)
+		if r.code != exitOK || !strings.Contains(r.stdout, want) || r.stderr != "" {
+			t.Errorf("weir completion %s: exit %d, stderr %q, stdout (%d bytes) without %q", shell, r.code, r.stderr, len(r.stdout), want)
+		}
+	}
+	// The scripts call `weir __complete ARGS`; it answers from the tree.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"ru"}, []string{"rules\t"}},
+		{[]string{"rules", ""}, []string{"apply\t", "diff\t", "rollback\t"}},
+		{[]string{"node", "--repl"}, []string{"--replication-interval\t"}},
+		{[]string{"rules", "list", "--"}, []string{"--addr\t", "--output\t", "--consistent\t"}},
+	} {
+		r := runCLI(t, "", nil, append([]string{"__complete"}, tc.args...)...)
+		for _, w := range tc.want {
+			if r.code != exitOK || !strings.Contains(r.stdout, w) {
+				t.Errorf("weir __complete %q: exit %d, stdout without %q:\n%s", tc.args, r.code, w, r.stdout)
+			}
+		}
 	}
 }
 

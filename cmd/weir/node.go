@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,11 +11,12 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
@@ -26,118 +25,99 @@ import (
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
-// nodeFlags binds the flags shared by `weir node` and `weir dev`. Every flag
-// also reads WEIR_<NAME> from the environment (flags win).
+// nodeFlags are the flags of `weir node` and `weir dev`.
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
-	join, adminToken, logLevel, pprofAddr, replInterval   string
+	adminToken, pprofAddr                                 string
+	join                                                  []string
 	bootstrapExpect, shards                               int
+	replInterval                                          time.Duration
+	logLevel                                              slog.Level
 }
 
-func (f *nodeFlags) register(fs *flag.FlagSet, dev bool) {
-	env := func(name, def string) string {
-		if v := os.Getenv("WEIR_" + name); v != "" {
-			return v
-		}
-		return def
-	}
-	envInt := func(name string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv("WEIR_" + name)); err == nil {
-			return v
-		}
-		return def
-	}
+func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	def := node.DefaultConfig("")
 	id := "node1"
 	if h, err := os.Hostname(); err == nil && !dev {
 		id = h
 	}
-	fs.StringVar(&f.id, "id", env("ID", id), "unique, stable node id (WEIR_ID)")
-	fs.StringVar(&f.dataDir, "data-dir", env("DATA_DIR", ""), "directory for Raft log and snapshots (WEIR_DATA_DIR)")
-	fs.StringVar(&f.httpAddr, "http", env("HTTP", def.HTTPAddr), "HTTP API listen address (WEIR_HTTP)")
-	fs.StringVar(&f.grpcAddr, "grpc", env("GRPC", def.GRPCAddr), "gRPC listen address (WEIR_GRPC)")
-	fs.StringVar(&f.raftAddr, "raft", env("RAFT", def.RaftAddr), "Raft listen address (WEIR_RAFT)")
-	fs.StringVar(&f.gossipAddr, "gossip", env("GOSSIP", def.GossipAddr), "gossip (memberlist) listen address (WEIR_GOSSIP)")
-	fs.StringVar(&f.join, "join", env("JOIN", ""), "comma-separated gossip addresses of existing members (WEIR_JOIN)")
-	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", envInt("BOOTSTRAP_EXPECT", 0), "wait for N members, then bootstrap the Raft group once (WEIR_BOOTSTRAP_EXPECT)")
-	fs.StringVar(&f.adminToken, "admin-token", env("ADMIN_TOKEN", ""), "token required for rule writes (WEIR_ADMIN_TOKEN)")
-	fs.StringVar(&f.logLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (WEIR_LOG_LEVEL)")
-	fs.IntVar(&f.shards, "shards", envInt("SHARDS", def.Shards), "decision goroutines (WEIR_SHARDS)")
-	fs.StringVar(&f.replInterval, "replication-interval", env("REPLICATION_INTERVAL", def.ReplicationInterval.String()),
-		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions (WEIR_REPLICATION_INTERVAL)")
+	fs.StringVar(&f.id, "id", id, "unique, stable node id")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory for Raft log and snapshots")
+	fs.StringVar(&f.httpAddr, "http", def.HTTPAddr, "HTTP API listen address")
+	fs.StringVar(&f.grpcAddr, "grpc", def.GRPCAddr, "gRPC listen address")
+	fs.StringVar(&f.raftAddr, "raft", def.RaftAddr, "Raft listen address")
+	fs.StringVar(&f.gossipAddr, "gossip", def.GossipAddr, "gossip (memberlist) listen address")
+	fs.StringSliceVar(&f.join, "join", nil, "gossip addresses of existing members (comma-separated or repeated)")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "wait for N members, then bootstrap the Raft group once")
+	fs.StringVar(&f.adminToken, "admin-token", "", "token required for rule writes")
+	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	fs.IntVar(&f.shards, "shards", def.Shards, "decision goroutines")
+	fs.DurationVar(&f.replInterval, "replication-interval", def.ReplicationInterval,
+		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions")
+	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "join", "bootstrap-expect",
+		"admin-token", "log-level", "shards", "replication-interval")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
-func (f *nodeFlags) config() (node.Config, error) {
+func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg := node.DefaultConfig(f.id)
 	cfg.DataDir = f.dataDir
 	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = f.httpAddr, f.grpcAddr, f.raftAddr, f.gossipAddr
-	for _, j := range strings.Split(f.join, ",") {
-		if j = strings.TrimSpace(j); j != "" {
-			cfg.Join = append(cfg.Join, j)
-		}
-	}
+	cfg.Join = trimAll(f.join)
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
 	cfg.Shards = f.shards
-	d, err := time.ParseDuration(f.replInterval)
-	if err != nil || d <= 0 {
-		return cfg, &usageError{msg: fmt.Sprintf("--replication-interval %q: want a positive duration such as 5ms", f.replInterval), help: "weir help node"}
+	if f.replInterval <= 0 {
+		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}
-	cfg.ReplicationInterval = d
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return cfg, &usageError{msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", f.logLevel), help: "weir help node"}
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg.ReplicationInterval = f.replInterval
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
 	if err := cfg.Validate(); err != nil {
-		return cfg, &usageError{msg: strings.TrimPrefix(err.Error(), "node: invalid config: "), help: "weir help node"}
+		return cfg, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "node: invalid config: "))
 	}
 	return cfg, nil
 }
 
-func parseFlags(fs *flag.FlagSet, args []string, synopsis string) error {
-	fs.SetOutput(new(strings.Builder))
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			var b strings.Builder
-			fs.SetOutput(&b)
-			fmt.Fprintf(&b, "usage: %s\n\nflags:\n", synopsis)
-			fs.PrintDefaults()
-			return &helpShown{text: b.String()}
+// trimAll trims each item of a list flag ("a, b") and drops empty ones.
+func trimAll(items []string) []string {
+	var out []string
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
-		return &usageError{msg: err.Error(), synopsis: synopsis}
 	}
-	if fs.NArg() > 0 {
-		return &usageError{msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0)), synopsis: synopsis}
-	}
-	return nil
+	return out
 }
 
-// runNode runs one cluster member until SIGINT/SIGTERM, then leaves
+// nodeCmd runs one cluster member until SIGINT/SIGTERM, then leaves
 // gracefully (hands its partitions off) and stops.
-func runNode(ctx context.Context, args []string) error {
+func (c *cli) nodeCmd() *cobra.Command {
 	var f nodeFlags
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	f.register(fs, false)
-	if err := parseFlags(fs, args, "weir node --id ID --data-dir DIR [--http ADDR] [--grpc ADDR] [--raft ADDR] [--gossip ADDR] [--join ADDR,...] [--bootstrap-expect N] [--admin-token T]"); err != nil {
-		return err
+	cmd := &cobra.Command{Use: "node --id ID --data-dir DIR [--join ADDR,...] [--bootstrap-expect N]", Args: noArgs, GroupID: "run",
+		Short: "Run one Weir node",
+		Long: "Run one Weir node until SIGINT/SIGTERM, then leave gracefully: hand its partitions\n" +
+			"to their new owners, then stop. Start the first 3 (or 5) nodes with\n" +
+			"--bootstrap-expect 3; later nodes only need --join.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.dataDir == "" {
+				return usageErr(cmd, "--data-dir is required (or set WEIR_DATA_DIR)")
+			}
+			cfg, err := f.config(cmd)
+			if err != nil {
+				return err
+			}
+			if f.pprofAddr != "" {
+				stop, err := servePprof(f.pprofAddr, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			return serve(cmd.Context(), cfg, nil)
+		},
 	}
-	if f.dataDir == "" {
-		return &usageError{msg: "--data-dir is required (or set WEIR_DATA_DIR)", help: "weir help node"}
-	}
-	cfg, err := f.config()
-	if err != nil {
-		return err
-	}
-	if f.pprofAddr != "" {
-		stop, err := servePprof(f.pprofAddr, cfg.Logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	return serve(ctx, cfg, nil)
+	f.register(cmd.Flags(), false)
+	return cmd
 }
 
 // servePprof serves the runtime profiles (net/http/pprof) on addr, apart
@@ -211,55 +191,60 @@ func waitReady(ctx context.Context, n *node.Node) error {
 	}
 }
 
-// runDev starts one node with its data in a temporary directory, bootstraps
-// it, loads the example rules, starts a gateway in front of a built-in echo
-// upstream and prints what to try.
-func runDev(ctx context.Context, args []string, stdout io.Writer) error {
+// devCmd starts one node with its data in a temporary directory,
+// bootstraps it, loads the example rules, starts a gateway in front of a
+// built-in echo upstream and prints what to try.
+func (c *cli) devCmd() *cobra.Command {
 	var f nodeFlags
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	f.register(fs, true)
-	gwAddr := fs.String("gateway", "127.0.0.1:8000", `gateway listen address, in front of a built-in echo upstream ("off": none)`)
-	if err := parseFlags(fs, args, "weir dev [--data-dir DIR] [--http ADDR] [--grpc ADDR] [--raft ADDR] [--gossip ADDR] [--gateway ADDR|off]"); err != nil {
-		return err
-	}
-	if f.dataDir == "" {
-		dir, err := os.MkdirTemp("", "weir-dev-")
+	cmd := &cobra.Command{Use: "dev", Args: noArgs, GroupID: "run",
+		Short: "Run a single node with the example rules, for trying Weir out",
+		Long: "Run a single node with its data in a temporary directory (unless --data-dir),\n" +
+			"load the example rules, start a gateway in front of a built-in echo upstream\n" +
+			"and print what to try. Stop with Ctrl-C."}
+	f.register(cmd.Flags(), true)
+	gwAddr := cmd.Flags().String("gateway", "127.0.0.1:8000", `gateway listen address, in front of a built-in echo upstream ("off": none)`)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		if f.dataDir == "" {
+			dir, err := os.MkdirTemp("", "weir-dev-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			f.dataDir = dir
+		}
+		f.bootstrapExpect = 1
+		f.join = nil
+		cfg, err := f.config(cmd)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		f.dataDir = dir
-	}
-	f.bootstrapExpect = 1
-	f.join = ""
-	cfg, err := f.config()
-	if err != nil {
-		return err
-	}
-	cfg.LeaveTimeout = time.Second
-	example, err := rules.ParseFile(examples.RulesYAML)
-	if err != nil {
-		return fmt.Errorf("embedded example rules: %w", err)
-	}
-	return serve(ctx, cfg, func(n *node.Node) (func(), error) {
-		if set := n.Store().Current(); set == nil || len(set.Rules) == 0 {
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if _, err := n.Store().Apply(actx, rulesraft.Command{Op: rulesraft.OpApply, Rules: example, Author: "weir dev", At: time.Now()}); err != nil {
-				return nil, fmt.Errorf("loading example rules: %w", err)
-			}
-		}
-		if *gwAddr == "off" || *gwAddr == "" {
-			printDevHelp(stdout, n, cfg.DataDir, "")
-			return func() {}, nil
-		}
-		stop, addr, err := startDevGateway(ctx, n.GRPCAddr(), *gwAddr, cfg.Logger)
+		cfg.LeaveTimeout = time.Second
+		example, err := rules.ParseFile(examples.RulesYAML)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("embedded example rules: %w", err)
 		}
-		printDevHelp(stdout, n, cfg.DataDir, addr)
-		return stop, nil
-	})
+		return serve(ctx, cfg, func(n *node.Node) (func(), error) {
+			if set := n.Store().Current(); set == nil || len(set.Rules) == 0 {
+				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if _, err := n.Store().Apply(actx, rulesraft.Command{Op: rulesraft.OpApply, Rules: example, Author: "weir dev", At: time.Now()}); err != nil {
+					return nil, fmt.Errorf("loading example rules: %w", err)
+				}
+			}
+			if *gwAddr == "off" || *gwAddr == "" {
+				printDevHelp(c.stdout, n, cfg.DataDir, "")
+				return func() {}, nil
+			}
+			stop, addr, err := startDevGateway(ctx, n.GRPCAddr(), *gwAddr, cfg.Logger)
+			if err != nil {
+				return nil, err
+			}
+			printDevHelp(c.stdout, n, cfg.DataDir, addr)
+			return stop, nil
+		})
+	}
+	return cmd
 }
 
 // startDevGateway serves an echo upstream on a free loopback port and a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Set is one version of everything the rules group stores: the rules,
@@ -92,29 +93,91 @@ func DiffSets(oldRules, newRules []Rule) []string {
 	return out
 }
 
+// DiffOverrides describes how newOvs differs from oldOvs, one line per
+// change, sorted by (rule, key) as in a Set: "+ override K for rule R" for
+// an added override, "- override K for rule R" for a removed one and
+// "~ override K for rule R: field old -> new" for each changed field
+// (named as in the API: rate, burst, block, expires_at). A burst of 0 is
+// compared as the rate it stands for. Unchanged overrides give no line.
+func DiffOverrides(oldOvs, newOvs []Override) []string {
+	type id struct{ rule, key string }
+	before := make(map[id]Override, len(oldOvs))
+	for _, o := range oldOvs {
+		before[id{o.Rule, o.Key}] = o
+	}
+	after := make(map[id]Override, len(newOvs))
+	for _, o := range newOvs {
+		after[id{o.Rule, o.Key}] = o
+	}
+	all := slices.SortedFunc(slices.Values(slices.Concat(oldOvs, newOvs)), compareOverride)
+	all = slices.CompactFunc(all, func(a, b Override) bool { return compareOverride(a, b) == 0 })
+
+	var out []string
+	for _, o := range all {
+		name := fmt.Sprintf("override %s for rule %s", o.Key, o.Rule)
+		a, inOld := before[id{o.Rule, o.Key}]
+		b, inNew := after[id{o.Rule, o.Key}]
+		switch {
+		case !inOld:
+			out = append(out, "+ "+name)
+		case !inNew:
+			out = append(out, "- "+name)
+		default:
+			for _, f := range diffOverrideFields(a, b) {
+				out = append(out, fmt.Sprintf("~ %s: %s %v -> %v", name, f.name, f.old, f.new))
+			}
+		}
+	}
+	return out
+}
+
 type fieldChange struct {
 	name     string
 	old, new any
 }
 
-func diffFields(a, b Rule) []fieldChange {
-	var cs []fieldChange
-	add := func(name string, x, y any) {
-		if x != y {
-			cs = append(cs, fieldChange{name, x, y})
-		}
+type fieldChanges []fieldChange
+
+func (cs *fieldChanges) add(name string, x, y any) {
+	if x != y {
+		*cs = append(*cs, fieldChange{name, x, y})
 	}
-	add("match.route", a.Match.Route, b.Match.Route)
-	add("match.method", a.Match.Method, b.Match.Method)
-	add("match.plan", a.Match.Plan, b.Match.Plan)
-	add("key", a.Key, b.Key)
-	add("algorithm", a.Algorithm, b.Algorithm)
-	add("rate", a.Rate, b.Rate)
-	add("period", a.Period, b.Period)
-	add("burst", a.Burst, b.Burst)
-	add("fail_mode", a.FailMode, b.FailMode)
-	add("timeout", a.Timeout, b.Timeout)
-	add("shadow", a.Shadow, b.Shadow)
-	add("lease", a.Lease, b.Lease)
+}
+
+func diffFields(a, b Rule) []fieldChange {
+	var cs fieldChanges
+	cs.add("match.route", a.Match.Route, b.Match.Route)
+	cs.add("match.method", a.Match.Method, b.Match.Method)
+	cs.add("match.plan", a.Match.Plan, b.Match.Plan)
+	cs.add("key", a.Key, b.Key)
+	cs.add("algorithm", a.Algorithm, b.Algorithm)
+	cs.add("rate", a.Rate, b.Rate)
+	cs.add("period", a.Period, b.Period)
+	cs.add("burst", a.Burst, b.Burst)
+	cs.add("fail_mode", a.FailMode, b.FailMode)
+	cs.add("timeout", a.Timeout, b.Timeout)
+	cs.add("shadow", a.Shadow, b.Shadow)
+	cs.add("lease", a.Lease, b.Lease)
+	return cs
+}
+
+func diffOverrideFields(a, b Override) []fieldChange {
+	burst := func(o Override) int64 {
+		if o.Burst == 0 && !o.Block {
+			return o.Rate
+		}
+		return o.Burst
+	}
+	expires := func(o Override) string {
+		if o.ExpiresAt.IsZero() {
+			return "never"
+		}
+		return o.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	var cs fieldChanges
+	cs.add("rate", a.Rate, b.Rate)
+	cs.add("burst", burst(a), burst(b))
+	cs.add("block", a.Block, b.Block)
+	cs.add("expires_at", expires(a), expires(b))
 	return cs
 }

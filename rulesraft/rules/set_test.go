@@ -69,3 +69,41 @@ func TestDiffSets(t *testing.T) {
 		t.Fatalf("no-op diff = %q", d)
 	}
 }
+
+func TestDiffOverrides(t *testing.T) {
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	old := []Override{
+		{Rule: "b", Key: "same", Rate: 5},
+		{Rule: "b", Key: "gone", Block: true},
+		{Rule: "a", Key: "changed", Rate: 10, Burst: 15},
+		{Rule: "a", Key: "blocked", Rate: 10},
+		{Rule: "a", Key: "expiry", Block: true, ExpiresAt: at},
+	}
+	nw := []Override{
+		{Rule: "b", Key: "same", Rate: 5, Burst: 5},                                            // burst 0 meant the rate: no change
+		{Rule: "a", Key: "expiry", Block: true, ExpiresAt: at.In(time.FixedZone("CET", 3600))}, // same instant
+		{Rule: "a", Key: "blocked", Block: true},
+		{Rule: "a", Key: "changed", Rate: 20, ExpiresAt: at},
+		{Rule: "a", Key: "added", Rate: 1},
+	}
+	got := DiffOverrides(old, nw)
+	want := []string{
+		"+ override added for rule a",
+		"~ override blocked for rule a: rate 10 -> 0",
+		"~ override blocked for rule a: burst 10 -> 0",
+		"~ override blocked for rule a: block false -> true",
+		"~ override changed for rule a: rate 10 -> 20",
+		"~ override changed for rule a: burst 15 -> 20",
+		"~ override changed for rule a: expires_at never -> 2026-12-01T00:00:00Z",
+		"- override gone for rule b",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DiffOverrides =\n%q\nwant\n%q", got, want)
+	}
+	if d := DiffOverrides(old, old); d != nil {
+		t.Fatalf("no-op diff = %q", d)
+	}
+	if d := DiffOverrides(nil, nil); d != nil {
+		t.Fatalf("empty diff = %q", d)
+	}
+}
