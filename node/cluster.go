@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -69,7 +70,7 @@ func (n *Node) refreshView() {
 		if sameMeta(old.members, members) {
 			return
 		}
-		if n.changeRing(old.ring, members, false) {
+		if n.changeRing(old.ring, members, old.ring.Members()) {
 			n.view.Store(&clusterView{version: old.version, ring: old.ring, members: members})
 		}
 		return
@@ -79,7 +80,11 @@ func (n *Node) refreshView() {
 		n.log.Error("ring rebuild failed", "err", err)
 		return
 	}
-	if !n.changeRing(r, members, old == nil) {
+	var side []string // this node's side of the cluster before this ring
+	if old != nil {
+		side = old.ring.Members()
+	}
+	if !n.changeRing(r, members, side) {
 		return
 	}
 	version := ringVersion(r)
@@ -103,11 +108,14 @@ func ringMembers(members map[string]member, except string) []string {
 	return ids
 }
 
-// changeRing tells the hand-off about ring r over the live members. On this
-// node's first ring the cluster existed before without it: the ring of the
-// other members is the base the partitions it takes over are pulled from.
-// It reports false when the hand-off did not take the ring (closing).
-func (n *Node) changeRing(r *ring.Ring, members map[string]member, first bool) bool {
+// changeRing tells the hand-off about ring r over the live members; side
+// lists the members of this node's previous ring (nil before its first).
+// A cluster that went on without this node gives the hand-off its ring as
+// the base to pull from: on this node's first ring (the ring of the other
+// members), and when this node comes back from the smaller side of a
+// network split (the ring of the other side; see smallerSide). It reports
+// false when the hand-off did not take the ring (closing).
+func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string) bool {
 	ev := replication.RingChanged{
 		Now:     n.now(),
 		Place:   assignments(r),
@@ -120,13 +128,20 @@ func (n *Node) changeRing(r *ring.Ring, members map[string]member, first bool) b
 	for id := range n.departedMembers() {
 		ev.Departed = append(ev.Departed, id)
 	}
-	if others := ringMembers(members, n.cfg.ID); first && len(others) > 0 {
-		base, err := ring.New(others, n.cfg.Ring)
+	var base []string
+	switch others := ringMembers(members, n.cfg.ID); {
+	case side == nil && len(others) > 0:
+		base = others
+	case side != nil:
+		base = n.otherSide(side, ev)
+	}
+	if base != nil {
+		b, err := ring.New(base, n.cfg.Ring)
 		if err != nil {
 			n.log.Error("ring rebuild failed", "err", err)
 			return false
 		}
-		ev.Base = assignments(base)
+		ev.Base = assignments(b)
 	}
 	if err := n.handoff.ChangeRing(n.ctx, ev); err != nil {
 		if n.ctx.Err() == nil {
@@ -135,6 +150,69 @@ func (n *Node) changeRing(r *ring.Ring, members map[string]member, first bool) b
 		return false
 	}
 	return true
+}
+
+// otherSide returns the members of the other side of a network split when
+// ring ev merges this node's side (the members of its previous ring) with
+// it and this node's side is the smaller one: the ring of the other side
+// is then the base to pull from. The other side is the members new to the
+// ring that lived through the split (they come back with the same Boot)
+// and the members declared dead around the same time that gossip has not
+// merged yet; those are added to ev.Live at their last address, so the
+// pulls ask them too. Otherwise (no split, or the larger side) it returns
+// nil.
+func (n *Node) otherSide(side []string, ev replication.RingChanged) []string {
+	var other []string
+	for _, id := range ev.Members {
+		if !slices.Contains(side, id) {
+			other = append(other, id)
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	rejoined := n.takeRejoined()
+	var lostAt time.Time
+	for _, id := range other {
+		if t, ok := rejoined[id]; ok && (lostAt.IsZero() || t.Before(lostAt)) {
+			lostAt = t
+		}
+	}
+	if lostAt.IsZero() {
+		return nil // members that joined or restarted: an ordinary ring change
+	}
+	missing := n.lostAround(lostAt, splitWindow)
+	for id := range missing {
+		if !slices.Contains(other, id) {
+			other = append(other, id)
+		}
+	}
+	if !smallerSide(side, other) {
+		return nil
+	}
+	for id, addr := range missing {
+		if _, ok := ev.Live[id]; !ok && addr != "" {
+			ev.Live[id] = addr
+		}
+	}
+	sort.Strings(other)
+	n.log.Warn("back from the smaller side of a network split: taking the other side's counters", "side", side, "other", other)
+	return other
+}
+
+// splitWindow is how close together members must have been declared dead
+// to count as one side of one split.
+const splitWindow = 30 * time.Second
+
+// smallerSide reports whether side gives way to other when the two sides of
+// a network split merge: the side with fewer members does, and of two equal
+// sides the one without the smallest member id. Both sides decide the same,
+// each from its own view, so one gives way.
+func smallerSide(side, other []string) bool {
+	if len(side) != len(other) {
+		return len(side) < len(other)
+	}
+	return slices.Min(other) < slices.Min(side)
 }
 
 // assignments lists where r puts every partition.

@@ -20,6 +20,11 @@ type memberMeta struct {
 	// Gateways watching rules on this node (summed over members for the
 	// fail-open share).
 	Gateways uint32 `json:"w,omitempty"`
+	// Boot identifies this run of the process (random at start), so a
+	// member that comes back after it was declared dead is known to have
+	// lived through a network split (same Boot) rather than restarted with
+	// no counters (a new Boot).
+	Boot uint64 `json:"b,omitempty"`
 }
 
 // member is one node as seen through gossip.

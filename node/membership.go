@@ -63,18 +63,50 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 		n.departed[m.Name] = departure{st, time.Now()}
 		n.forgetDepartedLocked()
 		if st == memberlist.StateDead && m.Name != n.cfg.ID {
-			n.lost[m.Name] = lostMember{gossip: mm.Gossip, since: time.Now()}
+			n.lost[m.Name] = lostMember{gossip: mm.Gossip, grpc: mm.GRPC, boot: mm.Boot, since: time.Now()}
 		}
 	} else {
 		n.known[m.Name] = mm
 		delete(n.departed, m.Name)
+		if l, ok := n.lost[m.Name]; ok && l.boot != 0 && l.boot == mm.Boot {
+			n.rejoined[m.Name] = l.since // lived through a split: see changeRing
+		}
 		delete(n.lost, m.Name)
 	}
+}
+
+// takeRejoined returns the members that came back since the last call
+// after gossip had declared them dead, without having restarted, with the
+// time they were declared dead.
+func (n *Node) takeRejoined() map[string]time.Time {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	out := n.rejoined
+	n.rejoined = map[string]time.Time{}
+	return out
+}
+
+// lostAround returns the members still declared dead that were declared
+// dead within d of t, with their last gRPC address: with members that came
+// back from the other side of a network split, the rest of that side,
+// which gossip has not merged yet.
+func (n *Node) lostAround(t time.Time, d time.Duration) map[string]string {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	out := map[string]string{}
+	for id, l := range n.lost {
+		if l.since.Sub(t).Abs() <= d {
+			out[id] = l.grpc
+		}
+	}
+	return out
 }
 
 // lostMember is a member gossip declared dead (not one that left).
 type lostMember struct {
 	gossip string
+	grpc   string
+	boot   uint64
 	since  time.Time
 }
 

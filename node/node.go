@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -64,6 +65,7 @@ type Node struct {
 	membersMu sync.Mutex
 	departed  map[string]departure  // dead or left, by id
 	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
+	rejoined  map[string]time.Time  // came back from a split since the last ring change: when they were lost
 	known     map[string]member     // live members, copied in callbacks
 
 	ctx    context.Context
@@ -98,6 +100,7 @@ func New(cfg Config) (*Node, error) {
 		fwd:      map[string]*forwarder{},
 		departed: map[string]departure{},
 		lost:     map[string]lostMember{},
+		rejoined: map[string]time.Time{},
 		known:    map[string]member{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -183,6 +186,7 @@ func New(cfg Config) (*Node, error) {
 	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	n.meta = memberMeta{
+		Boot: rand.Uint64() | 1,
 		GRPC: n.grpcLis.Addr().String(),
 		HTTP: n.httpLis.Addr().String(),
 		Raft: n.store.Addr(),

@@ -59,6 +59,7 @@ type Assignment struct {
 type Partitions struct {
 	self    string
 	grace   int64 // ns a released partition or a dropped replica is kept
+	settle  int64 // ns a partition may stay moved while the ring says it is ours
 	parts   []partition
 	place   []Assignment // nil before the first ring
 	members map[string]bool
@@ -68,14 +69,17 @@ type Partitions struct {
 type partition struct {
 	state PartState
 	peer  string // pending: source (or ""); moved: the puller
-	since int64  // released: when
+	since int64  // released, moved: when
 }
 
 // NewPartitions returns the machine for node self with n partitions, all
 // PartNone. grace is how long (ns) a released partition waits to be pulled
 // and a no longer placed replica copy is kept for a new owner to pull.
-func NewPartitions(self string, n int, grace int64) *Partitions {
-	return &Partitions{self: self, grace: grace, parts: make([]partition, n), members: map[string]bool{}, dropAt: map[uint32]int64{}}
+// settle is how long (ns) a partition may stay moved to another node while
+// this node's ring says this node owns it before it takes it back (see
+// Tick).
+func NewPartitions(self string, n int, grace, settle int64) *Partitions {
+	return &Partitions{self: self, grace: grace, settle: settle, parts: make([]partition, n), members: map[string]bool{}, dropAt: map[uint32]int64{}}
 }
 
 // Len is the number of partitions.
@@ -109,9 +113,15 @@ type RingChanged struct {
 	Members  []string
 	Live     map[string]string // id → gRPC address
 	Departed []string
-	// Base, on this node's first ring only, is the placement of the ring
-	// the cluster had without this node (nil when it has no other member):
-	// partitions this node takes over are pulled from their owners there.
+	// Base is the placement of the ring the rest of the cluster had
+	// without this node, given on this node's first ring (nil when it has
+	// no other member) and when this node comes back from the smaller side
+	// of a network split. Partitions this node takes over are pulled from
+	// their owners there. Coming back from a split, this node also lets go
+	// of every partition it holds but does not own now, and of its moved
+	// marks: the larger side served those partitions meanwhile, and its
+	// counters win (the smaller side's decisions during the split are the
+	// over-admission docs/design.md states for a split).
 	Base []Assignment
 }
 
@@ -124,6 +134,7 @@ type Arrived struct {
 // Ask: node To asks for Parts' counters (it owns them now). Step answers
 // with one Reply effect.
 type Ask struct {
+	Now   int64
 	To    string
 	Parts []uint32
 }
@@ -137,7 +148,10 @@ type HandBack struct {
 }
 
 // Tick: time passed. Released partitions nobody pulled within the grace
-// period are let go, and replica copies no longer placed here are forgotten.
+// period are let go, replica copies no longer placed here are forgotten,
+// and partitions that stayed moved for the settle time although this
+// node's ring says it owns them are pulled back (the ring of the node that
+// pulled them disagreed with this one, and has come round).
 type Tick struct{ Now int64 }
 
 func (RingChanged) isEvent() {}
@@ -151,8 +165,13 @@ type Effect interface{ isEffect() }
 
 // Pull: fetch these partitions' counters (each from its sources, best
 // first; none: promote this node's own copies or start fresh), install
-// them, then step Arrived.
-type Pull struct{ Gain []Source }
+// them, then step Arrived. With Keep (coming back from a split, or taking a
+// partition back), a partition no live node holds keeps the counters this
+// node has: replica copies and fresh counters would be older than them.
+type Pull struct {
+	Gain []Source
+	Keep bool
+}
 
 // Resync: send the full state of these partitions (still served here) to
 // their replicas; one gained a member that holds nothing yet.
@@ -214,17 +233,32 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	old, oldMembers := m.place, m.members
 	newMembers := set(e.Members)
 	m.place, m.members = e.Place, newMembers
-	if old == nil {
-		// First ring. A cluster that existed before without this node is
-		// compared with the ring it had: partitions this node takes over
-		// are pulled from their owners there before it answers for them.
-		if e.Base == nil {
-			for p := range m.parts {
-				if e.Place[p].Owner == m.self {
-					m.parts[p] = partition{state: PartReady}
-				}
+	var forget []uint32
+	adopt := old != nil && e.Base != nil
+	switch {
+	case old == nil && e.Base == nil:
+		// The first ring of a node alone: it serves what it owns.
+		for p := range m.parts {
+			if e.Place[p].Owner == m.self {
+				m.parts[p] = partition{state: PartReady}
 			}
-			return nil
+		}
+		return nil
+	case e.Base != nil:
+		// A cluster that went on without this node (it is new, or it comes
+		// back from the smaller side of a split) is compared with the ring
+		// it had: partitions this node takes over are pulled from their
+		// owners there before it answers for them, and what this node
+		// holds of the others' partitions is let go.
+		for p := range m.parts {
+			pt := &m.parts[p]
+			switch {
+			case pt.state.Holds() && e.Place[p].Owner != m.self:
+				*pt = partition{}
+				forget = append(forget, uint32(p))
+			case pt.state == PartMoved:
+				*pt = partition{}
+			}
 		}
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
@@ -283,8 +317,11 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
 	}
 	var out []Effect
+	if len(forget) > 0 {
+		out = append(out, DropCounters{Parts: forget})
+	}
 	if len(gain) > 0 {
-		out = append(out, Pull{Gain: gain})
+		out = append(out, Pull{Gain: gain, Keep: adopt})
 	}
 	if len(resync) > 0 {
 		out = append(out, Resync{Parts: resync})
@@ -325,7 +362,7 @@ func (m *Partitions) ask(e Ask) Reply {
 		pt := &m.parts[p]
 		switch {
 		case pt.state.Holds():
-			*pt = partition{state: PartMoved, peer: e.To}
+			*pt = partition{state: PartMoved, peer: e.To, since: e.Now}
 			r.Held = append(r.Held, p)
 		case pt.state == PartMoved && pt.peer != "":
 			r.Moved = append(r.Moved, Moved{Partition: p, To: pt.peer})
@@ -350,10 +387,16 @@ func (m *Partitions) handBack(p uint32, to string, now int64) {
 
 func (m *Partitions) tick(now int64) []Effect {
 	var forget, drop []uint32
+	var back []Source
 	for p := range m.parts {
-		if pt := &m.parts[p]; pt.state == PartReleased && pt.since+m.grace < now {
+		pt := &m.parts[p]
+		switch {
+		case pt.state == PartReleased && pt.since+m.grace < now:
 			*pt = partition{}
 			forget = append(forget, uint32(p))
+		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
+			back = append(back, Source{Partition: uint32(p), From: []string{pt.peer}})
+			*pt = partition{state: PartPending, peer: pt.peer}
 		}
 	}
 	for p, at := range m.dropAt {
@@ -372,6 +415,9 @@ func (m *Partitions) tick(now int64) []Effect {
 	}
 	if len(drop) > 0 {
 		out = append(out, DropReplicas{Parts: drop})
+	}
+	if len(back) > 0 {
+		out = append(out, Pull{Gain: back, Keep: true})
 	}
 	return out
 }
@@ -423,7 +469,7 @@ func (m *Partitions) String() string {
 		if pt.peer != "" {
 			fmt.Fprintf(&b, " peer=%s", pt.peer)
 		}
-		if pt.state == PartReleased {
+		if pt.state == PartReleased || pt.state == PartMoved {
 			fmt.Fprintf(&b, " since=%d", pt.since)
 		}
 		b.WriteByte('\n')

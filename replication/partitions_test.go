@@ -22,10 +22,10 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/p
 //
 // Commands (one per block; ids are single words, lists comma-separated):
 //
-//	new self=a partitions=4 grace=30
+//	new self=a partitions=4 grace=30 [settle=3]
 //	ring now=T place=a:b,b:a,... [members=a,b] [live=a,b] [departed=c] [base=a:b,...]
 //	arrived now=T parts=1,2
-//	ask to=b parts=1,2
+//	ask [now=T] to=b parts=1,2
 //	handback now=T to=b parts=1
 //	tick now=T
 //
@@ -119,7 +119,11 @@ func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string
 	var effects []Effect
 	switch fields[0] {
 	case "new":
-		return NewPartitions(args["self"], int(num("partitions")), num("grace")), ""
+		settle := int64(3)
+		if _, ok := args["settle"]; ok {
+			settle = num("settle")
+		}
+		return NewPartitions(args["self"], int(num("partitions")), num("grace"), settle), ""
 	case "ring":
 		place := parsePlace(t, args["place"])
 		ev := RingChanged{Now: num("now"), Place: place, Members: list("members"), Departed: list("departed")}
@@ -143,7 +147,11 @@ func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string
 	case "arrived":
 		effects = m.Step(Arrived{Now: num("now"), Parts: parts()})
 	case "ask":
-		effects = m.Step(Ask{To: args["to"], Parts: parts()})
+		var now int64
+		if _, ok := args["now"]; ok {
+			now = num("now")
+		}
+		effects = m.Step(Ask{Now: now, To: args["to"], Parts: parts()})
 	case "handback":
 		effects = m.Step(HandBack{Now: num("now"), To: args["to"], Parts: parts()})
 	case "tick":
@@ -178,6 +186,9 @@ func formatEffect(e Effect) string {
 		var s []string
 		for _, g := range e.Gain {
 			s = append(s, fmt.Sprintf("p%d<-%v", g.Partition, g.From))
+		}
+		if e.Keep {
+			s = append(s, "keep")
 		}
 		return "pull " + strings.Join(s, " ")
 	case Resync:

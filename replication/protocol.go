@@ -66,6 +66,11 @@ type HandoffConfig struct {
 	// pull it, and how long a replica copy no longer placed here is kept
 	// for a new owner to pull.
 	Grace time.Duration
+	// Settle is how long a partition may stay moved to another node while
+	// this node's ring says this node owns it; then it is pulled back.
+	// Rings disagree for about a gossip round while a change spreads, so
+	// this is a few of those.
+	Settle time.Duration
 	// AskTimeout bounds one ask of one peer; MaxAsks the nodes asked for
 	// one partition. An unreachable node is not declared dead before about
 	// 2 s with the default gossip timing; a holder still pulling answers
@@ -91,6 +96,7 @@ func DefaultHandoffConfig(self string, n int) HandoffConfig {
 		Self:           self,
 		Partitions:     n,
 		Grace:          30 * time.Second,
+		Settle:         3 * time.Second,
 		AskTimeout:     3 * time.Second,
 		MaxAsks:        8,
 		InstallTimeout: 5 * time.Second,
@@ -172,7 +178,7 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 	switch {
 	case cfg.Self == "" || cfg.Partitions <= 0:
 		return nil, fmt.Errorf("%w: hand-off needs Self and Partitions > 0", ErrInvalidConfig)
-	case cfg.Grace <= 0 || cfg.AskTimeout <= 0 || cfg.InstallTimeout <= 0 || cfg.TickEvery <= 0 || cfg.ResyncRetry <= 0 || cfg.MaxAsks < 1:
+	case cfg.Grace <= 0 || cfg.Settle <= 0 || cfg.AskTimeout <= 0 || cfg.InstallTimeout <= 0 || cfg.TickEvery <= 0 || cfg.ResyncRetry <= 0 || cfg.MaxAsks < 1:
 		return nil, fmt.Errorf("%w: hand-off timeouts must be > 0 and MaxAsks >= 1", ErrInvalidConfig)
 	case counters == nil || peers == nil || replicas == nil:
 		return nil, ErrNilDependency
@@ -185,7 +191,7 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 	}
 	h := &Handoff{
 		cfg: cfg, counters: counters, peers: peers, replicas: replicas, resync: resync,
-		m:       NewPartitions(cfg.Self, cfg.Partitions, int64(cfg.Grace)),
+		m:       NewPartitions(cfg.Self, cfg.Partitions, int64(cfg.Grace), int64(cfg.Settle)),
 		reqs:    make(chan request),
 		fence:   make([]sync.RWMutex, cfg.Partitions),
 		stopped: make(chan struct{}),
@@ -263,7 +269,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 			case Reply:
 				reply = e
 			case Pull:
-				goFunc(func() { h.pull(ctx, e.Gain) })
+				goFunc(func() { h.pull(ctx, e) })
 			case Resync:
 				if h.resync != nil {
 					goFunc(func() { h.resyncReplicas(ctx, e.Parts) })
@@ -368,7 +374,7 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			}
 		}
 	}
-	reply, err := h.step(ctx, Ask{To: req.To, Parts: req.Parts})
+	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
 		return HandoffReply{}, err
 	}
@@ -407,10 +413,10 @@ func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, erro
 
 // pull fetches the counters of partitions this node gained, from wherever
 // they are, installs them and steps Arrived.
-func (h *Handoff) pull(ctx context.Context, gain []Source) {
+func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	bySource := map[string][]uint32{}
 	var local []uint32
-	for _, g := range gain {
+	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
 		if src == "" {
 			local = append(local, g.Partition)
@@ -419,27 +425,40 @@ func (h *Handoff) pull(ctx context.Context, gain []Source) {
 		bySource[src] = append(bySource[src], g.Partition)
 	}
 	for src, parts := range bySource {
-		states, orphans := h.fetch(ctx, src, parts)
-		if err := h.install(ctx, parts, states); err != nil {
-			h.cfg.Logger.Warn("install pulled partitions", "err", err)
+		f := h.fetch(ctx, src, parts)
+		if pl.Keep {
+			// Only what a holder handed over replaces this node's counters.
+			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
+			h.arrived(ctx, parts, func() error { return h.install(ctx, got, f.handed) })
+			continue
 		}
+		states, orphans := f.states(), f.orphans(parts)
 		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
-		h.replicas.Drop(got)
-		h.arrived(ctx, got)
+		h.arrived(ctx, got, func() error {
+			h.replicas.Drop(got)
+			return h.install(ctx, parts, states)
+		})
 		local = append(local, orphans...)
 	}
-	if len(local) > 0 {
+	if len(local) > 0 && !pl.Keep {
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
-		if err := h.install(ctx, local, states); err != nil {
-			h.cfg.Logger.Warn("promote replica copies", "err", err)
-		}
 		h.promoted.Add(uint64(len(states)))
-		h.arrived(ctx, local)
+		h.arrived(ctx, local, func() error { return h.install(ctx, local, states) })
+	} else if len(local) > 0 {
+		h.arrived(ctx, local, nil)
 	}
 }
 
-func (h *Handoff) arrived(ctx context.Context, parts []uint32) {
+// arrived installs what was pulled for parts (when install is not nil;
+// a failure is logged, and the partitions are settled anyway: waiting on
+// would stall their checks for good) and steps Arrived.
+func (h *Handoff) arrived(ctx context.Context, parts []uint32, install func() error) {
+	if install != nil {
+		if err := install(); err != nil {
+			h.cfg.Logger.Warn("install pulled partitions", "err", err)
+		}
+	}
 	if len(parts) == 0 {
 		return
 	}
@@ -448,17 +467,52 @@ func (h *Handoff) arrived(ctx context.Context, parts []uint32) {
 	}
 }
 
+// fetched is what fetch collected: the partitions holders handed over
+// (held) with their counters (handed), and replica copies.
+type fetched struct {
+	held   map[uint32]bool
+	handed []State
+	copies []State
+}
+
+// states is the holders' counters plus, for the partitions no holder
+// answered for, the freshest replica copies seen.
+func (f fetched) states() []State {
+	out := slices.Clone(f.handed)
+	for _, st := range f.copies {
+		if !f.held[st.Partition] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// orphans lists the partitions of parts that no holder handed over and no
+// replica copy covers (the caller promotes its own copies, if any).
+func (f fetched) orphans(parts []uint32) []uint32 {
+	copied := map[uint32]bool{}
+	for _, st := range f.copies {
+		copied[st.Partition] = true
+	}
+	var out []uint32
+	for _, p := range parts {
+		if !f.held[p] && !copied[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // fetch collects the counters of parts, asking src first. The node that
 // holds a partition hands it over; a node that handed it on names the next
 // holder, which is asked in turn (the chain a run of ring changes leaves
 // when this node's ring skipped one of them). A partition nobody named is
-// asked of every other live member. For a partition no live node holds,
-// fetch returns the freshest replica copies it saw, plus the partition in
-// orphans when it saw none (the caller promotes its own copies, if any).
-func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) (states []State, orphans []uint32) {
+// asked of every other live member. Replica copies of the asked
+// partitions come along, for those no live node holds.
+func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched {
 	asked := map[uint32][]string{}
 	held := map[uint32]bool{}
-	var copies []State
+	var states, copies []State
 	ask := map[string][]uint32{src: parts}
 	var unnamed []uint32 // asked, and nobody has said where they are
 	broadcast := false
@@ -508,20 +562,7 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) (states
 		}
 		ask = next
 	}
-	// Replica copies count only where no holder answered.
-	copied := map[uint32]bool{}
-	for _, st := range copies {
-		if !held[st.Partition] {
-			states = append(states, st)
-			copied[st.Partition] = true
-		}
-	}
-	for _, p := range parts {
-		if !held[p] && !copied[p] {
-			orphans = append(orphans, p)
-		}
-	}
-	return states, orphans
+	return fetched{held: held, handed: states, copies: copies}
 }
 
 // askPeer sends one hand-off request to the member id, at the address the
@@ -552,9 +593,9 @@ func (h *Handoff) dropCounters(ctx context.Context, parts []uint32) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
 	defer cancel()
 	if err := h.counters.Drop(ctx, parts); err != nil && ctx.Err() == nil {
-		h.cfg.Logger.Warn("drop released partitions", "err", err)
+		h.cfg.Logger.Warn("drop counters of partitions let go", "err", err)
 	}
-	h.cfg.Logger.Info("forgot released partitions nobody pulled", "partitions", len(parts))
+	h.cfg.Logger.Info("let go of partitions' counters", "partitions", len(parts))
 }
 
 // resyncReplicas sends the full state of partitions this node still owns
