@@ -65,12 +65,13 @@ func (n *Node) refreshView() {
 		members[n.cfg.ID] = m
 	}
 	old := n.view.Load()
+	regained := n.regained.Swap(false)
 	if old != nil && sameRing(old.members, members) {
 		// Metadata-only changes (addresses) still need a new view.
-		if sameMeta(old.members, members) {
+		if sameMeta(old.members, members) && !regained {
 			return
 		}
-		if n.changeRing(old.ring, members, old.ring.Members()) {
+		if n.changeRing(old.ring, members, old.ring.Members(), regained) {
 			n.view.Store(&clusterView{version: old.version, ring: old.ring, members: members})
 		}
 		return
@@ -84,7 +85,7 @@ func (n *Node) refreshView() {
 	if old != nil {
 		side = old.ring.Members()
 	}
-	if !n.changeRing(r, members, side) {
+	if !n.changeRing(r, members, side, regained) {
 		return
 	}
 	version := ringVersion(r)
@@ -112,10 +113,13 @@ func ringMembers(members map[string]member, except string) []string {
 // lists the members of this node's previous ring (nil before its first).
 // A cluster that went on without this node gives the hand-off its ring as
 // the base to pull from: on this node's first ring (the ring of the other
-// members), and when this node comes back from the smaller side of a
-// network split (the ring of the other side; see smallerSide). It reports
-// false when the hand-off did not take the ring (closing).
-func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string) bool {
+// members), and when this node comes back from the side of a network split
+// that had no Raft quorum: regained (this node knows a Raft leader again
+// after a long time without one; see watchQuorum), or ring r brings back
+// members from the other side (see splitBase). The base is then the ring of
+// every member but this node. It reports false when the hand-off did not
+// take the ring (closing).
+func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string, regained bool) bool {
 	ev := replication.RingChanged{
 		Now:     n.now(),
 		Place:   assignments(r),
@@ -132,8 +136,11 @@ func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string
 	switch others := ringMembers(members, n.cfg.ID); {
 	case side == nil && len(others) > 0:
 		base = others
+	case regained && len(others) > 0:
+		base = slices.DeleteFunc(slices.Clone(ev.Members), func(id string) bool { return id == n.cfg.ID })
+		n.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", base)
 	case side != nil:
-		base = n.otherSide(side, ev)
+		base = n.splitBase(side, ev)
 	}
 	if base != nil {
 		b, err := ring.New(base, n.cfg.Ring)
@@ -152,16 +159,17 @@ func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string
 	return true
 }
 
-// otherSide returns the members of the other side of a network split when
-// ring ev merges this node's side (the members of its previous ring) with
-// it and this node's side is the smaller one: the ring of the other side
-// is then the base to pull from. The other side is the members new to the
-// ring that lived through the split (they come back with the same Boot)
-// and the members declared dead around the same time that gossip has not
-// merged yet; those are added to ev.Live at their last address, so the
-// pulls ask them too. Otherwise (no split, or the larger side) it returns
-// nil.
-func (n *Node) otherSide(side []string, ev replication.RingChanged) []string {
+// splitBase returns the members of the ring the rest of the cluster had
+// when ring ev ends a network split that this node spent on the side
+// without a quorum: ev brings back members gossip had declared dead that
+// come back with the same Boot (they lived through the split), and this
+// node knew no Raft leader for most of the time since they were declared
+// dead. At most one side of a split has a Raft quorum, so the side with it
+// keeps its counters and the other gives way, whatever each side's partial
+// gossip view says. The ring the others had is taken as every member but
+// this node (exact for one node cut off; for a larger cut-off side, its
+// other members answer for what they held). Otherwise it returns nil.
+func (n *Node) splitBase(side []string, ev replication.RingChanged) []string {
 	var other []string
 	for _, id := range ev.Members {
 		if !slices.Contains(side, id) {
@@ -172,47 +180,24 @@ func (n *Node) otherSide(side []string, ev replication.RingChanged) []string {
 		return nil
 	}
 	rejoined := n.takeRejoined()
-	var lostAt time.Time
+	var first *rejoin
 	for _, id := range other {
-		if t, ok := rejoined[id]; ok && (lostAt.IsZero() || t.Before(lostAt)) {
-			lostAt = t
+		if r, ok := rejoined[id]; ok && (first == nil || r.lostAt.Before(first.lostAt)) {
+			first = &r
 		}
 	}
-	if lostAt.IsZero() {
+	if first == nil {
 		return nil // members that joined or restarted: an ordinary ring change
 	}
-	missing := n.lostAround(lostAt, splitWindow)
-	for id := range missing {
-		if !slices.Contains(other, id) {
-			other = append(other, id)
-		}
+	split := time.Since(first.lostAt)
+	leaderless := time.Duration(n.leaderless.Load() - first.leaderless)
+	if leaderless*2 < split {
+		return nil // this side had a Raft leader: it keeps its counters
 	}
-	if !smallerSide(side, other) {
-		return nil
-	}
-	for id, addr := range missing {
-		if _, ok := ev.Live[id]; !ok && addr != "" {
-			ev.Live[id] = addr
-		}
-	}
-	sort.Strings(other)
-	n.log.Warn("back from the smaller side of a network split: taking the other side's counters", "side", side, "other", other)
-	return other
-}
-
-// splitWindow is how close together members must have been declared dead
-// to count as one side of one split.
-const splitWindow = 30 * time.Second
-
-// smallerSide reports whether side gives way to other when the two sides of
-// a network split merge: the side with fewer members does, and of two equal
-// sides the one without the smallest member id. Both sides decide the same,
-// each from its own view, so one gives way.
-func smallerSide(side, other []string) bool {
-	if len(side) != len(other) {
-		return len(side) < len(other)
-	}
-	return slices.Min(other) < slices.Min(side)
+	base := slices.DeleteFunc(slices.Clone(ev.Members), func(id string) bool { return id == n.cfg.ID })
+	n.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters",
+		"split", split.Round(time.Millisecond), "leaderless", leaderless.Round(time.Millisecond), "base", base)
+	return base
 }
 
 // assignments lists where r puts every partition.

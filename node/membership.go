@@ -63,51 +63,41 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 		n.departed[m.Name] = departure{st, time.Now()}
 		n.forgetDepartedLocked()
 		if st == memberlist.StateDead && m.Name != n.cfg.ID {
-			n.lost[m.Name] = lostMember{gossip: mm.Gossip, grpc: mm.GRPC, boot: mm.Boot, since: time.Now()}
+			n.lost[m.Name] = lostMember{gossip: mm.Gossip, boot: mm.Boot, since: time.Now(), leaderless: n.leaderless.Load()}
 		}
 	} else {
 		n.known[m.Name] = mm
 		delete(n.departed, m.Name)
 		if l, ok := n.lost[m.Name]; ok && l.boot != 0 && l.boot == mm.Boot {
-			n.rejoined[m.Name] = l.since // lived through a split: see changeRing
+			n.rejoined[m.Name] = rejoin{lostAt: l.since, leaderless: l.leaderless} // lived through a split: see splitBase
 		}
 		delete(n.lost, m.Name)
 	}
 }
 
-// takeRejoined returns the members that came back since the last call
-// after gossip had declared them dead, without having restarted, with the
-// time they were declared dead.
-func (n *Node) takeRejoined() map[string]time.Time {
+// rejoin is a member that came back after gossip had declared it dead,
+// without having restarted: when it was declared dead, and this node's
+// time without a Raft leader (Node.leaderless) then.
+type rejoin struct {
+	lostAt     time.Time
+	leaderless int64
+}
+
+// takeRejoined returns the members that came back since the last call.
+func (n *Node) takeRejoined() map[string]rejoin {
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	out := n.rejoined
-	n.rejoined = map[string]time.Time{}
-	return out
-}
-
-// lostAround returns the members still declared dead that were declared
-// dead within d of t, with their last gRPC address: with members that came
-// back from the other side of a network split, the rest of that side,
-// which gossip has not merged yet.
-func (n *Node) lostAround(t time.Time, d time.Duration) map[string]string {
-	n.membersMu.Lock()
-	defer n.membersMu.Unlock()
-	out := map[string]string{}
-	for id, l := range n.lost {
-		if l.since.Sub(t).Abs() <= d {
-			out[id] = l.grpc
-		}
-	}
+	n.rejoined = map[string]rejoin{}
 	return out
 }
 
 // lostMember is a member gossip declared dead (not one that left).
 type lostMember struct {
-	gossip string
-	grpc   string
-	boot   uint64
-	since  time.Time
+	gossip     string
+	boot       uint64
+	since      time.Time
+	leaderless int64 // Node.leaderless when it was declared dead
 }
 
 // Reconnecting to members declared dead: how often, and for how long after

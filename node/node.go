@@ -65,8 +65,11 @@ type Node struct {
 	membersMu sync.Mutex
 	departed  map[string]departure  // dead or left, by id
 	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
-	rejoined  map[string]time.Time  // came back from a split since the last ring change: when they were lost
-	known     map[string]member     // live members, copied in callbacks
+	rejoined  map[string]rejoin     // came back from a split since the last ring change
+
+	leaderless atomic.Int64      // ns this node has seen without a Raft leader, in all (watchQuorum)
+	regained   atomic.Bool       // a Raft leader again after quorumLostAfter without one (watchQuorum)
+	known      map[string]member // live members, copied in callbacks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -100,7 +103,7 @@ func New(cfg Config) (*Node, error) {
 		fwd:      map[string]*forwarder{},
 		departed: map[string]departure{},
 		lost:     map[string]lostMember{},
-		rejoined: map[string]time.Time{},
+		rejoined: map[string]rejoin{},
 		known:    map[string]member{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -225,6 +228,7 @@ func (n *Node) Start() error {
 	}
 	n.goFunc(n.clusterLoop)
 	n.goFunc(n.reconnectLoop)
+	n.goFunc(n.watchQuorum)
 	n.signalChanged()
 	return nil
 }

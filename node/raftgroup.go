@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -49,3 +50,35 @@ func (n *Node) manageRaft() {
 }
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
+
+// watchQuorum adds up the time this node knows no Raft leader
+// (Node.leaderless), sampled every 100 ms, and marks the quorum regained
+// (Node.regained) when a leader is known again after quorumLostAfter
+// without one. After a network split, the side that spent it without a
+// leader had no quorum, and the other side may have served its partitions
+// meanwhile (see changeRing).
+func (n *Node) watchQuorum() {
+	const every = 100 * time.Millisecond
+	var (
+		seen bool          // a leader was known once (startup is not a loss)
+		run  time.Duration // the current stretch without a leader
+	)
+	n.every(every, func() bool {
+		if id, _ := n.store.Leader(); id == "" {
+			n.leaderless.Add(int64(every))
+			run += every
+			return false
+		}
+		if seen && run >= quorumLostAfter {
+			n.regained.Store(true)
+			n.signalChanged()
+		}
+		seen, run = true, 0
+		return false
+	})
+}
+
+// quorumLostAfter is how long without a Raft leader counts as cut off from
+// the quorum: about the time gossip takes to declare a silent member dead,
+// after which the others take over its partitions.
+const quorumLostAfter = 2 * time.Second
