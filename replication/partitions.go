@@ -165,9 +165,9 @@ type Effect interface{ isEffect() }
 
 // Pull: fetch these partitions' counters (each from its sources, best
 // first; none: promote this node's own copies or start fresh), install
-// them, then step Arrived. With Keep (coming back from a split, or taking a
-// partition back), a partition no live node holds keeps the counters this
-// node has: replica copies and fresh counters would be older than them.
+// them, then step Arrived. With Keep (coming back from a split), a
+// partition no live node holds keeps the counters this node has: replica
+// copies and fresh counters would be older than them.
 type Pull struct {
 	Gain []Source
 	Keep bool
@@ -417,7 +417,9 @@ func (m *Partitions) tick(now int64) []Effect {
 		out = append(out, DropReplicas{Parts: drop})
 	}
 	if len(back) > 0 {
-		out = append(out, Pull{Gain: back, Keep: true})
+		// Its counters left with the hand-off: if nobody holds them now,
+		// replica copies are the best there is.
+		out = append(out, Pull{Gain: back})
 	}
 	return out
 }
