@@ -101,10 +101,6 @@ func (p *legacyPeer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	return p.real.Handoff(ctx, req)
 }
 
-func (p *legacyPeer) Join(ctx context.Context, req *weirv1.JoinRequest) (*weirv1.JoinResponse, error) {
-	return p.real.Join(ctx, req)
-}
-
 // A node whose peers answer Unimplemented to ForwardStream and
 // ReplicateStream (older nodes) forwards with unary Forward RPCs and
 // replicates with unary Replicate RPCs instead, and its decisions stay

@@ -546,8 +546,6 @@ func itemErrorName(c weirv1.ErrorCode) string {
 		return CodeInvalidArgument
 	case weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE:
 		return CodeUnavailable
-	case weirv1.ErrorCode_ERROR_CODE_NOT_OWNER:
-		return "not_owner"
 	}
 	return CodeInternal
 }
