@@ -1,0 +1,94 @@
+package limit
+
+import (
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+)
+
+// MaxKeyLen is the longest limited key, in bytes.
+const MaxKeyLen = 256
+
+// Never is the RetryAfter of an item that can never pass: its cost is above
+// the burst, or an override blocks the key with no end.
+const Never = bucket.Never
+
+// Item is one check: take Cost tokens of Key under Rule.
+type Item struct {
+	// Key is the limited key, e.g. "apikey:ak_42": 1 to MaxKeyLen bytes of
+	// valid UTF-8, compared byte for byte.
+	Key string
+	// Rule is the rule id.
+	Rule string
+	// Cost is the tokens to take; 0 peeks. Never negative.
+	Cost int64
+	// RuleVersion is the rule set version the caller matched against (0:
+	// any); an owner that is behind waits briefly for it.
+	RuleVersion uint64
+	// Group makes items all-or-nothing: items of one call that share a
+	// non-zero Group pass only if every non-shadow item of the group is
+	// allowed. When one is denied (or could not be decided), the others
+	// are answered Allowed=false and their tokens are given back.
+	Group uint32
+	// Refund gives Cost tokens back instead of taking them (never more
+	// than the bucket holds); it ignores Group.
+	Refund bool
+	// Hops is set by nodes only: how many times a node passed this item on
+	// after the first forward.
+	Hops uint32
+}
+
+// Result is the answer for one Item.
+type Result struct {
+	// Allowed is true when the tokens were taken (or a peek found them).
+	Allowed bool
+	// Remaining is the whole tokens left (before the call, if denied).
+	Remaining int64
+	// Limit is the bucket's capacity under the rule (and any override).
+	Limit int64
+	// Reset is the time until the bucket is full again / the window ends.
+	Reset time.Duration
+	// RetryAfter is the wait until the same cost would pass: 0 when
+	// allowed, Never when it never can.
+	RetryAfter time.Duration
+	// Window is the rule's period.
+	Window time.Duration
+	// Code is set when the item could not be decided; Allowed is then
+	// false and Err says why.
+	Code ErrorCode
+	Err  string
+	// Shadow is true for a shadow rule: Allowed reports what would have
+	// happened, and callers must not block on it.
+	Shadow bool
+}
+
+// ErrorCode says why an item could not be decided.
+type ErrorCode uint8
+
+// Error codes of a Result.
+const (
+	// CodeNone: the item was decided.
+	CodeNone ErrorCode = iota
+	// CodeUnknownRule: no rule has the item's id (in the owner's rule set).
+	CodeUnknownRule
+	// CodeInvalid: the item's shape is wrong (see ValidateItem).
+	CodeInvalid
+	// CodeUnavailable: the owner could not be reached or has no answer
+	// yet; the caller applies the rule's fail mode.
+	CodeUnavailable
+)
+
+// String names the code as the HTTP API reports it.
+func (c ErrorCode) String() string {
+	switch c {
+	case CodeNone:
+		return ""
+	case CodeUnknownRule:
+		return "unknown_rule"
+	case CodeInvalid:
+		return "invalid_argument"
+	case CodeUnavailable:
+		return "unavailable"
+	}
+	return "internal"
+}

@@ -1,0 +1,93 @@
+package limit
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// ValidateKey checks a limited key: 1 to MaxKeyLen bytes of valid UTF-8.
+// The error starts with "key: " and is ErrInvalid.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return Errorf(ErrInvalid, "key: must not be empty")
+	case len(key) > MaxKeyLen:
+		return Errorf(ErrInvalid, "key: is %d bytes long; at most %d", len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return Errorf(ErrInvalid, "key: is not valid UTF-8 (keys are compared byte for byte; send the bytes as UTF-8 or encode them, e.g. in hex)")
+	}
+	return nil
+}
+
+// ValidateItem checks the shape of an item: its key (ValidateKey), a
+// non-empty rule id and a cost that is not negative. It is the one item
+// validator; the error names the field first ("key: ...", "rule: ...",
+// "cost: ...") and is ErrInvalid.
+func ValidateItem(key, rule string, cost int64) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	switch {
+	case rule == "":
+		return Errorf(ErrInvalid, "rule: must not be empty")
+	case cost < 0:
+		return Errorf(ErrInvalid, "cost: %d is negative (0 peeks, more takes tokens)", cost)
+	}
+	return nil
+}
+
+// DecideValid answers items, each validated once (ValidateItem): an
+// invalid item gets a result of its own (CodeInvalid, the problem in Err,
+// RetryAfter Never) and is never passed on; decide gets the valid ones, in
+// order, and must return one result per item it is given. When every item
+// is valid, decide's results are returned as they are. It is what every
+// edge that takes items from a wire runs before they go further. No items
+// get no results, without calling decide.
+func DecideValid(items []Item, decide func([]Item) ([]Result, error)) ([]Result, error) {
+	if len(items) == 0 {
+		return []Result{}, nil
+	}
+	bad := -1
+	for i := range items {
+		if ValidateItem(items[i].Key, items[i].Rule, items[i].Cost) != nil {
+			bad = i
+			break
+		}
+	}
+	if bad < 0 {
+		// The common case: every item is well formed.
+		res, err := decide(items)
+		if err != nil {
+			return nil, err
+		}
+		if len(res) != len(items) {
+			return nil, fmt.Errorf("limit: %d results for %d items", len(res), len(items))
+		}
+		return res, nil
+	}
+	res := make([]Result, len(items))
+	valid := make([]Item, 0, len(items)-1)
+	where := make([]int, 0, len(items)-1)
+	for i := range items {
+		if err := ValidateItem(items[i].Key, items[i].Rule, items[i].Cost); err != nil {
+			res[i] = Result{Code: CodeInvalid, Err: err.Error(), RetryAfter: Never}
+			continue
+		}
+		valid = append(valid, items[i])
+		where = append(where, i)
+	}
+	if len(valid) == 0 {
+		return res, nil
+	}
+	got, err := decide(valid)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != len(valid) {
+		return nil, fmt.Errorf("limit: %d results for %d items", len(got), len(valid))
+	}
+	for j, i := range where {
+		res[i] = got[j]
+	}
+	return res, nil
+}
