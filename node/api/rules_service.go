@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 
-	"slices"
 	"strings"
 	"time"
 
@@ -115,19 +114,13 @@ func (rs *rulesService) ApplyRules(ctx context.Context, req *weirv1.ApplyRulesRe
 	if err != nil {
 		return nil, invalid(err)
 	}
-	if len(in) == 0 && !req.GetReplaceAll() {
-		return nil, status.Error(codes.InvalidArgument, "rules: none given (to delete every rule, apply an empty list with replace_all)")
-	}
-	if err := rules.Validate(in); err != nil {
+	cur := rs.s.b.Store().Current()
+	next, err := rules.Merge(cur.Rules, in, req.GetReplaceAll())
+	if err != nil {
 		return nil, invalid(err)
 	}
 	for i := range in {
 		in[i] = rules.Normalize(in[i])
-	}
-	cur := rs.s.b.Store().Current()
-	next := mergeRules(cur.Rules, in, req.GetReplaceAll())
-	if err := rules.Validate(next); err != nil {
-		return nil, invalid(err)
 	}
 	diff := rules.DiffSets(cur.Rules, next)
 	if req.GetDryRun() {
@@ -147,25 +140,6 @@ func (rs *rulesService) ApplyRules(ctx context.Context, req *weirv1.ApplyRulesRe
 		resp.Diff = diff
 	}
 	return resp, nil
-}
-
-// mergeRules is the rule list an apply of in would leave, sorted by ID.
-func mergeRules(cur, in []rules.Rule, replaceAll bool) []rules.Rule {
-	byID := make(map[string]bool, len(in))
-	for _, r := range in {
-		byID[r.ID] = true
-	}
-	out := make([]rules.Rule, 0, len(cur)+len(in))
-	if !replaceAll {
-		for _, r := range cur {
-			if !byID[r.ID] {
-				out = append(out, r)
-			}
-		}
-	}
-	out = append(out, in...)
-	slices.SortFunc(out, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	return out
 }
 
 // DeleteRule deletes a rule and its overrides.
