@@ -13,7 +13,8 @@ const MaxKeyLen = 256
 // the burst, or an override blocks the key with no end.
 const Never = bucket.Never
 
-// Item is one check: take Cost tokens of Key under Rule.
+// Item is one check: take Cost tokens of Key under Rule. (Fields are
+// ordered to pack it into 64 bytes.)
 type Item struct {
 	// Key is the limited key, e.g. "apikey:ak_42": 1 to MaxKeyLen bytes of
 	// valid UTF-8, compared byte for byte.
@@ -30,18 +31,17 @@ type Item struct {
 	// allowed. When one is denied (or could not be decided), the others
 	// are answered Allowed=false and their tokens are given back.
 	Group uint32
-	// Refund gives Cost tokens back instead of taking them (never more
-	// than the bucket holds); it ignores Group.
-	Refund bool
 	// Hops is set by nodes only: how many times a node passed this item on
 	// after the first forward.
 	Hops uint32
+	// Refund gives Cost tokens back instead of taking them (never more
+	// than the bucket holds); it ignores Group.
+	Refund bool
 }
 
-// Result is the answer for one Item.
+// Result is the answer for one Item. (Fields are ordered to pack it into
+// 64 bytes: batches of results are allocated on the check path.)
 type Result struct {
-	// Allowed is true when the tokens were taken (or a peek found them).
-	Allowed bool
 	// Remaining is the whole tokens left (before the call, if denied).
 	Remaining int64
 	// Limit is the bucket's capacity under the rule (and any override).
@@ -53,13 +53,16 @@ type Result struct {
 	RetryAfter time.Duration
 	// Window is the rule's period.
 	Window time.Duration
-	// Code is set when the item could not be decided; Allowed is then
-	// false and Err says why.
-	Code ErrorCode
-	Err  string
+	// Err says why the item could not be decided (Code is set).
+	Err string
+	// Allowed is true when the tokens were taken (or a peek found them).
+	Allowed bool
 	// Shadow is true for a shadow rule: Allowed reports what would have
 	// happened, and callers must not block on it.
 	Shadow bool
+	// Code is set when the item could not be decided; Allowed is then
+	// false.
+	Code ErrorCode
 }
 
 // ErrorCode says why an item could not be decided.
@@ -91,4 +94,25 @@ func (c ErrorCode) String() string {
 		return "unavailable"
 	}
 	return "internal"
+}
+
+// Millis is d in whole milliseconds, rounded up, as the wire formats carry
+// durations: Never is -1 and a negative d is 0.
+func Millis(d time.Duration) int64 {
+	if d == Never {
+		return -1
+	}
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// FromMillis reads milliseconds as Millis writes them: -1 (any negative
+// value) is Never.
+func FromMillis(ms int64) time.Duration {
+	if ms < 0 {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
 }

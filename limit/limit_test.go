@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateItem(t *testing.T) {
@@ -40,17 +41,19 @@ func TestValidateItem(t *testing.T) {
 // ones go in order, and their results land in their places.
 func TestDecideValid(t *testing.T) {
 	var got [][]Item
-	decide := func(items []Item) ([]Result, error) {
+	decide := func(items []Item, out []Result) error {
 		got = append(got, slices.Clone(items))
-		out := make([]Result, len(items))
+		if len(out) != len(items) {
+			t.Fatalf("decide got %d results for %d items", len(out), len(items))
+		}
 		for i, it := range items {
 			out[i] = Result{Allowed: true, Remaining: it.Cost}
 		}
-		return out, nil
+		return nil
 	}
 	items := []Item{{Key: "a", Rule: "r", Cost: 1}, {Key: "", Rule: "r", Cost: 2}, {Key: "c", Rule: "r", Cost: 3}, {Key: "d", Rule: "r", Cost: -1}}
-	res, err := DecideValid(items, decide)
-	if err != nil {
+	res := make([]Result, len(items))
+	if err := DecideValid(items, res, decide); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || len(got[0]) != 2 || got[0][0].Key != "a" || got[0][1].Key != "c" {
@@ -65,26 +68,28 @@ func TestDecideValid(t *testing.T) {
 		}
 	}
 
-	// All valid: decide's answer as it is; none: no call at all.
+	// All valid: decide fills out itself; none valid or no items: no call.
 	got = nil
-	if res, err := DecideValid(items[:1], decide); err != nil || len(res) != 1 || len(got) != 1 {
-		t.Fatalf("all valid: %v %v (%d calls)", res, err, len(got))
+	one := make([]Result, 1)
+	if err := DecideValid(items[:1], one, decide); err != nil || !one[0].Allowed || len(got) != 1 {
+		t.Fatalf("all valid: %v %v (%d calls)", one, err, len(got))
 	}
 	got = nil
-	if res, err := DecideValid(items[1:2], decide); err != nil || len(res) != 1 || res[0].Code != CodeInvalid || len(got) != 0 {
-		t.Fatalf("none valid: %v %v (%d calls)", res, err, len(got))
+	one[0] = Result{}
+	if err := DecideValid(items[1:2], one, decide); err != nil || one[0].Code != CodeInvalid || len(got) != 0 {
+		t.Fatalf("none valid: %v %v (%d calls)", one, err, len(got))
 	}
-	if res, err := DecideValid(nil, decide); err != nil || res == nil || len(res) != 0 || len(got) != 0 {
-		t.Fatalf("no items: %v %v (%d calls)", res, err, len(got))
+	if err := DecideValid(nil, nil, decide); err != nil || len(got) != 0 {
+		t.Fatalf("no items: %v (%d calls)", err, len(got))
 	}
 
-	// decide's error, and a broken count, fail the whole call.
+	// decide's error, and a results slice of the wrong length, fail the call.
 	boom := Errorf(ErrUnavailable, "no ring")
-	if _, err := DecideValid(items, func([]Item) ([]Result, error) { return nil, boom }); !errors.Is(err, boom) {
+	if err := DecideValid(items, res, func([]Item, []Result) error { return boom }); !errors.Is(err, boom) {
 		t.Errorf("decide's error: %v", err)
 	}
-	if _, err := DecideValid(items[:1], func([]Item) ([]Result, error) { return nil, nil }); err == nil {
-		t.Error("no results for one item: no error")
+	if err := DecideValid(items, res[:1], decide); err == nil {
+		t.Error("one result slot for four items: no error")
 	}
 }
 
@@ -103,5 +108,23 @@ func TestErrorf(t *testing.T) {
 	}
 	if !errors.Is(ErrClosed, ErrUnavailable) {
 		t.Error("ErrClosed is not ErrUnavailable")
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, c := range []struct {
+		d  time.Duration
+		ms int64
+	}{
+		{0, 0}, {-5, 0}, {1, 1}, {time.Millisecond, 1}, {time.Millisecond + 1, 2}, {time.Second, 1000}, {Never, -1},
+	} {
+		if got := Millis(c.d); got != c.ms {
+			t.Errorf("Millis(%v) = %d, want %d", c.d, got, c.ms)
+		}
+	}
+	for _, ms := range []int64{-1, 0, 1, 999, 86_400_000} {
+		if got := Millis(FromMillis(ms)); got != ms {
+			t.Errorf("Millis(FromMillis(%d)) = %d: the wire value does not survive a round trip", ms, got)
+		}
 	}
 }

@@ -36,16 +36,19 @@ func ValidateItem(key, rule string, cost int64) error {
 	return nil
 }
 
-// DecideValid answers items, each validated once (ValidateItem): an
-// invalid item gets a result of its own (CodeInvalid, the problem in Err,
-// RetryAfter Never) and is never passed on; decide gets the valid ones, in
-// order, and must return one result per item it is given. When every item
-// is valid, decide's results are returned as they are. It is what every
-// edge that takes items from a wire runs before they go further. No items
-// get no results, without calling decide.
-func DecideValid(items []Item, decide func([]Item) ([]Result, error)) ([]Result, error) {
+// DecideValid decides items into out (len(out) == len(items)), each item
+// validated once (ValidateItem): an invalid item gets a result of its own
+// (CodeInvalid, the problem in Err, RetryAfter Never) and is never passed
+// on; decide gets the valid ones, in order, with a results slice of the
+// same length to fill. When every item is valid, decide fills out itself.
+// It is what every edge that takes items from a wire runs before they go
+// further. No items, no call.
+func DecideValid(items []Item, out []Result, decide func(items []Item, out []Result) error) error {
+	if len(out) != len(items) {
+		return fmt.Errorf("limit: %d results for %d items", len(out), len(items))
+	}
 	if len(items) == 0 {
-		return []Result{}, nil
+		return nil
 	}
 	bad := -1
 	for i := range items {
@@ -56,38 +59,27 @@ func DecideValid(items []Item, decide func([]Item) ([]Result, error)) ([]Result,
 	}
 	if bad < 0 {
 		// The common case: every item is well formed.
-		res, err := decide(items)
-		if err != nil {
-			return nil, err
-		}
-		if len(res) != len(items) {
-			return nil, fmt.Errorf("limit: %d results for %d items", len(res), len(items))
-		}
-		return res, nil
+		return decide(items, out)
 	}
-	res := make([]Result, len(items))
 	valid := make([]Item, 0, len(items)-1)
 	where := make([]int, 0, len(items)-1)
 	for i := range items {
 		if err := ValidateItem(items[i].Key, items[i].Rule, items[i].Cost); err != nil {
-			res[i] = Result{Code: CodeInvalid, Err: err.Error(), RetryAfter: Never}
+			out[i] = Result{Code: CodeInvalid, Err: err.Error(), RetryAfter: Never}
 			continue
 		}
 		valid = append(valid, items[i])
 		where = append(where, i)
 	}
 	if len(valid) == 0 {
-		return res, nil
+		return nil
 	}
-	got, err := decide(valid)
-	if err != nil {
-		return nil, err
-	}
-	if len(got) != len(valid) {
-		return nil, fmt.Errorf("limit: %d results for %d items", len(got), len(valid))
+	got := make([]Result, len(valid))
+	if err := decide(valid, got); err != nil {
+		return err
 	}
 	for j, i := range where {
-		res[i] = got[j]
+		out[i] = got[j]
 	}
-	return res, nil
+	return nil
 }

@@ -4,6 +4,16 @@
 // group (package rulesraft) and the servers (node/api for the public HTTP and
 // gRPC APIs, peer.go for node-to-node gRPC). It holds no algorithm logic.
 //
+// The core speaks domain types only: Check decides []limit.Item into
+// []limit.Result and implements node/api's Backend. Protobuf is converted
+// at the wire edges, the node-to-node ones included: the peer server
+// (Forward, ForwardStream) converts and validates forwarded items
+// (limit.DecideValid) and the forwarder converts a batch just before it
+// is sent; both convert a batch into one value slice, not per-item
+// pointers. Errors carry limit kinds (ErrClosed is limit.ErrClosed, no ring
+// yet is limit.ErrUnavailable), which api.GRPCError and api.HTTPStatus map
+// to codes; grpcErr is api.GRPCError.
+//
 // Goroutines and what they own:
 //   - clusterLoop: re-reads the member list on every gossip event (callbacks
 //     only signal it) and each second, builds a new immutable ring and swaps

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/limit"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -141,11 +142,11 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	local, remote := keysByOwner(t, entry)
 
 	for round := 0; round < 5; round++ {
-		res, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: remote, Rule: "three", Cost: 1}})
-		if err != nil {
+		res := make([]limit.Result, 1)
+		if err := entry.Check(context.Background(), []limit.Item{{Key: remote, Rule: "three", Cost: 1}}, res); err != nil {
 			t.Fatal(err)
 		}
-		if want := round < 3; res[0].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED || res[0].Allowed != want {
+		if want := round < 3; res[0].Code != limit.CodeNone || res[0].Allowed != want {
 			t.Fatalf("round %d: %v, want allowed=%v", round, res[0], want)
 		}
 	}
@@ -158,7 +159,7 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	}
 
 	// n3's own decisions reach its replica through the legacy front.
-	if _, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1}}); err != nil {
+	if err := entry.Check(context.Background(), []limit.Item{{Key: local, Rule: "three", Cost: 1}}, make([]limit.Result, 1)); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "a unary Replicate RPC at a legacy peer", func() bool {

@@ -1,28 +1,74 @@
 // Package limitpb converts the check types of package limit to and from
 // their protobuf wire form (proto/weirv1). It is used at the edges only:
 // the gRPC Limiter service, the node-to-node forwarder and peer server.
-// Slices are converted in one allocation each (values, not pointers), so
-// the check path allocates per batch, not per item.
+// Batches are converted into value slices (not per-item pointers), taken
+// from a BatchPool on the servers, so the check path allocates per batch,
+// not per item.
 package limitpb
 
 import (
-	"time"
+	"sync"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
-// ItemsFromProto converts wire items into one slice of values. A nil item
+// itemsFromProto converts ps into dst, which has len(ps) items. A nil item
 // becomes the zero Item (which ValidateItem refuses: empty key).
-func ItemsFromProto(ps []*weirv1.CheckItem) []limit.Item {
-	out := make([]limit.Item, len(ps))
+func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 	for i, p := range ps {
 		if p == nil {
+			dst[i] = limit.Item{}
 			continue
 		}
-		out[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops}
+		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops}
 	}
-	return out
+	return dst
+}
+
+// BatchPool recycles the item and result slices an edge converts a
+// request into, so a busy edge allocates neither per request. The zero
+// value is ready and safe for concurrent use; it keeps nothing of a
+// request once it is put back.
+type BatchPool struct{ p sync.Pool } // of *Batch
+
+// Batch is one request's items and a zeroed result per item.
+type Batch struct {
+	Items   []limit.Item
+	Results []limit.Result
+}
+
+// maxPooled bounds the slices kept, so one huge request does not pin its
+// memory.
+const maxPooled = 4096
+
+// FromProto converts wire items into a pooled batch, with as many empty
+// results. A nil item becomes the zero Item (which ValidateItem refuses:
+// empty key). Put it back once nothing refers to its
+// items or results any more.
+func (bp *BatchPool) FromProto(ps []*weirv1.CheckItem) *Batch {
+	b, _ := bp.p.Get().(*Batch)
+	if b == nil {
+		b = &Batch{}
+	}
+	if cap(b.Items) < len(ps) {
+		b.Items, b.Results = make([]limit.Item, len(ps)), make([]limit.Result, len(ps))
+	}
+	b.Items = itemsFromProto(b.Items[:len(ps)], ps)
+	b.Results = b.Results[:len(ps)]
+	return b
+}
+
+// Put gives b back; neither its items nor its results may be used
+// afterwards.
+func (bp *BatchPool) Put(b *Batch) {
+	if cap(b.Items) > maxPooled {
+		return
+	}
+	clear(b.Items) // drop the keys: they point into the request
+	clear(b.Results)
+	b.Items, b.Results = b.Items[:0], b.Results[:0]
+	bp.p.Put(b)
 }
 
 // ItemToProto writes it into every field of dst (dst may be reused).
@@ -46,7 +92,7 @@ func ResultsToProto(rs []limit.Result) []*weirv1.CheckResult {
 // milliseconds, rounded up (Never: -1).
 func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {
 	dst.Allowed, dst.Remaining, dst.Limit = r.Allowed, r.Remaining, r.Limit
-	dst.ResetMs, dst.RetryAfterMs, dst.WindowMs = MS(r.Reset), MS(r.RetryAfter), MS(r.Window)
+	dst.ResetMs, dst.RetryAfterMs, dst.WindowMs = limit.Millis(r.Reset), limit.Millis(r.RetryAfter), limit.Millis(r.Window)
 	dst.ErrorCode, dst.Error = CodeToProto(r.Code), r.Err
 	dst.Shadow = r.Shadow
 }
@@ -67,7 +113,7 @@ func ResultsFromProto(ps []*weirv1.CheckResult) []limit.Result {
 func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 	return limit.Result{
 		Allowed: p.GetAllowed(), Remaining: p.GetRemaining(), Limit: p.GetLimit(),
-		Reset: Duration(p.GetResetMs()), RetryAfter: Duration(p.GetRetryAfterMs()), Window: Duration(p.GetWindowMs()),
+		Reset: limit.FromMillis(p.GetResetMs()), RetryAfter: limit.FromMillis(p.GetRetryAfterMs()), Window: limit.FromMillis(p.GetWindowMs()),
 		Code: CodeFromProto(p.GetErrorCode()), Err: p.GetError(),
 		Shadow: p.GetShadow(),
 	}
@@ -98,24 +144,4 @@ func CodeFromProto(c weirv1.ErrorCode) limit.ErrorCode {
 		return limit.CodeInvalid
 	}
 	return limit.CodeUnavailable
-}
-
-// MS is d in whole milliseconds, rounded up; limit.Never stays -1 and a
-// negative d is 0.
-func MS(d time.Duration) int64 {
-	if d == limit.Never {
-		return -1
-	}
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// Duration reads milliseconds: -1 (or any negative value) is limit.Never.
-func Duration(ms int64) time.Duration {
-	if ms < 0 {
-		return limit.Never
-	}
-	return time.Duration(ms) * time.Millisecond
 }

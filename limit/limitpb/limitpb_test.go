@@ -8,30 +8,13 @@ import (
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
-func TestMilliseconds(t *testing.T) {
-	for _, c := range []struct {
-		d  time.Duration
-		ms int64
-	}{
-		{0, 0}, {-5, 0}, {1, 1}, {time.Millisecond, 1}, {time.Millisecond + 1, 2}, {time.Second, 1000}, {limit.Never, -1},
-	} {
-		if got := MS(c.d); got != c.ms {
-			t.Errorf("MS(%v) = %d, want %d", c.d, got, c.ms)
-		}
-	}
-	for _, ms := range []int64{-1, 0, 1, 999, 86_400_000} {
-		if got := MS(Duration(ms)); got != ms {
-			t.Errorf("MS(Duration(%d)) = %d: the wire value does not survive a round trip", ms, got)
-		}
-	}
-}
-
 // Every field survives proto and back; nil wire entries become zero values.
 func TestRoundTrip(t *testing.T) {
 	it := limit.Item{Key: "apikey:a", Rule: "r", Cost: 3, RuleVersion: 9, Group: 2, Refund: true, Hops: 1}
 	var p weirv1.CheckItem
 	ItemToProto(&p, &it)
-	back := ItemsFromProto([]*weirv1.CheckItem{&p, nil})
+	var bp BatchPool
+	back := bp.FromProto([]*weirv1.CheckItem{&p, nil}).Items
 	if back[0] != it || back[1] != (limit.Item{}) {
 		t.Fatalf("items: %+v, want %+v and a zero item", back, it)
 	}
@@ -46,4 +29,28 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("code %v does not survive a round trip", c)
 		}
 	}
+}
+
+// A pooled batch holds exactly the request's items and as many empty
+// results, and gives nothing of an earlier request back.
+func TestBatchPool(t *testing.T) {
+	var bp BatchPool
+	req := []*weirv1.CheckItem{{Key: "a", Rule: "r", Cost: 1}, nil, {Key: "c", Rule: "r"}}
+	b := bp.FromProto(req)
+	if len(b.Items) != 3 || len(b.Results) != 3 || b.Items[0].Key != "a" || b.Items[1] != (limit.Item{}) || b.Items[2].Key != "c" {
+		t.Fatalf("batch: %+v", b)
+	}
+	b.Results[2] = limit.Result{Allowed: true, Err: "x"}
+	items, results := b.Items[:cap(b.Items)], b.Results[:cap(b.Results)]
+	bp.Put(b)
+	for i := range items {
+		if items[i] != (limit.Item{}) || results[i] != (limit.Result{}) {
+			t.Errorf("slot %d still holds %+v / %+v after Put", i, items[i], results[i])
+		}
+	}
+	b = bp.FromProto(req[:1])
+	if len(b.Items) != 1 || len(b.Results) != 1 || b.Items[0].Key != "a" || b.Results[0] != (limit.Result{}) {
+		t.Fatalf("second request: %+v", b)
+	}
+	bp.Put(b)
 }
