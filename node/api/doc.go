@@ -37,8 +37,11 @@
 //     ...). GRPCError maps kinds to gRPC codes (node's peer server uses it
 //     too) and fromGRPC a peer's codes back to kinds; HTTPStatus maps kinds
 //     to HTTP statuses. Nothing else picks status codes.
-//   - HTTP JSON bodies are read strictly: unknown fields, trailing data and
-//     malformed JSON are errors (400).
+//   - HTTP JSON bodies are read strictly, so what a caller sent is what
+//     Weir uses: malformed JSON, unknown fields, trailing data, a name given
+//     twice in one object (at any depth, in any case) and text that is not
+//     UTF-8 (raw bytes, or escaped lone surrogates, which encoding/json
+//     would turn into U+FFFD) are errors (400).
 //
 // Goroutines: the package starts none of its own. Handlers run on the
 // gRPC/HTTP servers' goroutines; Close cancels the context every Watch,

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -170,12 +171,16 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return b, nil
 }
 
-// decodeJSON reads a capped body into v strictly: unknown fields and
-// trailing data are errors.
+// decodeJSON reads a capped body into v strictly: text that is not valid
+// UTF-8, malformed JSON, unknown fields, trailing data, a name given twice
+// in one object and lone surrogate escapes are errors (see strictJSON).
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	b, err := s.readBody(w, r)
 	if err != nil {
 		return err
+	}
+	if !utf8.Valid(b) {
+		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: not valid UTF-8 at byte %d (JSON text is UTF-8, and keys are compared byte for byte)", invalidUTF8At(b))
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -188,7 +193,137 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: unexpected data after the JSON object")
 	}
+	return strictJSON(b)
+}
+
+// strictJSON refuses what encoding/json accepts silently in a UTF-8 body
+// it has decoded, so that what a caller sent is what Weir uses:
+//   - \u escapes of lone UTF-16 surrogates: encoding/json replaces them
+//     with U+FFFD, as it does bytes that are not UTF-8 (decodeJSON refuses
+//     those first), so keys such as "apikey:\xff", "apikey:\udcff" and
+//     "apikey:\ufffd" would share one counter;
+//   - a name given twice in one object, at any depth ({"cost":-5,"cost":1}):
+//     encoding/json keeps the last, so a filter reading the first would
+//     see another request than Weir. Names are compared as encoding/json
+//     matches them to fields: unescaped, ignoring case.
+//
+// It is one pass over the bytes, without allocating for a small body (the
+// check path's), and relies on b being valid JSON.
+func strictJSON(b []byte) error {
+	var (
+		stackBuf [8]int     // per open object or array: where its names start in names; -1 for an array
+		nameBuf  [16][]byte // the names of the open objects, innermost last
+	)
+	stack, names := stackBuf[:0], nameBuf[:0]
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			stack = append(stack, len(names))
+		case '[':
+			stack = append(stack, -1)
+		case '}', ']':
+			if start := stack[len(stack)-1]; start >= 0 {
+				names = names[:start]
+			}
+			stack = stack[:len(stack)-1]
+		case '"':
+			end, escaped, lone := scanString(b, i)
+			if lone >= 0 {
+				return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %s at byte %d is half of a UTF-16 surrogate pair, not a character", b[lone:lone+6], lone)
+			}
+			j := end + 1
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) && b[j] == ':' { // a name
+				name := b[i+1 : end]
+				if escaped {
+					var u string
+					if err := json.Unmarshal(b[i:end+1], &u); err != nil {
+						return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %v", err)
+					}
+					name = []byte(u)
+				}
+				for _, seen := range names[stack[len(stack)-1]:] {
+					if bytes.EqualFold(seen, name) {
+						return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %q is given twice in one object", name)
+					}
+				}
+				names = append(names, name)
+			}
+			i = end
+		}
+	}
 	return nil
+}
+
+// scanString reads the JSON string that starts at b[start] (a quote): the
+// offset of its closing quote, whether it holds escapes, and the offset of
+// its first \u escape of a UTF-16 surrogate not paired as high then low
+// (-1: none).
+func scanString(b []byte, start int) (end int, escaped bool, lone int) {
+	lone = -1
+	for i := start + 1; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i, escaped, lone
+		case '\\':
+			escaped = true
+			if b[i+1] != 'u' {
+				i++ // a one-letter escape
+				continue
+			}
+			u := hex4(b[i+2 : i+6])
+			switch {
+			case u >= 0xDC00 && u <= 0xDFFF: // a low half first
+			case u >= 0xD800 && u <= 0xDBFF:
+				if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					if lo := hex4(b[i+8 : i+12]); lo >= 0xDC00 && lo <= 0xDFFF {
+						i += 11
+						continue
+					}
+				}
+			default:
+				i += 5
+				continue
+			}
+			if lone < 0 {
+				lone = i
+			}
+			i += 5
+		}
+	}
+	return len(b), escaped, lone
+}
+
+// hex4 reads four hex digits (valid JSON guarantees them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// invalidUTF8At is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // httpCaller reads the caller of an HTTP request: its Authorization
