@@ -331,9 +331,10 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 	if p.lim.Window == 0 {
 		p.lim.Window = p.rule.Period.D()
 	}
-	if !p.lim.Allowed && x.GetRetryAfterMs() == 0 {
-		// Taken, then given back because another rule of the request
-		// was denied: this rule itself passed.
+	if x.GetVoided() {
+		// Voided: it would have passed, but another rule of the request
+		// was denied (the group contract, CheckResult.voided). This rule
+		// itself passed, so it neither blocks the key nor grants a lease.
 		p.lim.Allowed = true
 		return
 	}

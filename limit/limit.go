@@ -28,8 +28,11 @@ type Item struct {
 	RuleVersion uint64
 	// Group makes items all-or-nothing: items of one call that share a
 	// non-zero Group pass only if every non-shadow item of the group is
-	// allowed. When one is denied (or could not be decided), the others
-	// are answered Allowed=false and their tokens are given back.
+	// allowed (an item that could not be decided is not). When one is
+	// denied, each other non-shadow item of the group that would have
+	// passed is answered Allowed=false, Voided=true, and its tokens are
+	// given back. Shadow and refund items are never voided and never void
+	// their group.
 	Group uint32
 	// Hops is set by nodes only: how many times a node passed this item on
 	// after the first forward.
@@ -60,6 +63,10 @@ type Result struct {
 	// Shadow is true for a shadow rule: Allowed reports what would have
 	// happened, and callers must not block on it.
 	Shadow bool
+	// Voided is true when the item would have passed on its own but
+	// another item of its Group was denied: Allowed is false, RetryAfter
+	// 0, and it took nothing (see Item.Group).
+	Voided bool
 	// Code is set when the item could not be decided; Allowed is then
 	// false.
 	Code ErrorCode

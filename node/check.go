@@ -277,7 +277,7 @@ func forwardItems(items []limit.Item, idx []int, ver uint64, forwarded bool) []l
 type checkScratch struct {
 	local  []shard.Item
 	idx    []int
-	out    []bucket.Result
+	out    []shard.Result
 	pinned []uint32 // partitions pinned for the local part
 	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
 }
@@ -402,17 +402,21 @@ func (n *Node) route(p uint32, v *clusterView, forwarded bool, hops uint32) (des
 	return owner, false, false
 }
 
-func fillResult(r *limit.Result, b bucket.Result) {
+func fillResult(r *limit.Result, b shard.Result) {
 	r.Allowed = b.Allowed
 	r.Remaining = b.Remaining
 	r.Limit = b.Limit
 	r.Reset = b.ResetAfter
 	r.RetryAfter = b.RetryAfter
+	r.Voided = b.Voided
 }
 
-// settleGroups enforces all-or-nothing across keys and nodes: when any
-// non-shadow item of a group is denied, the others give their tokens back
-// and are reported denied.
+// settleGroups enforces all-or-nothing across keys and nodes (the group
+// contract, limit.Item.Group): when any non-shadow item of a group is
+// denied, the others that were allowed give their tokens back (one more
+// check, of refund items, forwarded to their owners like any other) and
+// are reported voided. A shard already voids the items of a group it
+// decides together, so this pass only acts across shards and nodes.
 func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit.Result) {
 	var denied map[uint32]bool
 	for i := range items {
@@ -437,7 +441,7 @@ func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit
 			continue
 		}
 		if res[i].Allowed {
-			res[i].Allowed = false
+			res[i].Allowed, res[i].Voided = false, true
 			if it.Cost > 0 {
 				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Cost: it.Cost, Refund: true})
 			}

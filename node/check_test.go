@@ -187,3 +187,81 @@ func TestCheckWithoutRingIsUnavailable(t *testing.T) {
 		t.Errorf("Node.Check: %v, want limit.ErrUnavailable", err)
 	}
 }
+
+const groupRules = `
+rules:
+  - id: three
+    match: {route: /t, method: GET}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 3
+  - id: big
+    match: {route: /b, method: GET}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 100
+`
+
+// The group contract across nodes: items of one group pass only if all
+// pass; when one is denied, the others that would have passed are
+// answered allowed=false, voided=true (on the wire too), and give their
+// tokens back, wherever their owner is.
+func TestGroupVoidedAcrossNodes(t *testing.T) {
+	c := testcluster.New(t, 2)
+	c.ApplyRules(groupRules)
+	entry := c.Nodes[0]
+	local, remote := keysByOwner(t, entry)
+	check := func(items ...limit.Item) []limit.Result {
+		t.Helper()
+		res := make([]limit.Result, len(items))
+		if err := entry.Check(context.Background(), items, res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if r := check(limit.Item{Key: remote, Rule: "three", Cost: 3}); !r[0].Allowed {
+		t.Fatalf("spending the remote key: %+v", r[0])
+	}
+
+	// The remote item is denied: the local one is voided, through gRPC.
+	cc, err := grpc.NewClient(entry.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	resp, err := weirv1.NewLimiterClient(cc).Check(context.Background(), &weirv1.CheckRequest{Items: []*weirv1.CheckItem{
+		{Key: local, Rule: "big", Cost: 2, Group: 5},
+		{Key: remote, Rule: "three", Cost: 1, Group: 5},
+		{Key: local, Rule: "three", Cost: 1, Group: 6}, // another group: untouched
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, d, other := resp.Results[0], resp.Results[1], resp.Results[2]
+	if v.Allowed || !v.Voided || v.RetryAfterMs != 0 || v.ErrorCode != 0 {
+		t.Errorf("local item of the denied group: %v, want allowed=false voided=true", v)
+	}
+	if d.Allowed || d.Voided || d.RetryAfterMs <= 0 {
+		t.Errorf("the denied remote item: %v, want denied on its own, not voided", d)
+	}
+	if !other.Allowed || other.Voided {
+		t.Errorf("item of another group: %v, want allowed", other)
+	}
+	if r := check(limit.Item{Key: local, Rule: "big"}); r[0].Remaining != 100 {
+		t.Errorf("local key after the voided group: %d left, want 100 (its tokens given back)", r[0].Remaining)
+	}
+
+	// The local item is denied: the remote one is voided and refunded.
+	if r := check(limit.Item{Key: local, Rule: "three", Cost: 2}); !r[0].Allowed {
+		t.Fatalf("spending the local key: %+v", r[0])
+	}
+	r := check(limit.Item{Key: remote, Rule: "big", Cost: 5, Group: 1}, limit.Item{Key: local, Rule: "three", Cost: 1, Group: 1})
+	if r[0].Allowed || !r[0].Voided || r[1].Allowed || r[1].Voided {
+		t.Errorf("group with the local item denied: %+v, want the remote item voided", r)
+	}
+	if r := check(limit.Item{Key: remote, Rule: "big"}); r[0].Remaining != 100 {
+		t.Errorf("remote key after the voided group: %d left, want 100 (its tokens given back)", r[0].Remaining)
+	}
+}

@@ -19,7 +19,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("items: %+v, want %+v and a zero item", back, it)
 	}
 	r := limit.Result{Allowed: false, Remaining: 4, Limit: 10, Reset: 2 * time.Second, RetryAfter: limit.Never,
-		Window: time.Minute, Code: limit.CodeUnknownRule, Err: "unknown rule", Shadow: true}
+		Window: time.Minute, Code: limit.CodeUnknownRule, Err: "unknown rule", Shadow: true, Voided: true}
 	got := ResultsFromProto(append(ResultsToProto([]limit.Result{r}), nil))
 	if got[0] != r || got[1] != (limit.Result{}) {
 		t.Fatalf("results: %+v, want %+v and a zero result", got, r)

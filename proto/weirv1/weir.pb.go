@@ -86,8 +86,8 @@ type CheckItem struct {
 	Cost int64 `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
 	// The rule set version the caller matched against (0: any).
 	RuleVersion uint64 `protobuf:"varint,4,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
-	// Items of one request that share a non-zero group are all-or-nothing:
-	// if any is denied, none takes tokens (tokens already taken are given back).
+	// Items of one request that share a non-zero group are all-or-nothing
+	// (see CheckResult.voided for the contract).
 	Group uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
 	// Refund gives cost tokens back (used to undo a group and to return unspent
 	// leases). Never creates more than the bucket holds.
@@ -243,7 +243,16 @@ type CheckResult struct {
 	// callers must not block on it.
 	Shadow bool `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// The rule's window/period in milliseconds (for RateLimit-Policy headers).
-	WindowMs      int64 `protobuf:"varint,9,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	WindowMs int64 `protobuf:"varint,9,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// The group contract: items of one request with the same non-zero group
+	// pass only if every non-shadow item of the group is allowed (an item
+	// that could not be decided, error_code set, is not allowed). When one is
+	// denied, each other non-shadow item of the group that would have passed
+	// is answered allowed=false, voided=true, and its tokens are given back
+	// (it took nothing). A voided item was not itself over its limit
+	// (retry_after_ms is 0). Shadow and refund items are never voided and
+	// never void their group.
+	Voided        bool `protobuf:"varint,10,opt,name=voided,proto3" json:"voided,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +348,13 @@ func (x *CheckResult) GetWindowMs() int64 {
 		return x.WindowMs
 	}
 	return 0
+}
+
+func (x *CheckResult) GetVoided() bool {
+	if x != nil {
+		return x.Voided
+	}
+	return false
 }
 
 type CheckResponse struct {
@@ -2309,7 +2325,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
 	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\x9a\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xb2\x02\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -2320,7 +2336,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"error_code\x18\x06 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12\x1b\n" +
-	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\"?\n" +
+	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\x12\x16\n" +
+	"\x06voided\x18\n" +
+	" \x01(\bR\x06voided\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
