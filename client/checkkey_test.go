@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/weirlimit/weir/proto/weirv1"
 )
 
 func TestCheckKeyExact(t *testing.T) {
@@ -127,5 +129,37 @@ func TestCheckKeyNotReady(t *testing.T) {
 	}
 	if s := cl.Stats(); s.RPCs != 0 || s.Fallbacks != 0 {
 		t.Errorf("before rules: stats %+v, want nothing sent or decided", s)
+	}
+}
+
+// The SDK reads voided off the wire (the group contract): a voided rule
+// passed on its own, so it neither blocks its key nor leases tokens; a
+// denial with retry_after_ms 0 and no voided is a denial, not the old
+// inference of a voided rule (which the wire never promised).
+func TestAnswerReadsVoided(t *testing.T) {
+	_, cl := startWith(t, nil)
+	rs := cl.rules.Load()
+	now := cl.now()
+	for _, id := range []string{"hdr", "leased"} {
+		rule, ok := rs.m.Rule(id)
+		if !ok {
+			t.Fatalf("no rule %s", id)
+		}
+		p := pending{rule: rule, key: "apikey:v", id: ruleKey{id, "apikey:v"}, grab: rule.Lease > 0}
+		cl.answer(rs, &p, &weirv1.CheckResult{Allowed: false, Voided: true, Remaining: 2, Limit: 3}, 1, now)
+		if !p.done || !p.lim.Allowed {
+			t.Errorf("%s voided: %+v, want counted as passed", id, p.lim)
+		}
+		if _, blocked := cl.local.blockedDecision([]pending{p}, 1, now); blocked {
+			t.Errorf("%s voided: the key got blocked", id)
+		}
+		if _, ok := cl.local.takeLease(p.id, now); ok {
+			t.Errorf("%s voided: a lease was granted", id)
+		}
+		q := pending{rule: rule, key: "apikey:w", id: ruleKey{id, "apikey:w"}}
+		cl.answer(rs, &q, &weirv1.CheckResult{Allowed: false, RetryAfterMs: 0, Limit: 3}, 1, now)
+		if q.lim.Allowed {
+			t.Errorf("%s: allowed=false, retry 0, not voided counted as passed", id)
+		}
 	}
 }

@@ -15,13 +15,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
-// MaxKeyLen is the longest limited key sent to the cluster; a longer one
-// has its value replaced by a hash (see doc.go).
-const MaxKeyLen = 256
+// MaxKeyLen is the longest limited key sent to the cluster (the nodes'
+// limit, limit.MaxKeyLen); a longer one has its value replaced by a hash
+// (see doc.go).
+const MaxKeyLen = limit.MaxKeyLen
 
 // Request is what a decision is made from.
 type Request struct {
@@ -111,11 +113,11 @@ func (c *Client) CheckKey(ctx context.Context, key string, cost int64, ruleIDs .
 		return Decision{}, ErrNotReady
 	case len(ruleIDs) == 0:
 		return Decision{}, fmt.Errorf("%w: no rule named", ErrUnknownRule)
-	case key == "" || len(key) > MaxKeyLen:
-		return Decision{}, fmt.Errorf("%w: key must be 1 to %d bytes, got %d", ErrInvalidCheck, MaxKeyLen, len(key))
-	case !utf8.ValidString(key):
-		return Decision{}, fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidCheck)
-	case cost < 1:
+	}
+	if err := limit.ValidateKey(key); err != nil { // the nodes' own check
+		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidCheck, err)
+	}
+	if cost < 1 {
 		return Decision{}, fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidCheck, cost)
 	}
 	var psBuf [4]pending
@@ -329,9 +331,10 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 	if p.lim.Window == 0 {
 		p.lim.Window = p.rule.Period.D()
 	}
-	if !p.lim.Allowed && x.GetRetryAfterMs() == 0 {
-		// Taken, then given back because another rule of the request
-		// was denied: this rule itself passed.
+	if x.GetVoided() {
+		// Voided: it would have passed, but another rule of the request
+		// was denied (the group contract, CheckResult.voided). This rule
+		// itself passed, so it neither blocks the key nor grants a lease.
 		p.lim.Allowed = true
 		return
 	}

@@ -1,8 +1,9 @@
 // Package client is the gateway SDK: what an API gateway links to ask a
 // Weir cluster, once per request, whether a caller may go on, and to
 // answer the caller with the right status and headers even when the
-// cluster is sick. It imports ring, bucket, proto/weirv1 and the pure rule
-// model (rulesraft/rules, rulespb); never node or the Raft code.
+// cluster is sick. It imports ring, bucket, proto/weirv1, the pure rule
+// model (rulesraft/rules, rulespb) and the check vocabulary (limit: the
+// nodes' key validator and MaxKeyLen); never node or the Raft code.
 //
 // # What it owns
 //

@@ -3,28 +3,31 @@ package node
 import (
 	"context"
 	"errors"
-	"sort"
+	"slices"
+	"strings"
 
-	weirv1 "github.com/weirlimit/weir/proto/weirv1"
-	"github.com/weirlimit/weir/rulesraft"
+	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/api"
 )
 
-// backend is what node/api needs from the node.
+// backend is what node/api's edges need from the node, in domain types.
 type backend struct{ n *Node }
 
-func (b backend) Check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
-	return b.n.Check(ctx, items)
+var _ api.Backend = backend{}
+
+func (b backend) Check(ctx context.Context, items []limit.Item, out []limit.Result) error {
+	return b.n.Check(ctx, items, out)
 }
 
-func (b backend) GetLimits(ctx context.Context, key string) ([]*weirv1.KeyLimit, error) {
+func (b backend) GetLimits(ctx context.Context, key string) ([]api.KeyLimit, error) {
 	return b.n.GetLimits(ctx, key)
 }
 
-func (b backend) Members(ctx context.Context) (*weirv1.MembersResponse, error) {
+func (b backend) Members(context.Context) (api.Members, error) {
 	return b.n.Members(), nil
 }
 
-func (b backend) Store() *rulesraft.Store { return b.n.store }
+func (b backend) Rules() api.RuleStore { return b.n.store }
 
 func (b backend) LeaderGRPC() (string, bool) {
 	id, _ := b.n.store.Leader()
@@ -81,9 +84,9 @@ func (n *Node) Ready() error {
 }
 
 // Members describes the cluster as this node sees it.
-func (n *Node) Members() *weirv1.MembersResponse {
+func (n *Node) Members() api.Members {
 	v := n.view.Load()
-	out := &weirv1.MembersResponse{
+	out := api.Members{
 		PartitionCount:    uint32(n.cfg.Ring.PartitionCount),
 		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
 		Load:              n.cfg.Ring.Load,
@@ -115,10 +118,10 @@ func (n *Node) Members() *weirv1.MembersResponse {
 		if m.Leaving {
 			m.State = "leaving"
 		}
-		out.Members = append(out.Members, &weirv1.Member{
-			Id:              id,
-			GrpcAddr:        m.GRPC,
-			HttpAddr:        m.HTTP,
+		out.Members = append(out.Members, api.Member{
+			ID:              id,
+			GRPCAddr:        m.GRPC,
+			HTTPAddr:        m.HTTP,
 			RaftAddr:        m.Raft,
 			GossipAddr:      m.Gossip,
 			State:           m.State,
@@ -130,13 +133,9 @@ func (n *Node) Members() *weirv1.MembersResponse {
 	// Members gossip saw die or leave, so an operator sees them go.
 	for id, st := range n.departedMembers() {
 		if _, ok := v.members[id]; !ok {
-			out.Members = append(out.Members, &weirv1.Member{Id: id, State: stateName(st), RaftRole: "none"})
+			out.Members = append(out.Members, api.Member{ID: id, State: stateName(st), RaftRole: "none"})
 		}
 	}
-	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Id < out.Members[j].Id })
+	slices.SortFunc(out.Members, func(a, b api.Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
-}
-
-func sortKeyLimits(l []*weirv1.KeyLimit) {
-	sort.Slice(l, func(i, j int) bool { return l[i].Rule < l[j].Rule })
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/limit"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -220,15 +221,15 @@ func BenchmarkNodeCheck(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-				items := make([]*weirv1.CheckItem, batch)
+				items, out := make([]limit.Item, batch), make([]limit.Result, batch)
 				for i := range items {
-					items[i] = &weirv1.CheckItem{Rule: "bench", Cost: 1}
+					items[i] = limit.Item{Rule: "bench", Cost: 1}
 				}
 				for pb.Next() {
-					for _, it := range items {
-						it.Key = keys[rng.IntN(len(keys))]
+					for i := range items {
+						items[i].Key = keys[rng.IntN(len(keys))]
 					}
-					if _, err := nd.Check(context.Background(), items); err != nil {
+					if err := nd.Check(context.Background(), items, out); err != nil {
 						b.Error(err)
 						return
 					}

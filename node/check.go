@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,14 +11,12 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
-	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
-
-// MaxKeyLen caps a limited key, in bytes.
-const MaxKeyLen = 256
 
 // ruleView is the rule set compiled for the check path, rebuilt when the
 // Raft FSM publishes a new version.
@@ -32,9 +29,9 @@ type ruleView struct {
 type ovKey struct{ rule, key string }
 
 type compiledRule struct {
-	rule     rules.Rule
-	limit    bucket.Limit
-	windowMS int64 // rule.Period in milliseconds
+	rule   rules.Rule
+	limit  bucket.Limit
+	window time.Duration // rule.Period, in whole milliseconds as the wire reports it
 }
 
 // rules returns the compiled view of the current rule set.
@@ -56,7 +53,7 @@ func (n *Node) rules() *ruleView {
 	if set != nil {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
-			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), windowMS: r.Period.D().Milliseconds()}
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond)}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -94,45 +91,37 @@ func counterID(rule, key string) uint64 {
 	return d.Sum64()
 }
 
-func validateItem(it *weirv1.CheckItem) error {
-	switch {
-	case it == nil:
-		return errors.New("item is empty")
-	case it.Key == "":
-		return errors.New("key is empty")
-	case len(it.Key) > MaxKeyLen:
-		return fmt.Errorf("key is %d bytes; the limit is %d", len(it.Key), MaxKeyLen)
-	case it.Rule == "":
-		return errors.New("rule is empty")
-	case it.Cost < 0:
-		return fmt.Errorf("cost %d is negative", it.Cost)
+// Check decides items, writing one result per item into out (len(out)
+// must be len(items)): locally for partitions this node serves, otherwise
+// forwarded (coalesced) to the owner. The items are valid (the edge that
+// took them from a wire ran limit.DecideValid). Groups are all-or-nothing
+// (limit.Item.Group): tokens an item took are given back when another item
+// of its group is denied. An error fails the whole batch: ErrClosed, or
+// limit.ErrUnavailable while the node has no ring yet. Check keeps no
+// reference to items or out once it returns.
+func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result) error {
+	start := time.Now()
+	if err := n.check(ctx, items, out, false); err != nil {
+		return err
 	}
+	n.settleGroups(ctx, items, out)
+	n.met.observeChecks(items, out, time.Since(start))
 	return nil
 }
 
-// Check decides items: locally for partitions this node serves, otherwise
-// forwarded (coalesced) to the owner. Groups are all-or-nothing: tokens an
-// item took are given back when another item of its group is denied.
-func (n *Node) Check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
-	start := time.Now()
-	res, err := n.check(ctx, items, false)
-	if err != nil {
-		return nil, err
+// check decides or routes every item, answering each in res (as long as
+// items). forwarded is true when the items came from a peer that believes
+// this node owns them.
+func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result, forwarded bool) error {
+	if len(res) != len(items) {
+		return fmt.Errorf("node: %d results for %d items", len(res), len(items))
 	}
-	n.settleGroups(ctx, items, res)
-	n.met.observeChecks(items, res, time.Since(start))
-	return res, nil
-}
-
-// check decides or routes every item. forwarded is true when the items came
-// from a peer that believes this node owns them.
-func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded bool) ([]*weirv1.CheckResult, error) {
 	if n.ctx.Err() != nil {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	v := n.view.Load()
 	if v == nil {
-		return nil, fmt.Errorf("%w: no ring yet", errUnavailable)
+		return fmt.Errorf("%w: no ring yet", errUnavailable)
 	}
 	routes := n.handoff.Routes()
 	rv := n.rules()
@@ -140,10 +129,8 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		// The sender matched against a newer rule set than this owner has
 		// applied yet (e.g. a node that just joined): wait for it briefly.
 		var want uint64
-		for _, it := range items {
-			if it != nil && it.RuleVersion > want {
-				want = it.RuleVersion
-			}
+		for i := range items {
+			want = max(want, items[i].RuleVersion)
 		}
 		if want > rv.version {
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -155,31 +142,27 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	nowNS := n.now()
 	now := time.Unix(0, nowNS)
 
-	res := newResults(len(items))
+	clear(res)
 	sc := scratchPool.Get().(*checkScratch)
 	defer sc.release()
 	var (
 		remote map[string][]int
 		waits  map[uint32]bool
 	)
-	for i, it := range items {
-		r := res[i]
-		if err := validateItem(it); err != nil {
-			r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, err.Error()
-			continue
-		}
+	for i := range items {
+		it, r := &items[i], &res[i]
 		cr := rv.rules[it.Rule]
 		if cr == nil {
-			r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE, fmt.Sprintf("unknown rule %q", it.Rule)
+			r.Code, r.Err = limit.CodeUnknownRule, fmt.Sprintf("unknown rule %q", it.Rule)
 			continue
 		}
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		r.Limit = lim.Capacity()
-		r.WindowMs = cr.windowMS
+		r.Window = cr.window
 		r.Shadow = cr.rule.Shadow
 		if blocked {
 			r.Allowed = false
-			r.RetryAfterMs = durMS(blockedFor)
+			r.RetryAfter = blockedFor
 			continue
 		}
 		p := v.ring.Partition(it.Key)
@@ -192,7 +175,7 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		}
 		if !isLocal {
 			if dest == "" {
-				r.ErrorCode, r.Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "no owner for key"
+				r.Code, r.Err = limit.CodeUnavailable, "no owner for key"
 				continue
 			}
 			if remote == nil {
@@ -221,9 +204,9 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 		select {
 		case <-routes.Ready(p):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-n.ctx.Done():
-			return nil, ErrClosed
+			return ErrClosed
 		}
 	}
 
@@ -241,28 +224,28 @@ func (n *Node) check(ctx context.Context, items []*weirv1.CheckItem, forwarded b
 	if len(sc.local) > 0 {
 		sc.out = slices.Grow(sc.out[:0], len(sc.local))[:len(sc.local)]
 		if err := n.engine.Check(ctx, sc.local, sc.out); err != nil {
-			return nil, err
+			return err
 		}
 		sc.unpin(n.handoff)
 		for j, i := range sc.idx {
-			fillResult(res[i], sc.out[j])
+			fillResult(&res[i], sc.out[j])
 		}
 	}
 	for _, rc := range calls {
 		err := rc.err
-		var got []*weirv1.CheckResult
+		var got []limit.Result
 		if err == nil {
 			got, err = rc.f.wait(ctx, rc.c)
 		}
 		for j, i := range rc.idx {
 			if err != nil {
-				res[i].ErrorCode, res[i].Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, "owner "+rc.f.dest+" unreachable: "+err.Error()
+				res[i].Code, res[i].Err = limit.CodeUnavailable, "owner "+rc.f.dest+" unreachable: "+err.Error()
 				continue
 			}
 			res[i] = got[j]
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // remoteCall is one destination's part of a check in flight.
@@ -273,41 +256,22 @@ type remoteCall struct {
 	err error // from start
 }
 
-// forwardItems picks items[idx] to send to an owner, each carrying at least
-// rule version ver, so the owner waits for the rule set they were matched
-// against, and its hop count: 0 for a caller's items, one more for items
-// this node was forwarded. Items that need a change are copied, never
-// changed: they belong to the caller.
-func forwardItems(items []*weirv1.CheckItem, idx []int, ver uint64, forwarded bool) []*weirv1.CheckItem {
-	sub := make([]*weirv1.CheckItem, len(idx))
-	var copies []weirv1.CheckItem
+// forwardItems copies items[idx] to send to an owner, each carrying at
+// least rule version ver, so the owner waits for the rule set they were
+// matched against, and its hop count: 0 for a caller's items, one more for
+// items this node was forwarded. The caller's items are not changed.
+func forwardItems(items []limit.Item, idx []int, ver uint64, forwarded bool) []limit.Item {
+	sub := make([]limit.Item, len(idx))
 	for j, i := range idx {
 		it := items[i]
 		var hops uint32
 		if forwarded {
 			hops = it.Hops + 1
 		}
-		if it.RuleVersion < ver || it.Hops != hops {
-			if copies == nil {
-				copies = make([]weirv1.CheckItem, len(idx))
-			}
-			c := &copies[j]
-			c.Key, c.Rule, c.Cost, c.RuleVersion, c.Group, c.Refund, c.Hops = it.Key, it.Rule, it.Cost, max(it.RuleVersion, ver), it.Group, it.Refund, hops
-			it = c
-		}
+		it.RuleVersion, it.Hops = max(it.RuleVersion, ver), hops
 		sub[j] = it
 	}
 	return sub
-}
-
-// newResults allocates n empty results in one block.
-func newResults(n int) []*weirv1.CheckResult {
-	block := make([]weirv1.CheckResult, n)
-	res := make([]*weirv1.CheckResult, n)
-	for i := range res {
-		res[i] = &block[i]
-	}
-	return res
 }
 
 // checkScratch holds a check's local part; reused through scratchPool (the
@@ -315,7 +279,7 @@ func newResults(n int) []*weirv1.CheckResult {
 type checkScratch struct {
 	local  []shard.Item
 	idx    []int
-	out    []bucket.Result
+	out    []shard.Result
 	parts  []uint32 // distinct partitions of the local part, ascending
 	pinned []uint32 // partitions pinned for the local part
 	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
@@ -445,32 +409,26 @@ func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwa
 	return owner, false, false
 }
 
-func fillResult(r *weirv1.CheckResult, b bucket.Result) {
+func fillResult(r *limit.Result, b shard.Result) {
 	r.Allowed = b.Allowed
 	r.Remaining = b.Remaining
 	r.Limit = b.Limit
-	r.ResetMs = durMS(b.ResetAfter)
-	r.RetryAfterMs = durMS(b.RetryAfter)
+	r.Reset = b.ResetAfter
+	r.RetryAfter = b.RetryAfter
+	r.Voided = b.Voided
 }
 
-// durMS rounds a duration up to whole milliseconds; Never stays -1.
-func durMS(d time.Duration) int64 {
-	if d == bucket.Never {
-		return -1
-	}
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// settleGroups enforces all-or-nothing across keys and nodes: when any
-// non-shadow item of a group is denied, the others give their tokens back
-// and are reported denied.
-func (n *Node) settleGroups(ctx context.Context, items []*weirv1.CheckItem, res []*weirv1.CheckResult) {
+// settleGroups enforces all-or-nothing across keys and nodes (the group
+// contract, limit.Item.Group): when any non-shadow item of a group is
+// denied, the others that were allowed give their tokens back (one more
+// check, of refund items, forwarded to their owners like any other) and
+// are reported voided. A shard already voids the items of a group it
+// decides together, so this pass only acts across shards and nodes.
+func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit.Result) {
 	var denied map[uint32]bool
-	for i, it := range items {
-		if it == nil || it.Group == 0 || res[i].Shadow || it.Refund {
+	for i := range items {
+		it := &items[i]
+		if it.Group == 0 || res[i].Shadow || it.Refund {
 			continue
 		}
 		if !res[i].Allowed {
@@ -483,50 +441,54 @@ func (n *Node) settleGroups(ctx context.Context, items []*weirv1.CheckItem, res 
 	if len(denied) == 0 {
 		return
 	}
-	var refunds []*weirv1.CheckItem
-	for i, it := range items {
-		if it == nil || !denied[it.Group] || res[i].Shadow || it.Refund {
+	var refunds []limit.Item
+	for i := range items {
+		it := &items[i]
+		if !denied[it.Group] || res[i].Shadow || it.Refund {
 			continue
 		}
 		if res[i].Allowed {
-			res[i].Allowed = false
+			res[i].Allowed, res[i].Voided = false, true
 			if it.Cost > 0 {
-				refunds = append(refunds, &weirv1.CheckItem{Key: it.Key, Rule: it.Rule, Cost: it.Cost, Refund: true})
+				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Cost: it.Cost, Refund: true})
 			}
 		}
 	}
 	if len(refunds) > 0 {
-		if _, err := n.check(ctx, refunds, false); err != nil {
+		if err := n.check(ctx, refunds, make([]limit.Result, len(refunds)), false); err != nil {
 			n.log.Warn("group refund failed", "items", len(refunds), "err", err)
 		}
 	}
 }
 
-// GetLimits peeks every rule that applies to key's type (cost 0).
-func (n *Node) GetLimits(ctx context.Context, key string) ([]*weirv1.KeyLimit, error) {
+// GetLimits peeks every rule that applies to key's type (cost 0), sorted by
+// rule.
+func (n *Node) GetLimits(ctx context.Context, key string) ([]api.KeyLimit, error) {
 	rv := n.rules()
-	var items []*weirv1.CheckItem
+	var items []limit.Item
 	for id, cr := range rv.rules {
 		kt := cr.rule.Key
 		if kt == rules.KeyGlobal || strings.HasPrefix(key, kt+":") {
-			items = append(items, &weirv1.CheckItem{Key: key, Rule: id, Cost: 0})
+			items = append(items, limit.Item{Key: key, Rule: id})
 		}
 	}
 	if len(items) == 0 {
 		for id := range rv.rules {
-			items = append(items, &weirv1.CheckItem{Key: key, Rule: id, Cost: 0})
+			items = append(items, limit.Item{Key: key, Rule: id})
 		}
 	}
-	res, err := n.check(ctx, items, false)
-	if err != nil {
+	res := make([]limit.Result, len(items))
+	if err := n.check(ctx, items, res, false); err != nil {
 		return nil, err
 	}
-	out := make([]*weirv1.KeyLimit, len(items))
+	out := make([]api.KeyLimit, len(items))
 	for i := range items {
-		out[i] = &weirv1.KeyLimit{Rule: items[i].Rule, Result: res[i]}
+		out[i] = api.KeyLimit{Rule: items[i].Rule, Result: res[i]}
 	}
-	sortKeyLimits(out)
+	slices.SortFunc(out, func(a, b api.KeyLimit) int { return strings.Compare(a.Rule, b.Rule) })
 	return out, nil
 }
 
-var errUnavailable = errors.New("node: unavailable")
+// errUnavailable is the node's "cannot answer now" (no ring yet, no
+// view); it is limit.ErrUnavailable, so the edges answer Unavailable / 503.
+var errUnavailable = limit.Errorf(limit.ErrUnavailable, "node: unavailable")

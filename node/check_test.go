@@ -2,13 +2,21 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/ring"
@@ -35,13 +43,13 @@ func TestCheckLocalForwardedAndCounted(t *testing.T) {
 	local, remote := keysByOwner(t, entry)
 
 	for round := 0; round < 5; round++ {
-		items := []*weirv1.CheckItem{
+		items := []limit.Item{
 			{Key: local, Rule: "three", Cost: 1},
 			{Key: remote, Rule: "three", Cost: 1},
 			{Key: local, Rule: "nope", Cost: 1},
 		}
-		res, err := entry.Check(context.Background(), items)
-		if err != nil {
+		res := make([]limit.Result, len(items))
+		if err := entry.Check(context.Background(), items, res); err != nil {
 			t.Fatal(err)
 		}
 		for i, it := range items {
@@ -51,11 +59,11 @@ func TestCheckLocalForwardedAndCounted(t *testing.T) {
 		}
 		want := round < 3
 		for i := 0; i < 2; i++ {
-			if res[i].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED || res[i].Allowed != want {
+			if res[i].Code != limit.CodeNone || res[i].Allowed != want {
 				t.Fatalf("round %d: item %d = %v, want allowed=%v", round, i, res[i], want)
 			}
 		}
-		if res[2].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE {
+		if res[2].Code != limit.CodeUnknownRule {
 			t.Fatalf("round %d: unknown rule answered %v", round, res[2])
 		}
 	}
@@ -82,7 +90,7 @@ func memberRing(tb testing.TB, nd *node.Node) *ring.Ring {
 	var ids []string
 	for _, mm := range m.Members {
 		if mm.State == "alive" || mm.State == "suspect" {
-			ids = append(ids, mm.Id)
+			ids = append(ids, mm.ID)
 		}
 	}
 	r, err := ring.New(ids, ring.Config{
@@ -129,4 +137,131 @@ func scrape(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A node that has no ring yet (its gossip join has not succeeded: the
+// address it joins never answers) fails a check as a whole with
+// Unavailable: HTTP 503 unavailable, gRPC Unavailable. Before, the API
+// could not see the node's sentinel and answered 500 / Internal.
+func TestCheckWithoutRingIsUnavailable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	_ = lis.Close()
+	cfg := testcluster.Config(t, "lonely")
+	cfg.Join = []string{dead}
+	nd, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nd.Close() })
+	if err := nd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.Ready(); err == nil || !strings.Contains(err.Error(), "no cluster view") {
+		t.Fatalf("Ready() = %v, want no cluster view", err)
+	}
+
+	resp, err := http.Post("http://"+nd.HTTPAddr()+"/v1/limits/check", "application/json", strings.NewReader(`{"key":"apikey:a","rule":"three"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
+		t.Errorf("HTTP check: %d %s, want 503 unavailable", resp.StatusCode, body)
+	}
+
+	cc, err := grpc.NewClient(nd.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	_, err = weirv1.NewLimiterClient(cc).Check(context.Background(), &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: "apikey:a", Rule: "three", Cost: 1}}})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC check: %v, want Unavailable", err)
+	}
+	if err := nd.Check(context.Background(), []limit.Item{{Key: "apikey:a", Rule: "three", Cost: 1}}, make([]limit.Result, 1)); !errors.Is(err, limit.ErrUnavailable) {
+		t.Errorf("Node.Check: %v, want limit.ErrUnavailable", err)
+	}
+}
+
+const groupRules = `
+rules:
+  - id: three
+    match: {route: /t, method: GET}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 3
+  - id: big
+    match: {route: /b, method: GET}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 100
+`
+
+// The group contract across nodes: items of one group pass only if all
+// pass; when one is denied, the others that would have passed are
+// answered allowed=false, voided=true (on the wire too), and give their
+// tokens back, wherever their owner is.
+func TestGroupVoidedAcrossNodes(t *testing.T) {
+	c := testcluster.New(t, 2)
+	c.ApplyRules(groupRules)
+	entry := c.Nodes[0]
+	local, remote := keysByOwner(t, entry)
+	check := func(items ...limit.Item) []limit.Result {
+		t.Helper()
+		res := make([]limit.Result, len(items))
+		if err := entry.Check(context.Background(), items, res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if r := check(limit.Item{Key: remote, Rule: "three", Cost: 3}); !r[0].Allowed {
+		t.Fatalf("spending the remote key: %+v", r[0])
+	}
+
+	// The remote item is denied: the local one is voided, through gRPC.
+	cc, err := grpc.NewClient(entry.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	resp, err := weirv1.NewLimiterClient(cc).Check(context.Background(), &weirv1.CheckRequest{Items: []*weirv1.CheckItem{
+		{Key: local, Rule: "big", Cost: 2, Group: 5},
+		{Key: remote, Rule: "three", Cost: 1, Group: 5},
+		{Key: local, Rule: "three", Cost: 1, Group: 6}, // another group: untouched
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, d, other := resp.Results[0], resp.Results[1], resp.Results[2]
+	if v.Allowed || !v.Voided || v.RetryAfterMs != 0 || v.ErrorCode != 0 {
+		t.Errorf("local item of the denied group: %v, want allowed=false voided=true", v)
+	}
+	if d.Allowed || d.Voided || d.RetryAfterMs <= 0 {
+		t.Errorf("the denied remote item: %v, want denied on its own, not voided", d)
+	}
+	if !other.Allowed || other.Voided {
+		t.Errorf("item of another group: %v, want allowed", other)
+	}
+	if r := check(limit.Item{Key: local, Rule: "big"}); r[0].Remaining != 100 {
+		t.Errorf("local key after the voided group: %d left, want 100 (its tokens given back)", r[0].Remaining)
+	}
+
+	// The local item is denied: the remote one is voided and refunded.
+	if r := check(limit.Item{Key: local, Rule: "three", Cost: 2}); !r[0].Allowed {
+		t.Fatalf("spending the local key: %+v", r[0])
+	}
+	r := check(limit.Item{Key: remote, Rule: "big", Cost: 5, Group: 1}, limit.Item{Key: local, Rule: "three", Cost: 1, Group: 1})
+	if r[0].Allowed || !r[0].Voided || r[1].Allowed || r[1].Voided {
+		t.Errorf("group with the local item denied: %+v, want the remote item voided", r)
+	}
+	if r := check(limit.Item{Key: remote, Rule: "big"}); r[0].Remaining != 100 {
+		t.Errorf("remote key after the voided group: %d left, want 100 (its tokens given back)", r[0].Remaining)
+	}
 }

@@ -19,6 +19,16 @@
 //   - peer.go: the Peer gRPC service and the peer side of replication and
 //     hand-off.
 //
+// The core speaks domain types only: Check decides []limit.Item into
+// []limit.Result and implements node/api's Backend. Protobuf is converted
+// at the wire edges, the node-to-node ones included: the peer server
+// (Forward, ForwardStream) converts and validates forwarded items
+// (limit.DecideValid) and the forwarder converts a batch just before it
+// is sent; both convert a batch into one value slice, not per-item
+// pointers. Errors carry limit kinds (ErrClosed is limit.ErrClosed, no ring
+// yet is limit.ErrUnavailable), which api.GRPCError and api.HTTPStatus map
+// to codes; grpcErr is api.GRPCError.
+//
 // Goroutines and what they own:
 //   - clusterLoop: the cluster view (an immutable ring plus member set,
 //     swapped atomically). It re-reads the member list on every gossip

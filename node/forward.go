@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/limit/limitpb"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -77,6 +79,9 @@ func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
 // goroutine. Each sender sends its requests as messages on a ForwardStream
 // of its own (much cheaper than a unary RPC each); a peer that answers
 // Unimplemented (an older node) gets unary Forward RPCs for a while.
+//
+// The forwarder is a wire edge: callers queue domain items and get domain
+// results; only the sender converts, one batch at a time (limitpb).
 type forwarder struct {
 	n       *Node
 	dest    string
@@ -86,8 +91,8 @@ type forwarder struct {
 }
 
 type fwdCall struct {
-	items []*weirv1.CheckItem
-	res   []*weirv1.CheckResult
+	items []limit.Item
+	res   []limit.Result
 	err   error
 	done  chan struct{}
 }
@@ -144,7 +149,7 @@ func (n *Node) closeForwarders() {
 
 // start queues items for the peer (coalesced with other callers' items);
 // wait returns their results, one per item.
-func (f *forwarder) start(ctx context.Context, items []*weirv1.CheckItem) (*fwdCall, error) {
+func (f *forwarder) start(ctx context.Context, items []limit.Item) (*fwdCall, error) {
 	c := &fwdCall{items: items, done: make(chan struct{})}
 	select {
 	case f.ch <- c:
@@ -163,7 +168,7 @@ func (f *forwarder) gone() error {
 }
 
 // wait returns the results of a call queued by start.
-func (f *forwarder) wait(ctx context.Context, c *fwdCall) ([]*weirv1.CheckResult, error) {
+func (f *forwarder) wait(ctx context.Context, c *fwdCall) ([]limit.Result, error) {
 	select {
 	case <-c.done:
 		return c.res, c.err
@@ -189,7 +194,7 @@ func (f *forwarder) sender() {
 	max := f.n.cfg.ForwardMaxBatch
 	var (
 		batch []*fwdCall
-		items []*weirv1.CheckItem
+		w     wireItems
 		st    = checkstream.NewStream("peer " + f.dest)
 	)
 	defer st.Close()
@@ -215,11 +220,39 @@ func (f *forwarder) sender() {
 				break drain
 			}
 		}
-		items = f.send(st, batch, items[:0])
+		f.send(st, batch, &w)
 		clear(batch)
 		batch = batch[:0]
-		clear(items)
 	}
+}
+
+// wireItems is a sender's request buffer, reused from one request to the
+// next (a request is done with once its answer has come back).
+type wireItems struct {
+	block []weirv1.CheckItem
+	ptrs  []*weirv1.CheckItem
+}
+
+// set fills the buffer with the batch's items, in order, and returns them.
+func (w *wireItems) set(batch []*fwdCall) []*weirv1.CheckItem {
+	n := 0
+	for _, c := range batch {
+		n += len(c.items)
+	}
+	if cap(w.block) < n {
+		w.block = make([]weirv1.CheckItem, n)
+		w.ptrs = make([]*weirv1.CheckItem, n)
+	}
+	w.block, w.ptrs = w.block[:n], w.ptrs[:n]
+	k := 0
+	for _, c := range batch {
+		for i := range c.items {
+			limitpb.ItemToProto(&w.block[k], &c.items[i])
+			w.ptrs[k] = &w.block[k]
+			k++
+		}
+	}
+	return w.ptrs
 }
 
 func (f *forwarder) failQueued() {
@@ -234,15 +267,16 @@ func (f *forwarder) failQueued() {
 	}
 }
 
-// send sends batch's items as one request on st (building the request in
-// items, which it returns for reuse) and answers every call.
-func (f *forwarder) send(st *checkstream.Stream, batch []*fwdCall, items []*weirv1.CheckItem) []*weirv1.CheckItem {
-	for _, c := range batch {
-		items = append(items, c.items...)
-	}
+// send sends batch's items as one request on st and answers every call.
+func (f *forwarder) send(st *checkstream.Stream, batch []*fwdCall, w *wireItems) {
+	items := w.set(batch)
 	f.n.met.forwardBatch.Observe(float64(len(items)))
 	f.n.met.forwarded.Add(float64(len(items)))
-	res, err := f.forward(st, items)
+	var res []limit.Result
+	got, err := f.forward(st, items)
+	if err == nil {
+		res = limitpb.ResultsFromProto(got)
+	}
 	off := 0
 	for _, c := range batch {
 		if err != nil {
@@ -253,7 +287,6 @@ func (f *forwarder) send(st *checkstream.Stream, batch []*fwdCall, items []*weir
 		off += len(c.items)
 		close(c.done)
 	}
-	return items
 }
 
 // forward decides items at the peer: on st, or by a unary Forward RPC if

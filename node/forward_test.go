@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/limit"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -102,10 +103,6 @@ func (p *legacyPeer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	return p.real.Handoff(ctx, req)
 }
 
-func (p *legacyPeer) Join(ctx context.Context, req *weirv1.JoinRequest) (*weirv1.JoinResponse, error) {
-	return p.real.Join(ctx, req)
-}
-
 // A node whose peers answer Unimplemented to ForwardStream and
 // ReplicateStream (older nodes) forwards with unary Forward RPCs and
 // replicates with unary Replicate RPCs instead, and its decisions stay
@@ -146,11 +143,11 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	local, remote := keysByOwner(t, entry)
 
 	for round := 0; round < 5; round++ {
-		res, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: remote, Rule: "three", Cost: 1}})
-		if err != nil {
+		res := make([]limit.Result, 1)
+		if err := entry.Check(context.Background(), []limit.Item{{Key: remote, Rule: "three", Cost: 1}}, res); err != nil {
 			t.Fatal(err)
 		}
-		if want := round < 3; res[0].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED || res[0].Allowed != want {
+		if want := round < 3; res[0].Code != limit.CodeNone || res[0].Allowed != want {
 			t.Fatalf("round %d: %v, want allowed=%v", round, res[0], want)
 		}
 	}
@@ -163,7 +160,7 @@ func TestForwardFallsBackToUnary(t *testing.T) {
 	}
 
 	// n3's own decisions reach its replica through the legacy front.
-	if _, err := entry.Check(context.Background(), []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1}}); err != nil {
+	if err := entry.Check(context.Background(), []limit.Item{{Key: local, Rule: "three", Cost: 1}}, make([]limit.Result, 1)); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Until(t, "a unary Replicate RPC at a legacy peer", func() bool {
@@ -194,16 +191,16 @@ func TestForwarderPrunedWhenMemberLeaves(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		items := make([]*weirv1.CheckItem, len(keys))
+		items := make([]limit.Item, len(keys))
 		for i, key := range keys {
-			items[i] = &weirv1.CheckItem{Key: key, Rule: "three", Cost: 1}
+			items[i] = limit.Item{Key: key, Rule: "three", Cost: 1}
 		}
-		res, err := entry.Check(context.Background(), items)
-		if err != nil {
+		res := make([]limit.Result, len(items))
+		if err := entry.Check(context.Background(), items, res); err != nil {
 			t.Fatal(err)
 		}
 		for i, r := range res {
-			if r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			if r.Code != limit.CodeNone {
 				t.Fatalf("check of %s: %v", keys[i], r)
 			}
 		}

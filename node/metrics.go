@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/limit"
 )
 
 // metrics are per node, registered on the registry passed in Config.
@@ -76,7 +76,7 @@ func (m *metrics) checkCounters(rule string) *[nDecisions]prometheus.Counter {
 
 // observeChecks counts a batch's decisions by rule (one counter update per
 // run of items with the same rule and decision) and its latency.
-func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckResult, d time.Duration) {
+func (m *metrics) observeChecks(items []limit.Item, res []limit.Result, d time.Duration) {
 	m.latency.Observe(d.Seconds())
 	var (
 		rule   string
@@ -95,12 +95,10 @@ func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckRe
 		}
 		counts, have = [nDecisions]int{}, false
 	}
-	for i, r := range res {
-		if items[i] == nil {
-			continue
-		}
+	for i := range res {
+		r := &res[i]
 		label := items[i].Rule
-		if r.ErrorCode == weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE || r.ErrorCode == weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT {
+		if r.Code == limit.CodeUnknownRule || r.Code == limit.CodeInvalid {
 			label = invalidRuleLabel // a caller's bad names must not grow the metric
 		}
 		if have && label != rule {
@@ -108,7 +106,7 @@ func (m *metrics) observeChecks(items []*weirv1.CheckItem, res []*weirv1.CheckRe
 		}
 		rule, have = label, true
 		switch {
-		case r.ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+		case r.Code != limit.CodeNone:
 			counts[decError]++
 		case r.Allowed:
 			counts[decAllowed]++

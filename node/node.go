@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -26,8 +27,10 @@ import (
 	"github.com/weirlimit/weir/rulesraft"
 )
 
-// ErrClosed is returned by a node that is shutting down.
-var ErrClosed = errors.New("node: closed")
+// ErrClosed is returned by a node that is shutting down. It is
+// limit.ErrClosed (so limit.ErrUnavailable too): the edges answer
+// Unavailable / 503.
+var ErrClosed = limit.Errorf(limit.ErrClosed, "node: closed")
 
 // Node is one Weir process: membership, ring, shards, replication, rules and
 // the servers in front of them.

@@ -2,17 +2,17 @@ package node
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/internal/grpcwin"
+	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/limit/limitpb"
+	"github.com/weirlimit/weir/node/api"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
 )
@@ -20,7 +20,8 @@ import (
 // peerServer is node-to-node gRPC traffic.
 type peerServer struct {
 	weirv1.UnimplementedPeerServer
-	n *Node
+	n       *Node
+	batches limitpb.BatchPool // forwarded items and results, recycled (check keeps neither)
 }
 
 // Forward decides items a peer believes this node owns.
@@ -39,13 +40,19 @@ func (s *peerServer) ForwardStream(stream grpc.BidiStreamingServer[weirv1.CheckS
 }
 
 // forward is the body of Forward and ForwardStream: one result per item,
-// in order, or a gRPC status error for the request as a whole.
+// in order, or a gRPC status error for the request as a whole. The peer
+// server is a wire edge like the APIs: it converts the items, validates
+// each once (a node does not trust the wire) and converts the results.
 func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
-	res, err := s.n.check(ctx, items, true)
+	b := s.batches.FromProto(items)
+	defer s.batches.Put(b)
+	err := limit.DecideValid(b.Items, b.Results, func(valid []limit.Item, out []limit.Result) error {
+		return s.n.check(ctx, valid, out, true)
+	})
 	if err != nil {
 		return nil, grpcErr(err)
 	}
-	return res, nil
+	return limitpb.ResultsToProto(b.Results), nil
 }
 
 // Replicate stores counter copies shipped by an owner.
@@ -198,20 +205,8 @@ func statesFromProto(in []*weirv1.CounterState) []replication.State {
 	return out
 }
 
-// grpcErr maps node errors to gRPC status codes (the only place that does).
-func grpcErr(err error) error {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	case errors.Is(err, replication.ErrBadRequest):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrClosed), errors.Is(err, errUnavailable), errors.Is(err, replication.ErrClosed):
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
-}
+// grpcErr is api.GRPCError: the one mapping of errors to gRPC codes.
+func grpcErr(err error) error { return api.GRPCError(err) }
 
 // peerDialOptions are the options of every peer connection besides its
 // credentials. Reconnects back off to at most one second (gRPC's default

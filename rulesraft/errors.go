@@ -1,26 +1,31 @@
 package rulesraft
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/weirlimit/weir/limit"
+)
 
 // Sentinel errors. Callers test them with errors.Is; the returned errors wrap
-// them with detail.
+// them with detail. Each that an edge reports is also of a limit kind
+// (ErrNotFound is limit.ErrNotFound, ...), which the edges map to a status.
 var (
 	// ErrNotLeader: the call needs the Raft leader and this node is not it
 	// (Leader tells who is).
-	ErrNotLeader = errors.New("rulesraft: not the leader")
+	ErrNotLeader = limit.Errorf(limit.ErrNotLeader, "rulesraft: not the leader")
 	// ErrNotFound: the named rule, override or version does not exist.
-	ErrNotFound = errors.New("rulesraft: not found")
+	ErrNotFound = limit.Errorf(limit.ErrNotFound, "rulesraft: not found")
 	// ErrVersionGone: the version is older than the kept history.
-	ErrVersionGone = errors.New("rulesraft: version no longer in history")
+	ErrVersionGone = limit.Errorf(limit.ErrNotFound, "rulesraft: version no longer in history")
 	// ErrInvalid: the command or its rules failed validation; nothing changed.
-	ErrInvalid = errors.New("rulesraft: invalid command")
+	ErrInvalid = limit.Errorf(limit.ErrInvalid, "rulesraft: invalid command")
 	// ErrClosed: the Store is closed or shutting down.
-	ErrClosed = errors.New("rulesraft: store closed")
+	ErrClosed = limit.Errorf(limit.ErrClosed, "rulesraft: store closed")
 	// ErrAlreadyBootstrapped: Bootstrap found existing Raft state.
 	ErrAlreadyBootstrapped = errors.New("rulesraft: already bootstrapped")
 	// ErrTimeout: Raft did not accept or commit the command in time; the
 	// outcome may be unknown.
-	ErrTimeout = errors.New("rulesraft: timeout")
+	ErrTimeout = limit.Errorf(limit.ErrUnavailable, "rulesraft: timeout")
 	// ErrConfig: Config.Validate rejected the configuration.
 	ErrConfig = errors.New("rulesraft: invalid config")
 )

@@ -267,40 +267,17 @@ func keepOverridesOf(ovs []*rules.Override, rs []*rules.Rule) []*rules.Override 
 }
 
 func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, string, error) {
-	if len(c.Rules) == 0 && !c.ReplaceAll {
-		return nil, nil, "", fmt.Errorf("%w: apply needs at least one rule", ErrInvalid)
+	cur := make([]rules.Rule, len(head.rules))
+	for i, r := range head.rules {
+		cur[i] = *r
 	}
-	given := make([]rules.Rule, len(c.Rules))
-	for i, r := range c.Rules {
-		given[i] = rules.Normalize(r)
-	}
-	// Validate in the order sent, so problems name the caller's indexes
-	// (this also rejects a rule id sent twice).
-	if err := rules.Validate(given); err != nil {
+	merged, err := rules.Merge(cur, c.Rules, c.ReplaceAll)
+	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	incoming := make(map[string]rules.Rule, len(given))
-	for _, r := range given {
-		incoming[r.ID] = r
 	}
 	old := make(map[string]*rules.Rule, len(head.rules))
 	for _, r := range head.rules {
 		old[r.ID] = r
-	}
-	merged := make([]rules.Rule, 0, len(head.rules)+len(incoming))
-	if !c.ReplaceAll {
-		for _, r := range head.rules {
-			if _, replaced := incoming[r.ID]; !replaced {
-				merged = append(merged, *r)
-			}
-		}
-	}
-	for _, r := range incoming {
-		merged = append(merged, r)
-	}
-	slices.SortFunc(merged, func(a, b rules.Rule) int { return strings.Compare(a.ID, b.ID) })
-	if err := rules.Validate(merged); err != nil {
-		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 
 	var added, changed, removed []string

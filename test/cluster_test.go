@@ -58,7 +58,7 @@ func (c *cluster) limiter(n *node.Node) weirv1.LimiterClient {
 // memberState is the state n lists for member id ("" if not listed).
 func memberState(n *node.Node, id string) string {
 	for _, m := range n.Members().Members {
-		if m.Id == id {
+		if m.ID == id {
 			return m.State
 		}
 	}

@@ -48,7 +48,7 @@ var rules = []depRule{
 		only: []string{"github.com/buraksezer/consistent", "github.com/cespare/xxhash/v2"},
 		why:  "ring maps members to partitions and opens no sockets"},
 	{pkg: "rulesraft/rules",
-		only: []string{module + "/bucket", "gopkg.in/yaml.v3"},
+		only: []string{module + "/bucket", module + "/limit", "gopkg.in/yaml.v3"},
 		why:  "the rule model is pure so a gateway can link it without Raft or gRPC"},
 	{pkg: "client",
 		never:  []string{module + "/node", module + "/rulesraft", "github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/raft-boltdb/v2"},
@@ -60,6 +60,8 @@ var rules = []depRule{
 	{pkg: "ring", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "replication", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "rulesraft", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "limit", required: true, only: []string{module + "/bucket"},
+		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }
 
 // under reports whether import path p is path or inside it.
@@ -140,6 +142,7 @@ func (r depRule) violates(d string, info *listedPackage) string {
 // rule that can never fail is caught.
 func TestDepRuleMatching(t *testing.T) {
 	client := rules[3]
+	limitRule := rules[len(rules)-1]
 	cases := []struct {
 		r    depRule
 		dep  string
@@ -164,6 +167,14 @@ func TestDepRuleMatching(t *testing.T) {
 		{client, "google.golang.org/grpc", nil, false},
 		{rules[4], module + "/rulesraft/rules", nil, true},
 		{rules[5], module + "/node/shard", nil, true},
+		{limitRule, module + "/bucket", nil, false},
+		{limitRule, "unicode/utf8", &listedPackage{Standard: true}, false},
+		{limitRule, module + "/proto/weirv1", nil, true},
+		{limitRule, "google.golang.org/grpc", nil, true},
+		{limitRule, module + "/limit/limitpb", nil, true},
+	}
+	if !limitRule.covers(module+"/limit") || limitRule.covers(module+"/limit/limitpb") {
+		t.Error("the limit rule must cover the limit package and not limitpb")
 	}
 	if !rules[2].covers(module+"/rulesraft/rules") || rules[2].covers(module+"/rulesraft/rules/rulespb") {
 		t.Error("an allow-list rule must cover exactly its package")

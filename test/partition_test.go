@@ -211,13 +211,13 @@ func cutOffRun(t *testing.T, pick func(owner string, replicas, ids []string) str
 			if len(m.Members) != 3 {
 				var seen []string
 				for _, mem := range m.Members {
-					seen = append(seen, mem.Id+"/"+mem.State)
+					seen = append(seen, mem.ID+"/"+mem.State)
 				}
 				return fmt.Errorf("%s sees %d members %v", n.ID(), len(m.Members), seen)
 			}
 			for _, mem := range m.Members {
 				if mem.State != "alive" {
-					return fmt.Errorf("%s sees %s %s", n.ID(), mem.Id, mem.State)
+					return fmt.Errorf("%s sees %s %s", n.ID(), mem.ID, mem.State)
 				}
 			}
 			if i > 0 && m.RingVersion != ver {

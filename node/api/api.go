@@ -6,22 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
+	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 // Limits on what a caller may send.
 const (
 	// MaxItems is the most items one Check request may carry.
 	MaxItems = 10000
-	// MaxKeyLen is the longest limited key, in bytes.
-	MaxKeyLen = 256
 	// DefaultMaxBodyBytes caps HTTP request bodies when Config leaves it 0.
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxWait caps HTTP long-polls when Config leaves it 0.
@@ -34,17 +35,24 @@ const (
 // ErrConfig is returned by New for an unusable Config or Backend.
 var ErrConfig = errors.New("api: invalid config")
 
-// Backend is what the servers need from the node (the node implements it).
+// Backend is what both edges (gRPC and HTTP) need from the node, in domain
+// terms: no wire format crosses it. The node implements it.
 type Backend interface {
-	// Check decides or forwards items; per-item errors are in the results,
-	// one result per item, in order.
-	Check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)
-	// GetLimits reports every rule's quota for one key without taking any.
-	GetLimits(ctx context.Context, key string) ([]*weirv1.KeyLimit, error)
+	// Check decides or forwards items, which the edge has validated
+	// (limit.DecideValid), and writes one result per item into out
+	// (len(out) == len(items)), in order; an item that could not be
+	// decided has its error in its result. An error fails the whole batch
+	// and carries a limit kind (limit.ErrUnavailable when the node has no
+	// ring yet or is shutting down). It keeps no reference to items or out
+	// once it returns (the edges reuse them).
+	Check(ctx context.Context, items []limit.Item, out []limit.Result) error
+	// GetLimits reports every rule's quota for one (valid) key without
+	// taking any, sorted by rule.
+	GetLimits(ctx context.Context, key string) ([]KeyLimit, error)
 	// Members describes the cluster.
-	Members(ctx context.Context) (*weirv1.MembersResponse, error)
-	// Store is the local rules store (reads, watch, apply on the leader).
-	Store() *rulesraft.Store
+	Members(ctx context.Context) (Members, error)
+	// Rules is the local rules store (reads, watch, apply on the leader).
+	Rules() RuleStore
 	// LeaderGRPC is the gRPC address of the current Raft leader, from
 	// membership metadata.
 	LeaderGRPC() (addr string, ok bool)
@@ -52,6 +60,67 @@ type Backend interface {
 	Ready() error
 	// Gateways is how many gateways watch the cluster (for WatchEvent).
 	Gateways() uint32
+}
+
+// RuleStore is what the edges need of the rules Raft group's local member
+// (*rulesraft.Store). Its errors are rulesraft's sentinels, which carry
+// limit kinds.
+type RuleStore interface {
+	// ID is this member's Raft id; Leader the leader's id and Raft address
+	// (empty when unknown); IsLeader whether this member leads.
+	ID() string
+	Leader() (id, addr string)
+	IsLeader() bool
+	// Current is the local rule set; SetAt the set at an earlier version;
+	// History the versions, newest first.
+	Current() *rules.Set
+	SetAt(version uint64) (*rules.Set, error)
+	History(limit int) []rulesraft.HistoryEntry
+	// Watch streams the set at every version after from; WaitVersion
+	// waits for a version above newerThan.
+	Watch(ctx context.Context, from uint64) <-chan rulesraft.Event
+	WaitVersion(ctx context.Context, newerThan uint64) (*rules.Set, error)
+	// Barrier waits until the local set has every committed write (on the
+	// leader: a consistent read); Apply commits a command (leader only).
+	Barrier(ctx context.Context) error
+	Apply(ctx context.Context, cmd rulesraft.Command) (uint64, error)
+}
+
+var _ RuleStore = (*rulesraft.Store)(nil)
+
+// KeyLimit is one rule's quota for a key (GetLimits).
+type KeyLimit struct {
+	Rule   string
+	Result limit.Result
+}
+
+// Members is the cluster as one node sees it, with the ring configuration
+// a gateway needs to compute the same owners.
+type Members struct {
+	Members           []Member // sorted by ID
+	RingVersion       uint64
+	PartitionCount    uint32
+	ReplicationFactor uint32
+	Load              float64
+	Gateways          uint32
+}
+
+// Member is one node.
+type Member struct {
+	ID                                       string
+	GRPCAddr, HTTPAddr, RaftAddr, GossipAddr string
+	// State is alive, suspect, dead, left or leaving.
+	State                         string
+	PartitionsOwned, ReplicasHeld uint32
+	// RaftRole is leader, follower, candidate, nonvoter or none.
+	RaftRole string
+}
+
+// equal reports whether m and o describe the same cluster.
+func (m Members) equal(o Members) bool {
+	return m.RingVersion == o.RingVersion && m.PartitionCount == o.PartitionCount &&
+		m.ReplicationFactor == o.ReplicationFactor && m.Load == o.Load && m.Gateways == o.Gateways &&
+		slices.Equal(m.Members, o.Members)
 }
 
 // Config configures a Server. Zero values take the defaults noted.

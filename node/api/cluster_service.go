@@ -5,14 +5,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
-// clusterService implements weirv1.ClusterServer.
+// clusterService implements weirv1.ClusterServer over Backend.Members.
 type clusterService struct {
 	weirv1.UnimplementedClusterServer
 	s *Server
@@ -24,9 +22,9 @@ var _ weirv1.ClusterServer = (*clusterService)(nil)
 func (c *clusterService) Members(ctx context.Context, _ *weirv1.MembersRequest) (*weirv1.MembersResponse, error) {
 	m, err := c.s.b.Members(ctx)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, GRPCError(err)
 	}
-	return m, nil
+	return membersToProto(m), nil
 }
 
 // WatchMembers sends the member set now, then again whenever it differs
@@ -34,16 +32,16 @@ func (c *clusterService) Members(ctx context.Context, _ *weirv1.MembersRequest) 
 func (c *clusterService) WatchMembers(_ *weirv1.MembersRequest, stream grpc.ServerStreamingServer[weirv1.MembersResponse]) error {
 	s := c.s
 	if !s.track() {
-		return status.Error(codes.Unavailable, "node is shutting down")
+		return GRPCError(limit.Errorf(limit.ErrUnavailable, "node is shutting down"))
 	}
 	defer s.active.Done()
 	ctx, cancel := s.bound(stream.Context())
 	defer cancel()
 	last, err := s.b.Members(ctx)
 	if err != nil {
-		return grpcError(err)
+		return GRPCError(err)
 	}
-	if err := stream.Send(last); err != nil {
+	if err := stream.Send(membersToProto(last)); err != nil {
 		return err
 	}
 	t := time.NewTicker(s.cfg.MembersPoll)
@@ -59,12 +57,29 @@ func (c *clusterService) WatchMembers(_ *weirv1.MembersRequest, stream grpc.Serv
 			s.cfg.Logger.Debug("watch members: reading members", "err", err)
 			continue
 		}
-		if proto.Equal(m, last) {
+		if m.equal(last) {
 			continue
 		}
-		if err := stream.Send(m); err != nil {
+		if err := stream.Send(membersToProto(m)); err != nil {
 			return err
 		}
 		last = m
 	}
+}
+
+func membersToProto(m Members) *weirv1.MembersResponse {
+	out := &weirv1.MembersResponse{
+		RingVersion: m.RingVersion, PartitionCount: m.PartitionCount, ReplicationFactor: m.ReplicationFactor,
+		Load: m.Load, Gateways: m.Gateways,
+	}
+	if len(m.Members) > 0 {
+		out.Members = make([]*weirv1.Member, len(m.Members))
+	}
+	for i, mb := range m.Members {
+		out.Members[i] = &weirv1.Member{
+			Id: mb.ID, GrpcAddr: mb.GRPCAddr, HttpAddr: mb.HTTPAddr, RaftAddr: mb.RaftAddr, GossipAddr: mb.GossipAddr,
+			State: mb.State, PartitionsOwned: mb.PartitionsOwned, ReplicasHeld: mb.ReplicasHeld, RaftRole: mb.RaftRole,
+		}
+	}
+	return out
 }

@@ -2,19 +2,24 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/rulesraft"
+	"github.com/weirlimit/weir/rulesraft/rules"
+	"github.com/weirlimit/weir/rulesraft/rules/rulespb"
 )
+
+// A follower reaches the leader's Rules service over gRPC: the one wire a
+// write crosses on its way from a follower. The caller's Authorization goes
+// along (the leader checks it too), and the request is marked forwarded so
+// it is never forwarded a second time.
 
 // Metadata keys.
 const (
@@ -24,46 +29,86 @@ const (
 	mdForwarded = "weir-forwarded"
 )
 
-// authorize checks the admin token in ctx's incoming metadata.
-func (s *Server) authorize(ctx context.Context) error {
-	if s.cfg.AdminToken == "" {
-		return nil
-	}
+// grpcCaller reads the caller of a gRPC request from its metadata and peer.
+func grpcCaller(ctx context.Context) caller {
 	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(mdAuthorization) {
-		tok, ok := strings.CutPrefix(v, "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.AdminToken)) == 1 {
-			return nil
-		}
+	c := caller{auth: md.Get(mdAuthorization), forwarded: len(md.Get(mdForwarded)) > 0, author: "unknown"}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		c.author = "grpc:" + p.Addr.String()
 	}
-	return status.Error(codes.Unauthenticated, "this node requires an admin token for writes: send \"Authorization: Bearer <token>\" with the token the node was started with")
+	return c
 }
 
-// authorFrom names the caller for history when the request names nobody.
-func authorFrom(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return "grpc:" + p.Addr.String()
+// forward sends cmd to the leader as the Rules request that makes it, and
+// returns the leader's answer (its errors keep their status, see fromGRPC).
+func (s *Server) forward(ctx context.Context, c caller, cmd rulesraft.Command) (written, error) {
+	rc, fctx, err := s.leaderClient(ctx, c)
+	if err != nil {
+		return written{}, err
 	}
-	return "unknown"
+	var resp *weirv1.WriteResponse
+	switch cmd.Op {
+	case rulesraft.OpApply:
+		resp, err = rc.ApplyRules(fctx, &weirv1.ApplyRulesRequest{Rules: rulesToProto(cmd.Rules), ReplaceAll: cmd.ReplaceAll, Author: cmd.Author})
+	case rulesraft.OpDeleteRule:
+		resp, err = rc.DeleteRule(fctx, &weirv1.DeleteRuleRequest{Id: cmd.ID, Author: cmd.Author})
+	case rulesraft.OpRollback:
+		resp, err = rc.Rollback(fctx, &weirv1.RollbackRequest{Version: cmd.Version, Author: cmd.Author})
+	case rulesraft.OpSetOverride:
+		resp, err = rc.SetOverride(fctx, &weirv1.SetOverrideRequest{Override: rulespb.OverrideToProto(*cmd.Override), Author: cmd.Author})
+	case rulesraft.OpDeleteOverride:
+		resp, err = rc.DeleteOverride(fctx, &weirv1.DeleteOverrideRequest{Key: cmd.Key, Rule: cmd.Rule, Author: cmd.Author})
+	default:
+		return written{}, fmt.Errorf("api: no Rules request makes op %q", cmd.Op)
+	}
+	if err != nil {
+		return written{}, fromGRPC(err)
+	}
+	return written{version: resp.GetVersion(), diff: resp.GetDiff()}, nil
+}
+
+func rulesToProto(rs []rules.Rule) []*weirv1.Rule {
+	out := make([]*weirv1.Rule, len(rs))
+	for i, r := range rs {
+		out[i] = rulespb.RuleToProto(r)
+	}
+	return out
+}
+
+// leaderSet reads the rule set through the leader (a consistent read on a
+// follower).
+func (s *Server) leaderSet(ctx context.Context, c caller) (*rules.Set, error) {
+	rc, fctx, err := s.leaderClient(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := rc.ListRules(fctx, &weirv1.ListRulesRequest{Consistent: true})
+	if err != nil {
+		return nil, fromGRPC(err)
+	}
+	set, err := rulespb.SetFromProto(p)
+	if err != nil {
+		return nil, fmt.Errorf("leader sent a rule set this node cannot read: %v", err)
+	}
+	return set, nil
 }
 
 // leaderClient returns a Rules client for the leader and the outgoing
 // context to call it with (authorization passed through, marked forwarded).
-func (s *Server) leaderClient(ctx context.Context) (weirv1.RulesClient, context.Context, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(mdForwarded)) > 0 {
-		return nil, nil, status.Error(codes.FailedPrecondition, "this node is not the Raft leader (the request was already forwarded once; leadership is changing, retry shortly)")
+func (s *Server) leaderClient(ctx context.Context, c caller) (weirv1.RulesClient, context.Context, error) {
+	if c.forwarded {
+		return nil, nil, limit.Errorf(limit.ErrNotLeader, "this node is not the Raft leader (the request was already forwarded once; leadership is changing, retry shortly)")
 	}
 	addr, ok := s.b.LeaderGRPC()
 	if !ok || addr == "" {
-		return nil, nil, status.Error(codes.FailedPrecondition, "this node is not the Raft leader and no leader is known yet; retry shortly")
+		return nil, nil, limit.Errorf(limit.ErrNotLeader, "this node is not the Raft leader and no leader is known yet; retry shortly")
 	}
 	conn, err := s.conn(addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := metadata.Pairs(mdForwarded, "1")
-	for _, v := range md.Get(mdAuthorization) {
+	for _, v := range c.auth {
 		out.Append(mdAuthorization, v)
 	}
 	return weirv1.NewRulesClient(conn), metadata.NewOutgoingContext(ctx, out), nil
@@ -74,7 +119,7 @@ func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, status.Error(codes.Unavailable, "node is shutting down")
+		return nil, limit.Errorf(limit.ErrUnavailable, "node is shutting down")
 	}
 	if c, ok := s.conns[addr]; ok {
 		return c, nil
@@ -85,7 +130,7 @@ func (s *Server) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, fmt.Sprintf("cannot reach the leader at %s: %v", addr, err))
+		return nil, limit.Errorf(limit.ErrUnavailable, "cannot reach the leader at %s: %v", addr, err)
 	}
 	s.conns[addr] = c
 	return c, nil

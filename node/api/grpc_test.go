@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -146,8 +147,8 @@ func TestGRPCCheckShape(t *testing.T) {
 	resp, err := lc.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{
 		{Key: "ip:1", Rule: "a", Cost: 3},
 		{Key: "", Rule: "a", Cost: 1},
-		{Key: strings.Repeat("x", MaxKeyLen+1), Rule: "a", Cost: 1},
-		{Key: strings.Repeat("x", MaxKeyLen), Rule: "", Cost: 1},
+		{Key: strings.Repeat("x", limit.MaxKeyLen+1), Rule: "a", Cost: 1},
+		{Key: strings.Repeat("x", limit.MaxKeyLen), Rule: "", Cost: 1},
 		{Key: "ip:1", Rule: "a", Cost: -1},
 		{Key: "ip:1", Rule: "zzz", Cost: 1},
 		{Key: "ip:1", Rule: "a", Cost: 0},
@@ -295,6 +296,9 @@ func TestForwardToLeader(t *testing.T) {
 }
 
 func TestStatusMapping(t *testing.T) {
+	// A gRPC peer's status (the leader's answer to a forwarded write)
+	// becomes an error of its kind: HTTP answers by it, gRPC passes the
+	// status on unchanged.
 	for _, c := range []struct {
 		code   codes.Code
 		status int
@@ -313,33 +317,56 @@ func TestStatusMapping(t *testing.T) {
 		{codes.ResourceExhausted, 413, CodeTooLarge},
 		{codes.Internal, 500, CodeInternal},
 		{codes.Unknown, 500, CodeInternal},
-		{codes.OK, 200, ""},
 	} {
-		if st, name := HTTPStatus(c.code); st != c.status || name != c.name {
-			t.Errorf("%v -> %d %q, want %d %q", c.code, st, name, c.status, c.name)
+		err := fromGRPC(status.Error(c.code, "from the leader"))
+		if st, name := HTTPStatus(err); st != c.status || name != c.name || err.Error() != "from the leader" {
+			t.Errorf("%v -> %d %q (%q), want %d %q", c.code, st, name, err, c.status, c.name)
+		}
+		if got := status.Convert(GRPCError(fmt.Errorf("forwarding: %w", err))); got.Code() != c.code {
+			t.Errorf("%v passed on as %v", c.code, got.Code())
 		}
 	}
+	if st, name := HTTPStatus(nil); st != 200 || name != "" {
+		t.Errorf("no error -> %d %q", st, name)
+	}
+
+	// Errors of every package, by kind, to both wires.
 	for _, c := range []struct {
-		err  error
-		code codes.Code
+		err    error
+		code   codes.Code
+		status int
 	}{
-		{fmt.Errorf("x: %w", rulesraft.ErrInvalid), codes.InvalidArgument},
-		{&rules.ValidationError{Problems: []rules.Problem{{Field: "rate", Msg: "bad"}}}, codes.InvalidArgument},
-		{fmt.Errorf("x: %w", rulesraft.ErrNotFound), codes.NotFound},
-		{fmt.Errorf("x: %w", rulesraft.ErrVersionGone), codes.NotFound},
-		{fmt.Errorf("x: %w", rulesraft.ErrNotLeader), codes.FailedPrecondition},
-		{fmt.Errorf("x: %w", rulesraft.ErrTimeout), codes.Unavailable},
-		{rulesraft.ErrClosed, codes.Unavailable},
-		{context.DeadlineExceeded, codes.DeadlineExceeded},
-		{context.Canceled, codes.Canceled},
-		{errors.New("boom"), codes.Internal},
-		{status.Error(codes.Aborted, "from a peer"), codes.Aborted},
+		{fmt.Errorf("x: %w", rulesraft.ErrInvalid), codes.InvalidArgument, 400},
+		{&rules.ValidationError{Problems: []rules.Problem{{Field: "rate", Msg: "bad"}}}, codes.InvalidArgument, 400},
+		{limit.ValidateKey("apikey:\xff"), codes.InvalidArgument, 400},
+		{fmt.Errorf("x: %w", rulesraft.ErrNotFound), codes.NotFound, 404},
+		{fmt.Errorf("x: %w", rulesraft.ErrVersionGone), codes.NotFound, 404},
+		{fmt.Errorf("x: %w", rulesraft.ErrNotLeader), codes.FailedPrecondition, 503},
+		{fmt.Errorf("x: %w", rulesraft.ErrTimeout), codes.Unavailable, 503},
+		{fmt.Errorf("%w: outcome unknown: %w", rulesraft.ErrTimeout, context.DeadlineExceeded), codes.Unavailable, 503},
+		{rulesraft.ErrClosed, codes.Unavailable, 503},
+		{fmt.Errorf("%w: no ring yet", limit.Errorf(limit.ErrUnavailable, "node: unavailable")), codes.Unavailable, 503},
+		{limit.Errorf(limit.ErrClosed, "node: closed"), codes.Unavailable, 503},
+		{limit.Errorf(limit.ErrUnauthenticated, "token"), codes.Unauthenticated, 401},
+		{limit.Errorf(limit.ErrTooLarge, "body"), codes.ResourceExhausted, 413},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, 503},
+		{context.Canceled, codes.Canceled, 503},
+		{errors.New("boom"), codes.Internal, 500},
+		{status.Error(codes.Aborted, "from a peer"), codes.Aborted, 0}, // passed on as it is (0: HTTP gets such errors through fromGRPC only)
 	} {
-		if got := status.Code(grpcError(c.err)); got != c.code {
-			t.Errorf("%v -> %v, want %v", c.err, got, c.code)
+		got := GRPCError(c.err)
+		msg := c.err.Error()
+		if st, ok := status.FromError(c.err); ok {
+			msg = st.Message()
+		}
+		if status.Code(got) != c.code || status.Convert(got).Message() != msg {
+			t.Errorf("%v -> %v, want %v with the error's message", c.err, got, c.code)
+		}
+		if st, _ := HTTPStatus(c.err); c.status != 0 && st != c.status {
+			t.Errorf("%v -> HTTP %d, want %d", c.err, st, c.status)
 		}
 	}
-	if grpcError(nil) != nil {
+	if GRPCError(nil) != nil {
 		t.Error("nil error mapped to a status")
 	}
 }
@@ -350,5 +377,58 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := New(Config{MaxWait: -1}, &testBackend{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("negative MaxWait: %v", err)
+	}
+}
+
+// A backend that cannot answer (the node has no ring yet, or is shutting
+// down) fails a check as a whole with an Unavailable error: HTTP 503
+// unavailable, gRPC Unavailable, a CheckStream request error_code
+// UNAVAILABLE. Before the kinds were shared, node/api could not see the
+// node's sentinels and answered 500 / Internal.
+func TestCheckUnavailable(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	ctx := ctxT(t)
+	if r := n.do(t, "POST", "/v1/rules:apply", rulesYAML); r.code != 200 {
+		t.Fatalf("apply: %d %s", r.code, r.body)
+	}
+	lc := weirv1.NewLimiterClient(n.conn)
+	for _, fail := range []error{
+		fmt.Errorf("%w: no ring yet", limit.Errorf(limit.ErrUnavailable, "node: unavailable")), // the node's errUnavailable
+		limit.Errorf(limit.ErrClosed, "node: closed"),                                          // node.ErrClosed
+	} {
+		n.b.checkErr.Store(&fail)
+		for _, body := range []string{
+			`{"key":"apikey:a","rule":"orders.write"}`,
+			`{"items":[{"key":"apikey:a","rule":"orders.write"}]}`,
+		} {
+			if r := n.do(t, "POST", "/v1/limits/check", body); r.code != 503 || r.errBody(t).Code != CodeUnavailable || !strings.Contains(r.errBody(t).Error, fail.Error()) {
+				t.Errorf("%v: HTTP check %s: %d %s", fail, body, r.code, r.body)
+			}
+		}
+		if r := n.do(t, "GET", "/v1/limits/apikey:a", nil); r.code != 503 || r.errBody(t).Code != CodeUnavailable {
+			t.Errorf("%v: HTTP limits: %d %s", fail, r.code, r.body)
+		}
+		_, err := lc.Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: "apikey:a", Rule: "orders.write", Cost: 1}}})
+		if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != fail.Error() {
+			t.Errorf("%v: gRPC Check: %v", fail, err)
+		}
+		if _, err := lc.GetLimits(ctx, &weirv1.GetLimitsRequest{Key: "apikey:a"}); status.Code(err) != codes.Unavailable {
+			t.Errorf("%v: gRPC GetLimits: %v", fail, err)
+		}
+		stream, err := lc.CheckStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&weirv1.CheckStreamRequest{Id: 1, Items: []*weirv1.CheckItem{{Key: "apikey:a", Rule: "orders.write", Cost: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := stream.Recv(); err != nil || resp.GetErrorCode() != weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE || !strings.HasPrefix(resp.GetError(), "Unavailable") {
+			t.Errorf("%v: CheckStream: %v %v", fail, resp, err)
+		}
+		_ = stream.CloseSend()
+	}
+	n.b.checkErr.Store(nil)
+	if r := n.do(t, "POST", "/v1/limits/check", `{"key":"apikey:a","rule":"orders.write"}`); r.code != 200 {
+		t.Fatalf("after recovery: %d %s", r.code, r.body)
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/internal/testwait"
-	"github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
@@ -35,6 +35,7 @@ type testBackend struct {
 	now      int64 // unix nanoseconds; the fixture's fixed clock
 	leader   atomic.Pointer[string]
 	ready    atomic.Pointer[error]
+	checkErr atomic.Pointer[error] // when set, Check and GetLimits fail with it
 	gateways atomic.Uint32
 
 	mu       sync.Mutex
@@ -43,56 +44,64 @@ type testBackend struct {
 
 var _ Backend = (*testBackend)(nil)
 
-func (b *testBackend) decide(it *weirv1.CheckItem) *weirv1.CheckResult {
+func (b *testBackend) decide(it limit.Item) limit.Result {
 	set := b.store.Current()
-	r, ok := set.Rule(it.GetRule())
+	r, ok := set.Rule(it.Rule)
 	if !ok {
-		return &weirv1.CheckResult{ErrorCode: weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE, Error: "unknown rule " + it.GetRule(), RetryAfterMs: -1}
+		return limit.Result{Code: limit.CodeUnknownRule, Err: "unknown rule " + it.Rule, RetryAfter: limit.Never}
 	}
 	var ov *rules.Override
-	if o, ok := set.Override(r.ID, it.GetKey()); ok && o.Active(time.Unix(0, b.now)) {
+	if o, ok := set.Override(r.ID, it.Key); ok && o.Active(time.Unix(0, b.now)) {
 		ov = &o
 	}
 	lim, blocked := rules.Effective(&r, ov)
 	if blocked {
-		return &weirv1.CheckResult{Limit: lim.Capacity(), RetryAfterMs: -1}
+		return limit.Result{Limit: lim.Capacity(), RetryAfter: limit.Never}
 	}
-	id := r.ID + "\x00" + it.GetKey()
+	id := r.ID + "\x00" + it.Key
 	b.mu.Lock()
-	st, res := bucket.Decide(b.counters[id], lim, it.GetCost(), b.now)
+	st, res := bucket.Decide(b.counters[id], lim, it.Cost, b.now)
 	b.counters[id] = st
 	b.mu.Unlock()
-	retry := res.RetryAfter.Milliseconds()
-	if res.RetryAfter == bucket.Never {
-		retry = -1
-	}
-	return &weirv1.CheckResult{Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
-		ResetMs: res.ResetAfter.Milliseconds(), RetryAfterMs: retry, Shadow: r.Shadow, WindowMs: r.Period.D().Milliseconds()}
+	return limit.Result{Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
+		Reset: res.ResetAfter, RetryAfter: res.RetryAfter, Shadow: r.Shadow, Window: r.Period.D()}
 }
 
-func (b *testBackend) Check(_ context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
-	out := make([]*weirv1.CheckResult, len(items))
+func (b *testBackend) failure() error {
+	if p := b.checkErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (b *testBackend) Check(_ context.Context, items []limit.Item, out []limit.Result) error {
+	if err := b.failure(); err != nil {
+		return err
+	}
 	for i, it := range items {
 		out[i] = b.decide(it)
 	}
-	return out, nil
+	return nil
 }
 
-func (b *testBackend) GetLimits(_ context.Context, key string) ([]*weirv1.KeyLimit, error) {
-	var out []*weirv1.KeyLimit
+func (b *testBackend) GetLimits(_ context.Context, key string) ([]KeyLimit, error) {
+	if err := b.failure(); err != nil {
+		return nil, err
+	}
+	var out []KeyLimit
 	for _, r := range b.store.Current().Rules {
-		out = append(out, &weirv1.KeyLimit{Rule: r.ID, Result: b.decide(&weirv1.CheckItem{Key: key, Rule: r.ID})})
+		out = append(out, KeyLimit{Rule: r.ID, Result: b.decide(limit.Item{Key: key, Rule: r.ID})})
 	}
 	return out, nil
 }
 
-func (b *testBackend) Members(context.Context) (*weirv1.MembersResponse, error) {
+func (b *testBackend) Members(context.Context) (Members, error) {
 	role := "follower"
 	if b.store.IsLeader() {
 		role = "leader"
 	}
-	return &weirv1.MembersResponse{RingVersion: 7, PartitionCount: 271, ReplicationFactor: 2, Members: []*weirv1.Member{{
-		Id: b.store.ID(), RaftAddr: b.store.Addr(), GrpcAddr: b.leaderAddr(), State: "alive", RaftRole: role, PartitionsOwned: 271,
+	return Members{RingVersion: 7, PartitionCount: 271, ReplicationFactor: 2, Members: []Member{{
+		ID: b.store.ID(), RaftAddr: b.store.Addr(), GRPCAddr: b.leaderAddr(), State: "alive", RaftRole: role, PartitionsOwned: 271,
 	}}}, nil
 }
 
@@ -103,7 +112,7 @@ func (b *testBackend) leaderAddr() string {
 	return ""
 }
 
-func (b *testBackend) Store() *rulesraft.Store { return b.store }
+func (b *testBackend) Rules() RuleStore { return b.store }
 
 func (b *testBackend) LeaderGRPC() (string, bool) {
 	a := b.leaderAddr()

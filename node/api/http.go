@@ -11,15 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/rulesraft/rules"
-	"github.com/weirlimit/weir/rulesraft/rules/rulespb"
 )
 
 // AuthorHeader names the person or tool making an HTTP write (kept in the
@@ -36,16 +33,16 @@ func (s *Server) routes() http.Handler {
 	}
 	handle("GET /v1/rules", s.getRules)
 	handle("GET /v1/rules/history", s.getHistory)
-	handle("GET /v1/rules/{id}", s.getRule)
+	handle("GET /v1/rules/{id}", s.getRuleHTTP)
 	handle("PUT /v1/rules/{id}", s.putRule)
-	handle("DELETE /v1/rules/{id}", s.deleteRule)
-	handle("POST /v1/rules:apply", s.applyRules)
-	handle("POST /v1/rules:rollback", s.rollback)
+	handle("DELETE /v1/rules/{id}", s.deleteRuleHTTP)
+	handle("POST /v1/rules:apply", s.applyRulesHTTP)
+	handle("POST /v1/rules:rollback", s.rollbackHTTP)
 	handle("GET /v1/overrides", s.getOverrides)
 	handle("PUT /v1/overrides", s.putOverride)
-	handle("DELETE /v1/overrides", s.deleteOverride)
-	handle("POST /v1/limits/check", s.check)
-	handle("GET /v1/limits/{key...}", s.getLimits)
+	handle("DELETE /v1/overrides", s.deleteOverrideHTTP)
+	handle("POST /v1/limits/check", s.checkHTTP)
+	handle("GET /v1/limits/{key...}", s.getLimitsHTTP)
 	handle("GET /v1/cluster", s.getCluster)
 	handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		writeText(w, http.StatusOK, "ok")
@@ -73,7 +70,7 @@ func (s *Server) routes() http.Handler {
 			})
 			return nil
 		}
-		return status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+		return limit.Errorf(limit.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
 	return mux
 }
@@ -138,12 +135,11 @@ type errorBody struct {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	st := status.Convert(grpcError(err))
-	code, name := HTTPStatus(st.Code())
+	code, name := HTTPStatus(err)
 	if code >= 500 {
-		s.cfg.Logger.Warn("http request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", st.Message())
+		s.cfg.Logger.Warn("http request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err.Error())
 	}
-	writeJSON(w, code, errorBody{Error: st.Message(), Code: name})
+	writeJSON(w, code, errorBody{Error: err.Error(), Code: name})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -163,54 +159,186 @@ func writeText(w http.ResponseWriter, code int, text string) {
 	_, _ = io.WriteString(w, text+"\n")
 }
 
-// readBody reads the capped request body; too large is ResourceExhausted.
+// readBody reads the capped request body; too large is limit.ErrTooLarge.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, status.Errorf(codes.ResourceExhausted, "request body is over the limit of %d bytes", mbe.Limit)
+			return nil, limit.Errorf(limit.ErrTooLarge, "request body is over the limit of %d bytes", mbe.Limit)
 		}
-		return nil, status.Errorf(codes.InvalidArgument, "reading the request body: %v", err)
+		return nil, limit.Errorf(limit.ErrInvalid, "reading the request body: %v", err)
 	}
 	return b, nil
 }
 
-// decodeJSON reads a capped body into v strictly: unknown fields and
-// trailing data are errors.
+// decodeJSON reads a capped body into v strictly: text that is not valid
+// UTF-8, malformed JSON, unknown fields, trailing data, a name given twice
+// in one object and lone surrogate escapes are errors (see strictJSON).
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	b, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
+	if !utf8.Valid(b) {
+		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: not valid UTF-8 at byte %d (JSON text is UTF-8, and keys are compared byte for byte)", invalidUTF8At(b))
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return status.Error(codes.InvalidArgument, "request body is empty; want a JSON object")
+			return limit.Errorf(limit.ErrInvalid, "request body is empty; want a JSON object")
 		}
-		return status.Errorf(codes.InvalidArgument, "malformed JSON body: %v", err)
+		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return status.Error(codes.InvalidArgument, "malformed JSON body: unexpected data after the JSON object")
+		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: unexpected data after the JSON object")
+	}
+	return strictJSON(b)
+}
+
+// strictJSON refuses what encoding/json accepts silently in a UTF-8 body
+// it has decoded, so that what a caller sent is what Weir uses:
+//   - \u escapes of lone UTF-16 surrogates: encoding/json replaces them
+//     with U+FFFD, as it does bytes that are not UTF-8 (decodeJSON refuses
+//     those first), so keys such as "apikey:\xff", "apikey:\udcff" and
+//     "apikey:\ufffd" would share one counter;
+//   - a name given twice in one object, at any depth ({"cost":-5,"cost":1}):
+//     encoding/json keeps the last, so a filter reading the first would
+//     see another request than Weir. Names are compared as encoding/json
+//     matches them to fields: unescaped, ignoring case.
+//
+// It is one pass over the bytes, without allocating for a small body (the
+// check path's), and relies on b being valid JSON.
+func strictJSON(b []byte) error {
+	var (
+		stackBuf [8]int     // per open object or array: where its names start in names; -1 for an array
+		nameBuf  [16][]byte // the names of the open objects, innermost last
+	)
+	stack, names := stackBuf[:0], nameBuf[:0]
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{':
+			stack = append(stack, len(names))
+		case '[':
+			stack = append(stack, -1)
+		case '}', ']':
+			if start := stack[len(stack)-1]; start >= 0 {
+				names = names[:start]
+			}
+			stack = stack[:len(stack)-1]
+		case '"':
+			end, escaped, lone := scanString(b, i)
+			if lone >= 0 {
+				return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %s at byte %d is half of a UTF-16 surrogate pair, not a character", b[lone:lone+6], lone)
+			}
+			j := end + 1
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) && b[j] == ':' { // a name
+				name := b[i+1 : end]
+				if escaped {
+					var u string
+					if err := json.Unmarshal(b[i:end+1], &u); err != nil {
+						return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %v", err)
+					}
+					name = []byte(u)
+				}
+				for _, seen := range names[stack[len(stack)-1]:] {
+					if bytes.EqualFold(seen, name) {
+						return limit.Errorf(limit.ErrInvalid, "malformed JSON body: %q is given twice in one object", name)
+					}
+				}
+				names = append(names, name)
+			}
+			i = end
+		}
 	}
 	return nil
 }
 
-// rpcContext is r's context as the gRPC methods expect it: the
-// Authorization header as incoming metadata.
-func rpcContext(r *http.Request) context.Context {
-	md := metadata.MD{}
-	if a := r.Header.Get("Authorization"); a != "" {
-		md.Set(mdAuthorization, a)
+// scanString reads the JSON string that starts at b[start] (a quote): the
+// offset of its closing quote, whether it holds escapes, and the offset of
+// its first \u escape of a UTF-16 surrogate not paired as high then low
+// (-1: none).
+func scanString(b []byte, start int) (end int, escaped bool, lone int) {
+	lone = -1
+	for i := start + 1; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i, escaped, lone
+		case '\\':
+			escaped = true
+			if b[i+1] != 'u' {
+				i++ // a one-letter escape
+				continue
+			}
+			u := hex4(b[i+2 : i+6])
+			switch {
+			case u >= 0xDC00 && u <= 0xDFFF: // a low half first
+			case u >= 0xD800 && u <= 0xDBFF:
+				if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					if lo := hex4(b[i+8 : i+12]); lo >= 0xDC00 && lo <= 0xDFFF {
+						i += 11
+						continue
+					}
+				}
+			default:
+				i += 5
+				continue
+			}
+			if lone < 0 {
+				lone = i
+			}
+			i += 5
+		}
 	}
-	return metadata.NewIncomingContext(r.Context(), md)
+	return len(b), escaped, lone
 }
 
-func author(r *http.Request) string {
-	if a := r.Header.Get(AuthorHeader); a != "" {
-		return a
+// hex4 reads four hex digits (valid JSON guarantees them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
 	}
-	return "http:" + r.RemoteAddr
+	return r
+}
+
+// invalidUTF8At is the offset of the first byte of b that does not start a
+// valid UTF-8 sequence.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// httpCaller reads the caller of an HTTP request: its Authorization
+// header, and its address for the history.
+func httpCaller(r *http.Request) caller {
+	c := caller{author: "http:" + r.RemoteAddr}
+	if a := r.Header.Get("Authorization"); a != "" {
+		c.auth = []string{a}
+	}
+	return c
+}
+
+// authorizeHTTP checks r's admin token (Server.authorize).
+func (s *Server) authorizeHTTP(r *http.Request) (admin, error) {
+	return s.authorize(httpCaller(r))
 }
 
 func queryBool(r *http.Request, name string) (bool, error) {
@@ -220,7 +348,7 @@ func queryBool(r *http.Request, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, status.Errorf(codes.InvalidArgument, "%s=%q: want true or false", name, v)
+		return false, limit.Errorf(limit.ErrInvalid, "%s=%q: want true or false", name, v)
 	}
 	return b, nil
 }
@@ -232,7 +360,7 @@ func queryUint(r *http.Request, name string) (uint64, bool, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, false, status.Errorf(codes.InvalidArgument, "%s=%q: want a whole number >= 0", name, v)
+		return 0, false, limit.Errorf(limit.ErrInvalid, "%s=%q: want a whole number >= 0", name, v)
 	}
 	return n, true, nil
 }
@@ -255,21 +383,14 @@ func setJSON(set *rules.Set) ruleSetJSON {
 	return out
 }
 
-// listRules calls ListRules in-process and converts the answer back.
-func (s *Server) listRules(r *http.Request) (*rules.Set, error) {
+// listRulesHTTP reads the rule set for r (?consistent=true: through the
+// leader), with the overrides in force now.
+func (s *Server) listRulesHTTP(r *http.Request) (*rules.Set, error) {
 	consistent, err := queryBool(r, "consistent")
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.rules.ListRules(rpcContext(r), &weirv1.ListRulesRequest{Consistent: consistent})
-	if err != nil {
-		return nil, err
-	}
-	set, err := rulespb.SetFromProto(p)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return set, nil
+	return s.listRules(r.Context(), httpCaller(r), consistent)
 }
 
 // GET /v1/rules[?consistent=true][&version=N&wait=30s][&at=V]
@@ -279,7 +400,7 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if hasAt {
-		set, err := s.b.Store().SetAt(at)
+		set, err := s.b.Rules().SetAt(at)
 		if err != nil {
 			return err
 		}
@@ -293,16 +414,16 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		wait, err := time.ParseDuration(ws)
 		if err != nil || wait < 0 {
-			return status.Errorf(codes.InvalidArgument, "wait=%q: want a duration such as 30s", ws)
+			return limit.Errorf(limit.ErrInvalid, "wait=%q: want a duration such as 30s", ws)
 		}
 		if !hasVersion {
-			return status.Error(codes.InvalidArgument, "wait needs version=N (the version the caller has)")
+			return limit.Errorf(limit.ErrInvalid, "wait needs version=N (the version the caller has)")
 		}
 		if err := s.longPoll(r.Context(), version, min(wait, s.cfg.MaxWait)); err != nil {
 			return err
 		}
 	}
-	set, err := s.listRules(r)
+	set, err := s.listRulesHTTP(r)
 	if err != nil {
 		return err
 	}
@@ -317,16 +438,16 @@ func (s *Server) longPoll(ctx context.Context, version uint64, wait time.Duratio
 		return nil
 	}
 	if !s.track() {
-		return status.Error(codes.Unavailable, "node is shutting down")
+		return limit.Errorf(limit.ErrUnavailable, "node is shutting down")
 	}
 	defer s.active.Done()
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, wait)
 	defer cancelT()
-	_, err := s.b.Store().WaitVersion(ctx, version)
+	_, err := s.b.Rules().WaitVersion(ctx, version)
 	if err != nil && s.ctx.Err() != nil {
-		return status.Error(codes.Unavailable, "node is shutting down")
+		return limit.Errorf(limit.ErrUnavailable, "node is shutting down")
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return err
@@ -334,21 +455,20 @@ func (s *Server) longPoll(ctx context.Context, version uint64, wait time.Duratio
 	return nil
 }
 
-// GET /v1/rules/{id}
-func (s *Server) getRule(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	set, err := s.listRules(r)
+// GET /v1/rules/{id}[?consistent=true]
+func (s *Server) getRuleHTTP(w http.ResponseWriter, r *http.Request) error {
+	consistent, err := queryBool(r, "consistent")
 	if err != nil {
 		return err
 	}
-	rule, ok := set.Rule(id)
-	if !ok {
-		return status.Errorf(codes.NotFound, "rule %q not found (version %d)", id, set.Version)
+	rule, version, err := s.getRule(r.Context(), httpCaller(r), r.PathValue("id"), consistent)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Version uint64     `json:"version"`
 		Rule    rules.Rule `json:"rule"`
-	}{set.Version, rule})
+	}{version, rule})
 	return nil
 }
 
@@ -366,29 +486,36 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request) error {
 	if rule.ID == "" {
 		rule.ID = id
 	} else if rule.ID != id {
-		return status.Errorf(codes.InvalidArgument, "id: the body says %q but the URL says %q", rule.ID, id)
+		return limit.Errorf(limit.ErrInvalid, "id: the body says %q but the URL says %q", rule.ID, id)
 	}
-	resp, err := s.rules.ApplyRules(rpcContext(r), &weirv1.ApplyRulesRequest{
-		Rules: []*weirv1.Rule{rulespb.RuleToProto(rule)}, Author: author(r)})
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{resp.GetVersion()})
+	wr, err := s.applyRules(r.Context(), a, []rules.Rule{rule}, false, false, r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
 // DELETE /v1/rules/{id}
-func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request) error {
-	resp, err := s.rules.DeleteRule(rpcContext(r), &weirv1.DeleteRuleRequest{Id: r.PathValue("id"), Author: author(r)})
+func (s *Server) deleteRuleHTTP(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{resp.GetVersion()})
+	wr, err := s.deleteRule(r.Context(), a, r.PathValue("id"), r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
 // POST /v1/rules:apply[?dry_run=true][&replace=true]
-func (s *Server) applyRules(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) applyRulesHTTP(w http.ResponseWriter, r *http.Request) error {
 	dry, err := queryBool(r, "dry_run")
 	if err != nil {
 		return err
@@ -403,17 +530,17 @@ func (s *Server) applyRules(w http.ResponseWriter, r *http.Request) error {
 	}
 	rs, err := rules.ParseFile(body)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return limit.Errorf(limit.ErrInvalid, "%w", err)
 	}
-	req := &weirv1.ApplyRulesRequest{ReplaceAll: replace, DryRun: dry, Author: author(r), Rules: make([]*weirv1.Rule, len(rs))}
-	for i, rule := range rs {
-		req.Rules[i] = rulespb.RuleToProto(rule)
-	}
-	resp, err := s.rules.ApplyRules(rpcContext(r), req)
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	diff := resp.GetDiff()
+	wr, err := s.applyRules(r.Context(), a, rs, replace, dry, r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	diff := wr.diff
 	if diff == nil {
 		diff = []string{}
 	}
@@ -421,23 +548,20 @@ func (s *Server) applyRules(w http.ResponseWriter, r *http.Request) error {
 		Version uint64   `json:"version"`
 		Diff    []string `json:"diff"`
 		DryRun  bool     `json:"dry_run"`
-	}{resp.GetVersion(), diff, dry})
+	}{wr.version, diff, dry})
 	return nil
 }
 
 // GET /v1/rules/history[?limit=N]
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
-	limit, _, err := queryUint(r, "limit")
+	n, _, err := queryUint(r, "limit")
 	if err != nil {
 		return err
 	}
-	if limit > 1<<31 {
-		limit = 1 << 31
+	if n > 1<<31 {
+		n = 1 << 31
 	}
-	resp, err := s.rules.History(rpcContext(r), &weirv1.HistoryRequest{Limit: uint32(limit)})
-	if err != nil {
-		return err
-	}
+	hs := s.b.Rules().History(int(n))
 	type entry struct {
 		Version uint64 `json:"version"`
 		Author  string `json:"author"`
@@ -446,33 +570,37 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := struct {
 		Entries []entry `json:"entries"`
-	}{Entries: make([]entry, len(resp.GetEntries()))}
-	for i, e := range resp.GetEntries() {
-		out.Entries[i] = entry{e.GetVersion(), e.GetAuthor(), time.UnixMilli(e.GetAtUnixMs()).UTC().Format(time.RFC3339), e.GetSummary()}
+	}{Entries: make([]entry, len(hs))}
+	for i, e := range hs {
+		out.Entries[i] = entry{e.Version, e.Author, time.UnixMilli(e.At.UnixMilli()).UTC().Format(time.RFC3339), e.Summary}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // POST /v1/rules:rollback {"version":N}
-func (s *Server) rollback(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) rollbackHTTP(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Version uint64 `json:"version"`
 	}
 	if err := s.decodeJSON(w, r, &body); err != nil {
 		return err
 	}
-	resp, err := s.rules.Rollback(rpcContext(r), &weirv1.RollbackRequest{Version: body.Version, Author: author(r)})
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{resp.GetVersion()})
+	wr, err := s.rollback(r.Context(), a, body.Version, r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
 // GET /v1/overrides
 func (s *Server) getOverrides(w http.ResponseWriter, r *http.Request) error {
-	set, err := s.listRules(r)
+	set, err := s.listRulesHTTP(r)
 	if err != nil {
 		return err
 	}
@@ -490,22 +618,30 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &o); err != nil {
 		return err
 	}
-	resp, err := s.rules.SetOverride(rpcContext(r), &weirv1.SetOverrideRequest{Override: rulespb.OverrideToProto(o), Author: author(r)})
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{resp.GetVersion()})
+	wr, err := s.setOverride(r.Context(), a, o, r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
 // DELETE /v1/overrides?key=K&rule=R
-func (s *Server) deleteOverride(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	resp, err := s.rules.DeleteOverride(rpcContext(r), &weirv1.DeleteOverrideRequest{Key: q.Get("key"), Rule: q.Get("rule"), Author: author(r)})
+func (s *Server) deleteOverrideHTTP(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.authorizeHTTP(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{resp.GetVersion()})
+	q := r.URL.Query()
+	wr, err := s.deleteOverride(r.Context(), a, q.Get("key"), q.Get("rule"), r.Header.Get(AuthorHeader))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -516,12 +652,12 @@ type checkItemJSON struct {
 	Cost *int64 `json:"cost"`
 }
 
-func (c checkItemJSON) proto() *weirv1.CheckItem {
+func (c checkItemJSON) item() limit.Item {
 	cost := int64(1)
 	if c.Cost != nil {
 		cost = *c.Cost
 	}
-	return &weirv1.CheckItem{Key: c.Key, Rule: c.Rule, Cost: cost}
+	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost}
 }
 
 // checkResultJSON is one decision as the HTTP API reports it.
@@ -537,59 +673,44 @@ type checkResultJSON struct {
 	ErrorCode    string `json:"error_code,omitempty"`
 }
 
-// itemErrorName names a CheckResult error code in JSON.
-func itemErrorName(c weirv1.ErrorCode) string {
-	switch c {
-	case weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE:
-		return "unknown_rule"
-	case weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
-		return CodeInvalidArgument
-	case weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE:
-		return CodeUnavailable
-	case weirv1.ErrorCode_ERROR_CODE_NOT_OWNER:
-		return "not_owner"
-	}
-	return CodeInternal
-}
-
-func resultJSON(r *weirv1.CheckResult) checkResultJSON {
+func resultJSON(r *limit.Result) checkResultJSON {
 	out := checkResultJSON{
-		Allowed: r.GetAllowed(), Remaining: r.GetRemaining(), Limit: r.GetLimit(),
-		ResetMS: r.GetResetMs(), RetryAfterMS: r.GetRetryAfterMs(), WindowMS: r.GetWindowMs(),
-		Shadow: r.GetShadow(), Error: r.GetError(),
+		Allowed: r.Allowed, Remaining: r.Remaining, Limit: r.Limit,
+		ResetMS: limit.Millis(r.Reset), RetryAfterMS: limit.Millis(r.RetryAfter), WindowMS: limit.Millis(r.Window),
+		Shadow: r.Shadow, Error: r.Err,
 	}
-	if c := r.GetErrorCode(); c != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
-		out.ErrorCode = itemErrorName(c)
+	if r.Code != limit.CodeNone {
+		out.ErrorCode = r.Code.String()
 		if out.Error == "" {
-			out.Error = c.String()
+			out.Error = out.ErrorCode
 		}
 	}
 	return out
 }
 
-// itemStatus is the whole-request error for a single-item check whose item
-// failed.
-func itemStatus(r *weirv1.CheckResult) error {
-	var c codes.Code
-	switch r.GetErrorCode() {
-	case weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
+// itemError is the whole-request error for a single-item check whose item
+// could not be decided.
+func itemError(r *limit.Result) error {
+	var kind error
+	switch r.Code {
+	case limit.CodeNone:
 		return nil
-	case weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE:
-		c = codes.NotFound
-	case weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
-		c = codes.InvalidArgument
+	case limit.CodeUnknownRule:
+		kind = limit.ErrNotFound
+	case limit.CodeInvalid:
+		kind = limit.ErrInvalid
 	default:
-		c = codes.Unavailable
+		kind = limit.ErrUnavailable
 	}
-	msg := r.GetError()
+	msg := r.Err
 	if msg == "" {
-		msg = r.GetErrorCode().String()
+		msg = r.Code.String()
 	}
-	return status.Error(c, msg)
+	return limit.Errorf(kind, "%s", msg)
 }
 
 // POST /v1/limits/check {key, rule, cost} | {items: [...]}
-func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		checkItemJSON
 		Items []checkItemJSON `json:"items"`
@@ -599,41 +720,42 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	}
 	single := body.Items == nil
 	if !single && (body.Key != "" || body.Rule != "" || body.Cost != nil) {
-		return status.Error(codes.InvalidArgument, "send either one check (key, rule, cost) or items, not both")
+		return limit.Errorf(limit.ErrInvalid, "send either one check (key, rule, cost) or items, not both")
 	}
-	items := []*weirv1.CheckItem{body.checkItemJSON.proto()}
-	if !single {
-		items = make([]*weirv1.CheckItem, len(body.Items))
+	var items []limit.Item
+	if single {
+		items = []limit.Item{body.item()}
+	} else {
+		items = make([]limit.Item, len(body.Items))
 		for i, it := range body.Items {
-			items[i] = it.proto()
+			items[i] = it.item()
 		}
 	}
-	resp, err := s.limiter.Check(r.Context(), &weirv1.CheckRequest{Items: items})
-	if err != nil {
+	res := make([]limit.Result, len(items))
+	if err := s.check(r.Context(), items, res); err != nil {
 		return err
 	}
 	if single {
-		res := resp.GetResults()[0]
-		if err := itemStatus(res); err != nil {
+		if err := itemError(&res[0]); err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, resultJSON(res))
+		writeJSON(w, http.StatusOK, resultJSON(&res[0]))
 		return nil
 	}
 	out := struct {
 		Results []checkResultJSON `json:"results"`
-	}{Results: make([]checkResultJSON, len(resp.GetResults()))}
-	for i, res := range resp.GetResults() {
-		out.Results[i] = resultJSON(res)
+	}{Results: make([]checkResultJSON, len(res))}
+	for i := range res {
+		out.Results[i] = resultJSON(&res[i])
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // GET /v1/limits/{key...}
-func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	key := r.PathValue("key")
-	resp, err := s.limiter.GetLimits(r.Context(), &weirv1.GetLimitsRequest{Key: key})
+	ls, err := s.getLimits(r.Context(), key)
 	if err != nil {
 		return err
 	}
@@ -644,9 +766,9 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		Key    string      `json:"key"`
 		Limits []limitJSON `json:"limits"`
-	}{Key: key, Limits: make([]limitJSON, len(resp.GetLimits()))}
-	for i, l := range resp.GetLimits() {
-		out.Limits[i] = limitJSON{Rule: l.GetRule(), checkResultJSON: resultJSON(l.GetResult())}
+	}{Key: key, Limits: make([]limitJSON, len(ls))}
+	for i := range ls {
+		out.Limits[i] = limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -667,11 +789,11 @@ type memberJSON struct {
 
 // GET /v1/cluster
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
-	m, err := s.cluster.Members(r.Context(), &weirv1.MembersRequest{})
+	m, err := s.b.Members(r.Context())
 	if err != nil {
 		return err
 	}
-	st := s.b.Store()
+	st := s.b.Rules()
 	leader, _ := st.Leader()
 	self := s.cfg.NodeID
 	if self == "" {
@@ -683,16 +805,15 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 		RulesVersion uint64       `json:"rules_version"`
 		RingVersion  uint64       `json:"ring_version"`
 		Members      []memberJSON `json:"members"`
-	}{Leader: leader, RulesVersion: st.Current().Version, RingVersion: m.GetRingVersion(),
-		Members: make([]memberJSON, len(m.GetMembers()))}
-	for i, mb := range m.GetMembers() {
+	}{Self: self, Leader: leader, RulesVersion: st.Current().Version, RingVersion: m.RingVersion,
+		Members: make([]memberJSON, len(m.Members))}
+	for i, mb := range m.Members {
 		out.Members[i] = memberJSON{
-			ID: mb.GetId(), GRPCAddr: mb.GetGrpcAddr(), HTTPAddr: mb.GetHttpAddr(), RaftAddr: mb.GetRaftAddr(),
-			GossipAddr: mb.GetGossipAddr(), State: mb.GetState(), PartitionsOwned: mb.GetPartitionsOwned(),
-			ReplicasHeld: mb.GetReplicasHeld(), RaftRole: mb.GetRaftRole(),
+			ID: mb.ID, GRPCAddr: mb.GRPCAddr, HTTPAddr: mb.HTTPAddr, RaftAddr: mb.RaftAddr,
+			GossipAddr: mb.GossipAddr, State: mb.State, PartitionsOwned: mb.PartitionsOwned,
+			ReplicasHeld: mb.ReplicasHeld, RaftRole: mb.RaftRole,
 		}
 	}
-	out.Self = self
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -467,3 +469,118 @@ func TestHTTPClusterHealthMetrics(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// Keys are byte-exact: a JSON body whose key holds a byte that is not
+// UTF-8 (or an escaped lone surrogate) is refused, where encoding/json
+// would have replaced it with U+FFFD, so that "apikey:\xff",
+// "apikey:\xfe" and "apikey:\ufffd" shared one counter. The real U+FFFD
+// and a proper surrogate pair are keys like any other.
+func TestHTTPCheckKeysAreByteExact(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	if r := n.do(t, "POST", "/v1/rules:apply", rulesYAML); r.code != 200 {
+		t.Fatal(r.code)
+	}
+	for _, body := range []string{
+		"{\"key\":\"apikey:\xff\",\"rule\":\"orders.write\"}",
+		"{\"key\":\"apikey:\xfe\",\"rule\":\"orders.write\"}",
+		"{\"items\":[{\"key\":\"apikey:\xff\",\"rule\":\"orders.write\"}]}",
+		`{"key":"apikey:\udcff","rule":"orders.write"}`,
+		`{"key":"apikey:\ud83d","rule":"orders.write"}`,
+		`{"key":"apikey:\ud83d\u0041","rule":"orders.write"}`,
+		"{\"key\":\"apikey:ok\",\"rule\":\"orders.write\",\"x\xff\":1}",
+	} {
+		r := n.do(t, "POST", "/v1/limits/check", body)
+		if e := r.errBody(t); r.code != 400 || e.Code != CodeInvalidArgument || !strings.Contains(e.Error, "UTF") {
+			t.Errorf("%q: %d %s, want 400 naming UTF-8/UTF-16", body, r.code, r.body)
+		}
+	}
+	if r := n.do(t, "GET", "/v1/limits/apikey:%FF", nil); r.code != 400 || !strings.Contains(r.errBody(t).Error, "UTF-8") {
+		t.Errorf("key \\xff in the path: %d %s", r.code, r.body)
+	}
+	// Nothing above took a token from the U+FFFD key's counter.
+	var res checkResultJSON
+	for _, c := range []struct {
+		body      string
+		remaining int64
+	}{
+		{`{"key":"apikey:` + "\ufffd" + `","rule":"orders.write"}`, 19},
+		{`{"key":"apikey:\ufffd","rule":"orders.write"}`, 18}, // the same key, escaped
+		{`{"key":"apikey:\ud83d\ude00","rule":"orders.write"}`, 19},
+		{`{"key":"apikey:` + "\U0001F600" + `","rule":"orders.write"}`, 18},
+	} {
+		r := n.do(t, "POST", "/v1/limits/check", c.body)
+		r.json(t, &res)
+		if r.code != 200 || !res.Allowed || res.Remaining != c.remaining {
+			t.Errorf("%s: %d %s, want allowed with %d left", c.body, r.code, r.body, c.remaining)
+		}
+	}
+}
+
+// A name given twice in one JSON object, at any depth and in any case, is
+// refused: encoding/json would keep the last one.
+func TestHTTPRepeatedJSONNames(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	if r := n.do(t, "POST", "/v1/rules:apply", rulesYAML); r.code != 200 {
+		t.Fatal(r.code)
+	}
+	v := n.version()
+	for _, c := range []struct{ method, path, body, name string }{
+		{"POST", "/v1/limits/check", `{"key":"apikey:a","rule":"orders.write","cost":-5,"cost":1}`, "cost"},
+		{"POST", "/v1/limits/check", `{"key":"apikey:a","rule":"orders.write","cost":1,"Cost":50}`, "Cost"},
+		{"POST", "/v1/limits/check", `{"items":[{"key":"apikey:a","rule":"orders.write"},{"key":"apikey:a","rule":"orders.write","key":"apikey:b"}]}`, "key"},
+		{"POST", "/v1/limits/check", `{"items":[],"items":[{"key":"apikey:a","rule":"orders.write"}]}`, "items"},
+		{"PUT", "/v1/rules/x", `{"match":{"route":"/x","route":"/y"},"key":"ip","rate":1,"period":"1s"}`, "route"},
+		{"PUT", "/v1/rules/x", `{"match":{"route":"/x"},"key":"ip","rate":1,"rate":1000,"period":"1s"}`, "rate"},
+		{"PUT", "/v1/overrides", `{"key":"apikey:a","rule":"orders.write","rate":5,"rate":500}`, "rate"},
+		{"POST", "/v1/rules:rollback", `{"version":1,"version":2}`, "version"},
+	} {
+		r := n.do(t, c.method, c.path, c.body)
+		if e := r.errBody(t); r.code != 400 || e.Code != CodeInvalidArgument || !strings.Contains(e.Error, `"`+c.name+`" is given twice`) {
+			t.Errorf("%s %s %s: %d %s, want 400 naming %q", c.method, c.path, c.body, r.code, r.body, c.name)
+		}
+	}
+	if n.version() != v {
+		t.Fatalf("refused writes changed the version: %d -> %d", v, n.version())
+	}
+	// Nothing was taken; the same names in different objects are fine.
+	var batch struct {
+		Results []checkResultJSON `json:"results"`
+	}
+	r := n.do(t, "POST", "/v1/limits/check", `{"items":[{"key":"apikey:a","rule":"orders.write"},{"key":"apikey:a","rule":"orders.write","cost":0}]}`)
+	r.json(t, &batch)
+	if r.code != 200 || len(batch.Results) != 2 || batch.Results[1].Remaining != 19 {
+		t.Fatalf("same names in two objects: %d %s", r.code, r.body)
+	}
+}
+
+func TestStrictJSON(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		bad  string // "" when the body is fine, else what the error names
+	}{
+		{`{"key":"apikey:a","rule":"r","cost":1}`, ""},
+		{`{"items":[{"key":"a","rule":"r"},{"key":"b","rule":"r"}]}`, ""},
+		{`{"key":"a:{\"key\":1,\"key\":2}","rule":"r"}`, ""}, // names inside a string are text
+		{`{"a":{"b":1},"b":{"a":{"b":[{"b":1},{"b":2}]}}}`, ""},
+		{`{"key":"\ud83d\ude00\u00e9\n\"\\"}`, ""},
+		{`[[[[[[[[[[{"a":1,"b":{"c":[1,2,{"d":3}]}}]]]]]]]]]]`, ""},
+		{`{"cost":-5,"cost":1}`, `"cost" is given twice`},
+		{`{"cost":-5,"COST":1}`, `"COST" is given twice`},
+		{`{"cost":-5,"co\u0073t":1}`, `"cost" is given twice`}, // encoding/json unescapes names
+		{`{"a":{"x":1},"b":{"x":1},"a":2}`, `"a" is given twice`},
+		{`{"items":[{"key":"a"},{"key":"a","key":"b"}]}`, `"key" is given twice`},
+		{`[[[[[[[[[[{"a":1,"b":{"c":[1,2,{"d":3,"d":4}]}}]]]]]]]]]]`, `"d" is given twice`},
+		{`{"key":"\udcff"}`, `\udcff at byte 8`},
+		{`{"key":"x\ud83d"}`, `\ud83d at byte 9`},
+		{`{"key":"\ud83d\u0041"}`, `\ud83d at byte 8`},
+		{`{"\udc00":1}`, `\udc00 at byte 2`},
+	} {
+		err := strictJSON([]byte(c.body))
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.body, err)
+		case c.bad != "" && (!errors.Is(err, limit.ErrInvalid) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%s: %v, want an invalid-argument error naming %s", c.body, err, c.bad)
+		}
+	}
+}

@@ -2,53 +2,26 @@ package api
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
 
-// limiterService implements weirv1.LimiterServer.
+// limiterService implements weirv1.LimiterServer: proto in, Server.check,
+// proto out.
 type limiterService struct {
 	weirv1.UnimplementedLimiterServer
-	s *Server
+	s       *Server
+	batches limitpb.BatchPool // request items and results, recycled (Backend.Check keeps neither)
 }
 
 var _ weirv1.LimiterServer = (*limiterService)(nil)
 
-// itemProblem describes what is wrong with an item's shape, or "".
-func itemProblem(it *weirv1.CheckItem) string {
-	switch {
-	case it == nil:
-		return "item is missing"
-	case it.GetKey() == "":
-		return "key: must not be empty"
-	case len(it.GetKey()) > MaxKeyLen:
-		return fmt.Sprintf("key: is %d bytes long; at most %d", len(it.GetKey()), MaxKeyLen)
-	case it.GetRule() == "":
-		return "rule: must not be empty"
-	case it.GetCost() < 0:
-		return fmt.Sprintf("cost: %d is negative (0 peeks, more takes tokens)", it.GetCost())
-	}
-	return ""
-}
-
-// wellFormed reports whether no item has a problem.
-func wellFormed(items []*weirv1.CheckItem) bool {
-	for _, it := range items {
-		if itemProblem(it) != "" {
-			return false
-		}
-	}
-	return true
-}
-
-// Check validates each item's shape and sends the well-formed ones to the
-// Backend; malformed items get an INVALID_ARGUMENT result of their own.
+// Check decides a batch; malformed items get an INVALID_ARGUMENT result of
+// their own (Server.check).
 func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*weirv1.CheckResponse, error) {
 	results, err := l.check(ctx, req.GetItems())
 	if err != nil {
@@ -66,55 +39,25 @@ func (l *limiterService) CheckStream(stream grpc.BidiStreamingServer[weirv1.Chec
 // check is Check's decision for items: one result per item, in order, or a
 // gRPC status error for the request as a whole.
 func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
-	if len(items) > MaxItems {
-		return nil, status.Errorf(codes.InvalidArgument, "items: %d in one request; at most %d (split the batch)", len(items), MaxItems)
+	b := l.batches.FromProto(items)
+	defer l.batches.Put(b)
+	if err := l.s.check(ctx, b.Items, b.Results); err != nil {
+		return nil, GRPCError(err)
 	}
-	if len(items) > 0 && wellFormed(items) {
-		// The common case: every item is well formed, so the Backend's
-		// results are the response as they are.
-		got, err := l.s.b.Check(ctx, items)
-		if err != nil {
-			return nil, grpcError(err)
-		}
-		if len(got) != len(items) {
-			return nil, status.Errorf(codes.Internal, "backend answered %d results for %d items", len(got), len(items))
-		}
-		return got, nil
-	}
-	results := make([]*weirv1.CheckResult, len(items))
-	valid := make([]*weirv1.CheckItem, 0, len(items))
-	where := make([]int, 0, len(items))
-	for i, it := range items {
-		if p := itemProblem(it); p != "" {
-			results[i] = &weirv1.CheckResult{ErrorCode: weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, Error: p, RetryAfterMs: -1}
-			continue
-		}
-		valid = append(valid, it)
-		where = append(where, i)
-	}
-	if len(valid) > 0 {
-		got, err := l.s.b.Check(ctx, valid)
-		if err != nil {
-			return nil, grpcError(err)
-		}
-		if len(got) != len(valid) {
-			return nil, status.Errorf(codes.Internal, "backend answered %d results for %d items", len(got), len(valid))
-		}
-		for j, r := range got {
-			results[where[j]] = r
-		}
-	}
-	return results, nil
+	return limitpb.ResultsToProto(b.Results), nil
 }
 
 // GetLimits reports a key's quota under every rule, taking nothing.
 func (l *limiterService) GetLimits(ctx context.Context, req *weirv1.GetLimitsRequest) (*weirv1.GetLimitsResponse, error) {
-	if p := itemProblem(&weirv1.CheckItem{Key: req.GetKey(), Rule: "-"}); p != "" {
-		return nil, status.Error(codes.InvalidArgument, p)
-	}
-	ls, err := l.s.b.GetLimits(ctx, req.GetKey())
+	ls, err := l.s.getLimits(ctx, req.GetKey())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, GRPCError(err)
 	}
-	return &weirv1.GetLimitsResponse{Limits: ls}, nil
+	block := make([]weirv1.CheckResult, len(ls))
+	out := &weirv1.GetLimitsResponse{Limits: make([]*weirv1.KeyLimit, len(ls))}
+	for i := range ls {
+		limitpb.ResultToProto(&block[i], &ls[i].Result)
+		out.Limits[i] = &weirv1.KeyLimit{Rule: ls[i].Rule, Result: &block[i]}
+	}
+	return out, nil
 }

@@ -40,7 +40,7 @@ func BenchmarkCheck(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
 				items := make([]shard.Item, batch)
-				out := make([]bucket.Result, batch)
+				out := make([]shard.Result, batch)
 				for pb.Next() {
 					for j := range items {
 						id := mix(rng.Uint64N(nkeys))

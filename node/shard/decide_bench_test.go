@@ -22,7 +22,7 @@ func BenchmarkShardDecide(b *testing.B) {
 			l := bucket.Limit{Rate: 1_000_000, Period: time.Second}
 			rng := rand.New(rand.NewPCG(1, 2))
 			items := make([]Item, batch)
-			out := make([]bucket.Result, batch)
+			out := make([]Result, batch)
 			now := int64(1)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -28,7 +28,8 @@
 // group's first item: each is decided on a copy of its counter (items with
 // the same ID share one copy and see each other's consumption), and the
 // copies are committed only if every item was allowed. A denied group takes
-// nothing; all its items report Allowed=false. Items of one group on
+// nothing; all its items report Allowed=false, and those that would have
+// passed on their own report Voided (Result.Voided). Items of one group on
 // different shards (different partitions, i.e. different keys) are NOT
 // atomic inside the engine: the caller must refund the parts that were
 // allowed when another part was denied. All rules of one key share its

@@ -20,6 +20,15 @@ type Item struct {
 	Group     uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 }
 
+// Result is the answer for one Item: the bucket's, and whether the item
+// was voided: it would have passed, but another item of its Group on the
+// same shard was denied, so it took nothing (Allowed is false, and
+// Remaining counts its tokens as not taken).
+type Result struct {
+	bucket.Result
+	Voided bool
+}
+
 // Stats is a point-in-time view of the engine. Counters are read without
 // stopping the shards, so the fields are not one consistent snapshot.
 type Stats struct {
@@ -171,7 +180,7 @@ func (e *Engine) wait(ctx context.Context, r *request) error {
 // If ctx ends first, Check returns ctx.Err(); the parts of the call that a
 // shard had already decided stay decided (a shard skips a request whose
 // ctx has already ended when it reaches it).
-func (e *Engine) Check(ctx context.Context, items []Item, out []bucket.Result) error {
+func (e *Engine) Check(ctx context.Context, items []Item, out []Result) error {
 	if len(out) != len(items) {
 		return fmt.Errorf("%w: %d items, %d results", ErrInvalidItem, len(items), len(out))
 	}
@@ -344,9 +353,9 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-func grow(b []bucket.Result, n int) []bucket.Result {
+func grow(b []Result, n int) []Result {
 	if cap(b) < n {
-		return make([]bucket.Result, n)
+		return make([]Result, n)
 	}
 	b = b[:n]
 	clear(b)

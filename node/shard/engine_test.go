@@ -59,11 +59,14 @@ func keys(t *testing.T, e *shard.Engine) int {
 
 func check1(t *testing.T, e *shard.Engine, it shard.Item) bucket.Result {
 	t.Helper()
-	out := make([]bucket.Result, 1)
+	out := make([]shard.Result, 1)
 	if err := e.Check(ctxT(t), []shard.Item{it}, out); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	return out[0]
+	if out[0].Voided {
+		t.Fatalf("Check: a lone item came back voided: %+v", out[0])
+	}
+	return out[0].Result
 }
 
 func TestConfig(t *testing.T) {
@@ -164,7 +167,7 @@ func hammer(t *testing.T, e *shard.Engine, workers, per int, items []shard.Item)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out := make([]bucket.Result, len(items))
+			out := make([]shard.Result, len(items))
 			for range per {
 				if err := e.Check(context.Background(), items, out); err != nil {
 					errs <- err
@@ -266,12 +269,12 @@ func TestGroupDeniedTakesNothing(t *testing.T) {
 	a := shard.Item{ID: 1, Partition: 0, Limit: perSecond(10), Cost: 1, Group: 7}
 	b := shard.Item{ID: 2, Partition: 0, Limit: perSecond(3), Cost: 1, Group: 7}
 	log := shard.Item{ID: 3, Partition: 0, Limit: slidingLog(10), Cost: 1, Group: 7}
-	out := make([]bucket.Result, 3)
+	out := make([]shard.Result, 3)
 	for i := range 3 {
 		if err := e.Check(ctxT(t), []shard.Item{a, b, log}, out); err != nil {
 			t.Fatal(err)
 		}
-		if !out[0].Allowed || !out[1].Allowed || !out[2].Allowed {
+		if !out[0].Allowed || !out[1].Allowed || !out[2].Allowed || out[0].Voided || out[1].Voided || out[2].Voided {
 			t.Fatalf("call %d: %+v, want all allowed", i, out)
 		}
 	}
@@ -281,6 +284,10 @@ func TestGroupDeniedTakesNothing(t *testing.T) {
 	}
 	if out[0].Allowed || out[1].Allowed || out[2].Allowed {
 		t.Fatalf("over-limit group: %+v, want all denied", out)
+	}
+	// b was over its own limit; a and log would have passed: voided.
+	if !out[0].Voided || out[1].Voided || !out[2].Voided || out[1].RetryAfter <= 0 || out[0].RetryAfter != 0 {
+		t.Errorf("over-limit group: %+v, want a and log voided (retry 0), b denied on its own", out)
 	}
 	if out[0].Remaining != 7 || out[2].Remaining != 7 {
 		t.Errorf("rolled-back items report remaining %d and %d, want 7 (nothing taken)", out[0].Remaining, out[2].Remaining)
@@ -304,7 +311,7 @@ func TestGroupSameIDCountsTwice(t *testing.T) {
 	e := start(t, shard.Config{Shards: 1, Now: clk.Now})
 	for _, l := range []bucket.Limit{perSecond(5), slidingLog(5)} {
 		it := shard.Item{ID: 9, Partition: 1, Limit: l, Cost: 3, Group: 1}
-		out := make([]bucket.Result, 2)
+		out := make([]shard.Result, 2)
 		if err := e.Check(ctxT(t), []shard.Item{it, it}, out); err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +359,7 @@ func TestCheckAcrossShards(t *testing.T) {
 	for i := range 30 {
 		items = append(items, shard.Item{ID: uint64(i), Partition: uint32(i), Limit: perSecond(100), Cost: int64(i)})
 	}
-	out := make([]bucket.Result, len(items))
+	out := make([]shard.Result, len(items))
 	if err := e.Check(ctxT(t), items, out); err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +419,7 @@ func TestExportImportDrop(t *testing.T) {
 			shard.Item{ID: uint64(100 + p), Partition: p, Limit: perSecond(10), Cost: 4},
 			shard.Item{ID: uint64(200 + p), Partition: p, Limit: slidingLog(10), Cost: 3})
 	}
-	out := make([]bucket.Result, len(items))
+	out := make([]shard.Result, len(items))
 	if err := a.Check(ctxT(t), items, out); err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +503,7 @@ func TestIdleExpiry(t *testing.T) {
 	for i := range 2000 {
 		items = append(items, shard.Item{ID: uint64(i), Partition: uint32(i % 50), Limit: l, Cost: 1})
 	}
-	out := make([]bucket.Result, len(items))
+	out := make([]shard.Result, len(items))
 	if err := e.Check(ctxT(t), items, out); err != nil {
 		t.Fatal(err)
 	}
@@ -556,13 +563,13 @@ func TestCancel(t *testing.T) {
 	e := start(t, shard.Config{Shards: 1, QueueLen: 1, Now: clk.Now, OnChange: blk.onChange})
 	it := shard.Item{ID: 1, Partition: 0, Limit: perSecond(10), Cost: 1}
 	first := make(chan error, 1)
-	go func() { first <- e.Check(context.Background(), []shard.Item{it}, make([]bucket.Result, 1)) }()
+	go func() { first <- e.Check(context.Background(), []shard.Item{it}, make([]shard.Result, 1)) }()
 	<-blk.entered // the shard is stuck in the first batch
 
 	// Queued, then cancelled while waiting for the reply.
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
-	go func() { queued <- e.Check(ctx, []shard.Item{it}, make([]bucket.Result, 1)) }()
+	go func() { queued <- e.Check(ctx, []shard.Item{it}, make([]shard.Result, 1)) }()
 	testwait.Until(t, "the request to be queued", func() bool {
 		st, _ := e.Stats(context.Background())
 		return st.Queue[0] == 1
@@ -570,7 +577,7 @@ func TestCancel(t *testing.T) {
 	// The queue is full: this one is cancelled while sending.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	sending := make(chan error, 1)
-	go func() { sending <- e.Check(ctx2, []shard.Item{it}, make([]bucket.Result, 1)) }()
+	go func() { sending <- e.Check(ctx2, []shard.Item{it}, make([]shard.Result, 1)) }()
 	cancel2()
 	if err := <-sending; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while sending: %v", err)
@@ -579,7 +586,7 @@ func TestCancel(t *testing.T) {
 	if err := <-queued; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while queued: %v", err)
 	}
-	if err := e.Check(ctx, []shard.Item{it}, make([]bucket.Result, 1)); !errors.Is(err, context.Canceled) {
+	if err := e.Check(ctx, []shard.Item{it}, make([]shard.Result, 1)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("already cancelled: %v", err)
 	}
 	close(blk.release)
@@ -601,16 +608,16 @@ func TestCloseJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	it := shard.Item{ID: 1, Partition: 0, Limit: perSecond(10), Cost: 1}
-	out := make([]bucket.Result, 1)
+	out := make([]shard.Result, 1)
 	if err := e.Check(ctxT(t), []shard.Item{it}, out); !errors.Is(err, shard.ErrNotStarted) {
 		t.Fatalf("before Start: %v", err)
 	}
 	e.Start()
 	first := make(chan error, 1)
-	go func() { first <- e.Check(context.Background(), []shard.Item{it}, make([]bucket.Result, 1)) }()
+	go func() { first <- e.Check(context.Background(), []shard.Item{it}, make([]shard.Result, 1)) }()
 	<-blk.entered
 	queued := make(chan error, 1)
-	go func() { queued <- e.Check(context.Background(), []shard.Item{it}, make([]bucket.Result, 1)) }()
+	go func() { queued <- e.Check(context.Background(), []shard.Item{it}, make([]shard.Result, 1)) }()
 	testwait.Until(t, "the request to be queued", func() bool {
 		st, _ := e.Stats(context.Background())
 		return st.Queue[0] == 1

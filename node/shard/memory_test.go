@@ -39,7 +39,7 @@ func TestMemoryPerKey(t *testing.T) {
 	defer e.Close()
 	const batch = 256
 	items := make([]shard.Item, batch)
-	out := make([]bucket.Result, batch)
+	out := make([]shard.Result, batch)
 	l := perSecond(10)
 	ctx := context.Background()
 

@@ -26,7 +26,7 @@ type request struct {
 	ctx    context.Context
 	items  []Item
 	pos    []int // index in the caller's items of each item (multi-shard Check)
-	out    []bucket.Result
+	out    []Result
 	parts  []uint32
 	states []replication.State
 	err    error
@@ -288,12 +288,12 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, oldIdle int64, lg []
 	s.markDirty(pid, k)
 }
 
-func (s *shard) check(items []Item, out []bucket.Result, now int64) {
+func (s *shard) check(items []Item, out []Result, now int64) {
 	var seen []bool
 	for i := range items {
 		it := &items[i]
 		if it.Group == 0 || it.Refund {
-			out[i] = s.one(it, now)
+			out[i] = Result{Result: s.one(it, now)}
 			continue
 		}
 		if seen == nil {
@@ -360,7 +360,7 @@ func (s *shard) one(it *Item, now int64) bucket.Result {
 // group decides every non-refund item of items[first]'s group on copies of
 // their counters (same-ID items share one copy, so they see each other's
 // consumption) and commits the copies only if every item was allowed.
-func (s *shard) group(items []Item, out []bucket.Result, seen []bool, first int, now int64) {
+func (s *shard) group(items []Item, out []Result, seen []bool, first int, now int64) {
 	g := items[first].Group
 	s.tent = s.tent[:0]
 	all := true
@@ -378,18 +378,18 @@ func (s *shard) group(items []Item, out []bucket.Result, seen []bool, first int,
 			t.s, res = bucket.Decide(t.s, it.Limit, it.Cost, now)
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
-		out[j] = res
+		out[j] = Result{Result: res}
 		all = all && res.Allowed
 	}
 	if !all {
-		// Nothing is taken: report every item as denied, and give back in
-		// Remaining what the allowed ones would have taken.
+		// Nothing is taken: report every item as denied, the allowed ones
+		// voided, with what they would have taken given back in Remaining.
 		for j := first; j < len(items); j++ {
 			it := &items[j]
 			if it.Group != g || it.Refund || !out[j].Allowed {
 				continue
 			}
-			out[j].Allowed = false
+			out[j].Allowed, out[j].Voided = false, true
 			out[j].Remaining += it.Cost
 		}
 		s.tent = s.tent[:0]

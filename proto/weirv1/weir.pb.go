@@ -31,7 +31,6 @@ const (
 	ErrorCode_ERROR_CODE_UNKNOWN_RULE     ErrorCode = 1
 	ErrorCode_ERROR_CODE_INVALID_ARGUMENT ErrorCode = 2
 	ErrorCode_ERROR_CODE_UNAVAILABLE      ErrorCode = 3
-	ErrorCode_ERROR_CODE_NOT_OWNER        ErrorCode = 4
 )
 
 // Enum value maps for ErrorCode.
@@ -41,14 +40,12 @@ var (
 		1: "ERROR_CODE_UNKNOWN_RULE",
 		2: "ERROR_CODE_INVALID_ARGUMENT",
 		3: "ERROR_CODE_UNAVAILABLE",
-		4: "ERROR_CODE_NOT_OWNER",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":      0,
 		"ERROR_CODE_UNKNOWN_RULE":     1,
 		"ERROR_CODE_INVALID_ARGUMENT": 2,
 		"ERROR_CODE_UNAVAILABLE":      3,
-		"ERROR_CODE_NOT_OWNER":        4,
 	}
 )
 
@@ -89,8 +86,8 @@ type CheckItem struct {
 	Cost int64 `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
 	// The rule set version the caller matched against (0: any).
 	RuleVersion uint64 `protobuf:"varint,4,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
-	// Items of one request that share a non-zero group are all-or-nothing:
-	// if any is denied, none takes tokens (tokens already taken are given back).
+	// Items of one request that share a non-zero group are all-or-nothing
+	// (see CheckResult.voided for the contract).
 	Group uint32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
 	// Refund gives cost tokens back (used to undo a group and to return unspent
 	// leases). Never creates more than the bucket holds.
@@ -246,7 +243,16 @@ type CheckResult struct {
 	// callers must not block on it.
 	Shadow bool `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// The rule's window/period in milliseconds (for RateLimit-Policy headers).
-	WindowMs      int64 `protobuf:"varint,9,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	WindowMs int64 `protobuf:"varint,9,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// The group contract: items of one request with the same non-zero group
+	// pass only if every non-shadow item of the group is allowed (an item
+	// that could not be decided, error_code set, is not allowed). When one is
+	// denied, each other non-shadow item of the group that would have passed
+	// is answered allowed=false, voided=true, and its tokens are given back
+	// (it took nothing). A voided item was not itself over its limit
+	// (retry_after_ms is 0). Shadow and refund items are never voided and
+	// never void their group.
+	Voided        bool `protobuf:"varint,10,opt,name=voided,proto3" json:"voided,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +348,13 @@ func (x *CheckResult) GetWindowMs() int64 {
 		return x.WindowMs
 	}
 	return 0
+}
+
+func (x *CheckResult) GetVoided() bool {
+	if x != nil {
+		return x.Voided
+	}
+	return false
 }
 
 type CheckResponse struct {
@@ -2298,94 +2311,6 @@ func (x *Moved) GetTo() string {
 	return ""
 }
 
-type JoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JoinRequest) Reset() {
-	*x = JoinRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JoinRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JoinRequest) ProtoMessage() {}
-
-func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
-func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
-}
-
-func (x *JoinRequest) GetId() string {
-	if x != nil {
-		return x.Id
-	}
-	return ""
-}
-
-func (x *JoinRequest) GetRaftAddr() string {
-	if x != nil {
-		return x.RaftAddr
-	}
-	return ""
-}
-
-type JoinResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JoinResponse) Reset() {
-	*x = JoinResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JoinResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JoinResponse) ProtoMessage() {}
-
-func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
-func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
-}
-
 var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
@@ -2400,7 +2325,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
 	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\x9a\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xb2\x02\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -2411,7 +2336,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"error_code\x18\x06 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12\x16\n" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12\x1b\n" +
-	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\"?\n" +
+	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\x12\x16\n" +
+	"\x06voided\x18\n" +
+	" \x01(\bR\x06voided\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -2552,17 +2479,12 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\":\n" +
-	"\vJoinRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"\x0e\n" +
-	"\fJoinResponse*\x9b\x01\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to*\x9d\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x02\x12\x1a\n" +
-	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\x12\x18\n" +
-	"\x14ERROR_CODE_NOT_OWNER\x10\x042\xd3\x01\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\xd3\x01\n" +
 	"\aLimiter\x126\n" +
 	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
 	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
@@ -2581,14 +2503,13 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Watch\x12\x15.weir.v1.WatchRequest\x1a\x13.weir.v1.WatchEvent0\x012\x8c\x01\n" +
 	"\aCluster\x12<\n" +
 	"\aMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse\x12C\n" +
-	"\fWatchMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse0\x012\x95\x03\n" +
+	"\fWatchMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse0\x012\xe0\x02\n" +
 	"\x04Peer\x128\n" +
 	"\aForward\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12N\n" +
 	"\rForwardStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
 	"\tReplicate\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse\x12L\n" +
 	"\x0fReplicateStream\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse(\x010\x01\x12<\n" +
-	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse\x123\n" +
-	"\x04Join\x12\x14.weir.v1.JoinRequest\x1a\x15.weir.v1.JoinResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
+	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -2603,7 +2524,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
@@ -2641,8 +2562,6 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*HandoffRequest)(nil),        // 33: weir.v1.HandoffRequest
 	(*HandoffResponse)(nil),       // 34: weir.v1.HandoffResponse
 	(*Moved)(nil),                 // 35: weir.v1.Moved
-	(*JoinRequest)(nil),           // 36: weir.v1.JoinRequest
-	(*JoinResponse)(nil),          // 37: weir.v1.JoinResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -2684,29 +2603,27 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	31, // 36: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
 	31, // 37: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
 	33, // 38: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	36, // 39: weir.v1.Peer.Join:input_type -> weir.v1.JoinRequest
-	4,  // 40: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 41: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 42: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 43: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 44: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 45: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 46: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	24, // 47: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 48: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 49: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 50: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	26, // 51: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	29, // 52: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	29, // 53: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 54: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 55: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	32, // 56: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	32, // 57: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	34, // 58: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	37, // 59: weir.v1.Peer.Join:output_type -> weir.v1.JoinResponse
-	40, // [40:60] is the sub-list for method output_type
-	20, // [20:40] is the sub-list for method input_type
+	4,  // 39: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 40: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 41: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 42: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 43: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 44: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 45: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	24, // 46: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 47: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 48: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 49: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	26, // 50: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	29, // 51: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	29, // 52: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 53: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 54: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	32, // 55: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	32, // 56: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	34, // 57: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	39, // [39:58] is the sub-list for method output_type
+	20, // [20:39] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2723,7 +2640,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -796,7 +796,6 @@ const (
 	Peer_Replicate_FullMethodName       = "/weir.v1.Peer/Replicate"
 	Peer_ReplicateStream_FullMethodName = "/weir.v1.Peer/ReplicateStream"
 	Peer_Handoff_FullMethodName         = "/weir.v1.Peer/Handoff"
-	Peer_Join_FullMethodName            = "/weir.v1.Peer/Join"
 )
 
 // PeerClient is the client API for Peer service.
@@ -815,8 +814,6 @@ type PeerClient interface {
 	// would, in order, answering each (the sender keeps one in flight).
 	ReplicateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse], error)
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
-	// Join asks the Raft leader to add the caller to the group.
-	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 }
 
 type peerClient struct {
@@ -883,16 +880,6 @@ func (c *peerClient) Handoff(ctx context.Context, in *HandoffRequest, opts ...gr
 	return out, nil
 }
 
-func (c *peerClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(JoinResponse)
-	err := c.cc.Invoke(ctx, Peer_Join_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -909,8 +896,6 @@ type PeerServer interface {
 	// would, in order, answering each (the sender keeps one in flight).
 	ReplicateStream(grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]) error
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
-	// Join asks the Raft leader to add the caller to the group.
-	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -935,9 +920,6 @@ func (UnimplementedPeerServer) ReplicateStream(grpc.BidiStreamingServer[Replicat
 }
 func (UnimplementedPeerServer) Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Handoff not implemented")
-}
-func (UnimplementedPeerServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -1028,24 +1010,6 @@ func _Peer_Handoff_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Peer_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(JoinRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PeerServer).Join(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Peer_Join_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PeerServer).Join(ctx, req.(*JoinRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1064,10 +1028,6 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Handoff",
 			Handler:    _Peer_Handoff_Handler,
-		},
-		{
-			MethodName: "Join",
-			Handler:    _Peer_Join_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

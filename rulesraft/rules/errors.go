@@ -1,14 +1,16 @@
 package rules
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/weirlimit/weir/limit"
 )
 
 // ErrInvalid is matched (errors.Is) by every validation failure in this
 // package. The concrete error is a *ValidationError listing each problem.
-var ErrInvalid = errors.New("rules: invalid")
+// It is limit.ErrInvalid too, so the edges answer InvalidArgument / 400.
+var ErrInvalid = limit.Errorf(limit.ErrInvalid, "rules: invalid")
 
 // Problem is one thing wrong with a rule, an override or a rules file.
 // Line is the 1-based line in the file, or 0 when unknown (rules that did

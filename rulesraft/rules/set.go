@@ -181,3 +181,44 @@ func diffOverrideFields(a, b Override) []fieldChange {
 	cs.add("expires_at", expires(a), expires(b))
 	return cs
 }
+
+// Merge returns the rule list an apply of in leaves over cur: the rules of
+// in replace those of cur with the same id and the others are added (with
+// replaceAll, the list is exactly in), every rule of in normalized, sorted
+// by id. It refuses, with a *ValidationError: no rules unless replaceAll
+// (that would be a no-op or a mistake), rules of in that are invalid
+// (checked in the order given, so problems name the caller's indexes and
+// an id sent twice is refused), and a merged list that is not valid.
+//
+// It is the one merge: the Raft FSM applies it and the API's dry run and
+// diff preview it, so a preview and the write agree.
+func Merge(cur, in []Rule, replaceAll bool) ([]Rule, error) {
+	if len(in) == 0 && !replaceAll {
+		return nil, errOf([]Problem{{Field: "rules", Msg: "none given (to delete every rule, apply an empty list with replace_all)"}})
+	}
+	given := make([]Rule, len(in))
+	for i, r := range in {
+		given[i] = Normalize(r)
+	}
+	if err := Validate(given); err != nil {
+		return nil, err
+	}
+	replaced := make(map[string]bool, len(given))
+	for _, r := range given {
+		replaced[r.ID] = true
+	}
+	out := make([]Rule, 0, len(cur)+len(given))
+	if !replaceAll {
+		for _, r := range cur {
+			if !replaced[r.ID] {
+				out = append(out, r)
+			}
+		}
+	}
+	out = append(out, given...)
+	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.ID, b.ID) })
+	if err := Validate(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

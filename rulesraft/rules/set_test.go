@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,5 +107,54 @@ func TestDiffOverrides(t *testing.T) {
 	}
 	if d := DiffOverrides(nil, nil); d != nil {
 		t.Fatalf("empty diff = %q", d)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	cur := []Rule{Normalize(rule("a", "/a", "GET", "", KeyIP)), Normalize(rule("c", "/c", "GET", "", KeyIP))}
+	ids := func(rs []Rule) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+
+	// Upsert: c replaced, b added, a kept; sorted, the new ones normalized.
+	c2 := rule("c", "/c", "GET", "", KeyIP)
+	c2.Rate = 99
+	got, err := Merge(cur, []Rule{c2, rule("b", "/b", "", "", KeyIP)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids(got), []string{"a", "b", "c"}) || got[2].Rate != 99 || got[1] != Normalize(rule("b", "/b", "", "", KeyIP)) {
+		t.Fatalf("upsert: %+v", got)
+	}
+	if cur[1].Rate != 10 {
+		t.Fatal("Merge changed cur")
+	}
+	// Replace all: exactly in; an empty list deletes every rule.
+	if got, err := Merge(cur, []Rule{rule("b", "/b", "", "", KeyIP)}, true); err != nil || !reflect.DeepEqual(ids(got), []string{"b"}) {
+		t.Fatalf("replace all: %v %v", ids(got), err)
+	}
+	if got, err := Merge(cur, nil, true); err != nil || len(got) != 0 {
+		t.Fatalf("replace all with none: %v %v", got, err)
+	}
+
+	// Refusals name the caller's indexes.
+	bad := rule("x", "nope", "", "", KeyIP)
+	for _, c := range []struct {
+		in      []Rule
+		mention string
+	}{
+		{nil, "none given"},
+		{[]Rule{rule("b", "/b", "", "", KeyIP), bad}, "rules[1].match.route"},
+		{[]Rule{rule("b", "/b", "", "", KeyIP), rule("b", "/b2", "", "", KeyIP)}, "rules[1].id"},
+	} {
+		_, err := Merge(cur, c.in, false)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("%v: %v, want a validation error mentioning %q", ids(c.in), err, c.mention)
+		}
 	}
 }

@@ -1,0 +1,125 @@
+package limit
+
+import (
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+)
+
+// MaxKeyLen is the longest limited key, in bytes.
+const MaxKeyLen = 256
+
+// Never is the RetryAfter of an item that can never pass: its cost is above
+// the burst, or an override blocks the key with no end.
+const Never = bucket.Never
+
+// Item is one check: take Cost tokens of Key under Rule. (Fields are
+// ordered to pack it into 64 bytes.)
+type Item struct {
+	// Key is the limited key, e.g. "apikey:ak_42": 1 to MaxKeyLen bytes of
+	// valid UTF-8, compared byte for byte.
+	Key string
+	// Rule is the rule id.
+	Rule string
+	// Cost is the tokens to take; 0 peeks. Never negative.
+	Cost int64
+	// RuleVersion is the rule set version the caller matched against (0:
+	// any); an owner that is behind waits briefly for it.
+	RuleVersion uint64
+	// Group makes items all-or-nothing: items of one call that share a
+	// non-zero Group pass only if every non-shadow item of the group is
+	// allowed (an item that could not be decided is not). When one is
+	// denied, each other non-shadow item of the group that would have
+	// passed is answered Allowed=false, Voided=true, and its tokens are
+	// given back. Shadow and refund items are never voided and never void
+	// their group.
+	Group uint32
+	// Hops is set by nodes only: how many times a node passed this item on
+	// after the first forward.
+	Hops uint32
+	// Refund gives Cost tokens back instead of taking them (never more
+	// than the bucket holds); it ignores Group.
+	Refund bool
+}
+
+// Result is the answer for one Item. (Fields are ordered to pack it into
+// 64 bytes: batches of results are allocated on the check path.)
+type Result struct {
+	// Remaining is the whole tokens left (before the call, if denied).
+	Remaining int64
+	// Limit is the bucket's capacity under the rule (and any override).
+	Limit int64
+	// Reset is the time until the bucket is full again / the window ends.
+	Reset time.Duration
+	// RetryAfter is the wait until the same cost would pass: 0 when
+	// allowed, Never when it never can.
+	RetryAfter time.Duration
+	// Window is the rule's period.
+	Window time.Duration
+	// Err says why the item could not be decided (Code is set).
+	Err string
+	// Allowed is true when the tokens were taken (or a peek found them).
+	Allowed bool
+	// Shadow is true for a shadow rule: Allowed reports what would have
+	// happened, and callers must not block on it.
+	Shadow bool
+	// Voided is true when the item would have passed on its own but
+	// another item of its Group was denied: Allowed is false, RetryAfter
+	// 0, and it took nothing (see Item.Group).
+	Voided bool
+	// Code is set when the item could not be decided; Allowed is then
+	// false.
+	Code ErrorCode
+}
+
+// ErrorCode says why an item could not be decided.
+type ErrorCode uint8
+
+// Error codes of a Result.
+const (
+	// CodeNone: the item was decided.
+	CodeNone ErrorCode = iota
+	// CodeUnknownRule: no rule has the item's id (in the owner's rule set).
+	CodeUnknownRule
+	// CodeInvalid: the item's shape is wrong (see ValidateItem).
+	CodeInvalid
+	// CodeUnavailable: the owner could not be reached or has no answer
+	// yet; the caller applies the rule's fail mode.
+	CodeUnavailable
+)
+
+// String names the code as the HTTP API reports it.
+func (c ErrorCode) String() string {
+	switch c {
+	case CodeNone:
+		return ""
+	case CodeUnknownRule:
+		return "unknown_rule"
+	case CodeInvalid:
+		return "invalid_argument"
+	case CodeUnavailable:
+		return "unavailable"
+	}
+	return "internal"
+}
+
+// Millis is d in whole milliseconds, rounded up, as the wire formats carry
+// durations: Never is -1 and a negative d is 0.
+func Millis(d time.Duration) int64 {
+	if d == Never {
+		return -1
+	}
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// FromMillis reads milliseconds as Millis writes them: -1 (any negative
+// value) is Never.
+func FromMillis(ms int64) time.Duration {
+	if ms < 0 {
+		return Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
