@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -74,7 +75,12 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 // of the hand-off protocol, replication.Handoff.Serve).
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
-	if err != nil {
+	switch {
+	case errors.Is(err, replication.ErrBadRequest):
+		return nil, grpcErr(limit.Errorf(limit.ErrInvalid, "%w", err))
+	case errors.Is(err, replication.ErrClosed):
+		return nil, grpcErr(limit.Errorf(limit.ErrClosed, "%w", err))
+	case err != nil:
 		return nil, grpcErr(err)
 	}
 	resp := &weirv1.HandoffResponse{Held: r.Held, States: statesToProto(r.States), Copies: statesToProto(r.Copies)}

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/weirlimit/weir/limit"
 )
 
 // Counters is what the hand-off needs of the shard engine: the live
@@ -54,13 +52,11 @@ type HandoffReply struct {
 }
 
 // ErrBadRequest is returned by Serve for a request that names no puller,
-// names this node, or names a partition out of range. Nothing changes. It
-// is of kind limit.ErrInvalid.
-var ErrBadRequest = limit.Errorf(limit.ErrInvalid, "replication: bad hand-off request")
+// names this node, or names a partition out of range. Nothing changes.
+var ErrBadRequest = errors.New("replication: bad hand-off request")
 
-// ErrClosed is returned once the Handoff's Run has returned. It is of kind
-// limit.ErrClosed.
-var ErrClosed = limit.Errorf(limit.ErrClosed, "replication: closed")
+// ErrClosed is returned once the Handoff's Run has returned.
+var ErrClosed = errors.New("replication: closed")
 
 // HandoffConfig tunes a Handoff.
 type HandoffConfig struct {
