@@ -160,15 +160,15 @@ func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string
 }
 
 // splitBase returns the members of the ring the rest of the cluster had
-// when ring ev ends a network split that this node spent on the side
-// without a quorum: ev brings back members gossip had declared dead that
-// come back with the same Boot (they lived through the split), and this
-// node knew no Raft leader for most of the time since they were declared
-// dead. At most one side of a split has a Raft quorum, so the side with it
-// keeps its counters and the other gives way, whatever each side's partial
-// gossip view says. The ring the others had is taken as every member but
-// this node (exact for one node cut off; for a larger cut-off side, its
-// other members answer for what they held). Otherwise it returns nil.
+// when ring ev ends a network split that this node is on the side without
+// a quorum of: ev brings back members gossip had declared dead that come
+// back with the same Boot (they lived through the split), and this node
+// has known no Raft leader for quorumLostAfter or more. At most one side of
+// a split has a Raft quorum, so the side with it keeps its counters and the
+// other gives way, whatever each side's partial gossip view says. The ring
+// the others had is taken as every member but this node (exact for one
+// node cut off; for a larger cut-off side, its other members answer for
+// what they held). Otherwise it returns nil.
 func (n *Node) splitBase(side []string, ev replication.RingChanged) []string {
 	var other []string
 	for _, id := range ev.Members {
@@ -180,23 +180,14 @@ func (n *Node) splitBase(side []string, ev replication.RingChanged) []string {
 		return nil
 	}
 	rejoined := n.takeRejoined()
-	var first *rejoin
-	for _, id := range other {
-		if r, ok := rejoined[id]; ok && (first == nil || r.lostAt.Before(first.lostAt)) {
-			first = &r
-		}
-	}
-	if first == nil {
+	if !slices.ContainsFunc(other, func(id string) bool { return rejoined[id] }) {
 		return nil // members that joined or restarted: an ordinary ring change
 	}
-	split := time.Since(first.lostAt)
-	leaderless := time.Duration(n.leaderless.Load() - first.leaderless)
-	if leaderless*2 < split {
-		return nil // this side had a Raft leader: it keeps its counters
+	if cut := time.Duration(n.leaderlessFor.Load()); cut < quorumLostAfter {
+		return nil // this side has a Raft leader: it keeps its counters
 	}
 	base := slices.DeleteFunc(slices.Clone(ev.Members), func(id string) bool { return id == n.cfg.ID })
-	n.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters",
-		"split", split.Round(time.Millisecond), "leaderless", leaderless.Round(time.Millisecond), "base", base)
+	n.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters", "base", base)
 	return base
 }
 

@@ -63,41 +63,33 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 		n.departed[m.Name] = departure{st, time.Now()}
 		n.forgetDepartedLocked()
 		if st == memberlist.StateDead && m.Name != n.cfg.ID {
-			n.lost[m.Name] = lostMember{gossip: mm.Gossip, boot: mm.Boot, since: time.Now(), leaderless: n.leaderless.Load()}
+			n.lost[m.Name] = lostMember{gossip: mm.Gossip, boot: mm.Boot, since: time.Now()}
 		}
 	} else {
 		n.known[m.Name] = mm
 		delete(n.departed, m.Name)
 		if l, ok := n.lost[m.Name]; ok && l.boot != 0 && l.boot == mm.Boot {
-			n.rejoined[m.Name] = rejoin{lostAt: l.since, leaderless: l.leaderless} // lived through a split: see splitBase
+			n.rejoined[m.Name] = true // lived through a split: see splitBase
 		}
 		delete(n.lost, m.Name)
 	}
 }
 
-// rejoin is a member that came back after gossip had declared it dead,
-// without having restarted: when it was declared dead, and this node's
-// time without a Raft leader (Node.leaderless) then.
-type rejoin struct {
-	lostAt     time.Time
-	leaderless int64
-}
-
-// takeRejoined returns the members that came back since the last call.
-func (n *Node) takeRejoined() map[string]rejoin {
+// takeRejoined returns the members that came back since the last call
+// after gossip had declared them dead, without having restarted.
+func (n *Node) takeRejoined() map[string]bool {
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	out := n.rejoined
-	n.rejoined = map[string]rejoin{}
+	n.rejoined = map[string]bool{}
 	return out
 }
 
 // lostMember is a member gossip declared dead (not one that left).
 type lostMember struct {
-	gossip     string
-	boot       uint64
-	since      time.Time
-	leaderless int64 // Node.leaderless when it was declared dead
+	gossip string
+	boot   uint64
+	since  time.Time
 }
 
 // Reconnecting to members declared dead: how often, and for how long after

@@ -68,11 +68,11 @@ type Node struct {
 	membersMu sync.Mutex
 	departed  map[string]departure  // dead or left, by id
 	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
-	rejoined  map[string]rejoin     // came back from a split since the last ring change
+	rejoined  map[string]bool       // came back from a split since the last ring change
 
-	leaderless atomic.Int64      // ns this node has seen without a Raft leader, in all (watchQuorum)
-	regained   atomic.Bool       // a Raft leader again after quorumLostAfter without one (watchQuorum)
-	known      map[string]member // live members, copied in callbacks
+	leaderlessFor atomic.Int64      // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
+	regained      atomic.Bool       // a Raft leader again after quorumLostAfter without one (watchQuorum)
+	known         map[string]member // live members, copied in callbacks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -106,7 +106,7 @@ func New(cfg Config) (*Node, error) {
 		fwd:      map[string]*forwarder{},
 		departed: map[string]departure{},
 		lost:     map[string]lostMember{},
-		rejoined: map[string]rejoin{},
+		rejoined: map[string]bool{},
 		known:    map[string]member{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

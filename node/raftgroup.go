@@ -51,8 +51,8 @@ func (n *Node) manageRaft() {
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
 
-// watchQuorum adds up the time this node knows no Raft leader
-// (Node.leaderless), sampled every 100 ms, and marks the quorum regained
+// watchQuorum samples every 100 ms how long this node has known no Raft
+// leader (Node.leaderlessFor), and marks the quorum regained
 // (Node.regained) when a leader is known again after quorumLostAfter
 // without one. After a network split, the side that spent it without a
 // leader had no quorum, and the other side may have served its partitions
@@ -65,15 +65,18 @@ func (n *Node) watchQuorum() {
 	)
 	n.every(every, func() bool {
 		if id, _ := n.store.Leader(); id == "" {
-			n.leaderless.Add(int64(every))
-			run += every
+			if seen {
+				run += every
+				n.leaderlessFor.Store(int64(run))
+			}
 			return false
 		}
-		if seen && run >= quorumLostAfter {
+		if run >= quorumLostAfter {
 			n.regained.Store(true)
 			n.signalChanged()
 		}
 		seen, run = true, 0
+		n.leaderlessFor.Store(0)
 		return false
 	})
 }
