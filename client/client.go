@@ -44,6 +44,7 @@ type Client struct {
 	stats   stats
 	metrics *metrics
 	logLim  logLimiter
+	waitLog logLimiter // decisions made before the first rule set
 }
 
 // ruleState is one compiled rule set.
@@ -61,8 +62,9 @@ type memberView struct {
 }
 
 // New starts a client: it opens the rule and member watches against
-// cfg.Cluster and returns at once (see Ready / WaitReady). ctx bounds
-// nothing after New returns; Close stops the client.
+// cfg.Cluster and returns at once (see Ready / WaitReady; until a rule set
+// is held, decisions follow cfg.UntilRules). ctx bounds nothing after New
+// returns; Close stops the client.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

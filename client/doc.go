@@ -9,8 +9,11 @@
 //   - Rules: one goroutine keeps a Rules.Watch stream open to any node
 //     (reconnecting with backoff, resuming from its last version), compiles
 //     each set into a rules.Matcher and swaps an atomic pointer. Requests
-//     match locally. Before the first set arrives every request is allowed
-//     with no limits (Ready / WaitReady tell when rules are in).
+//     match locally. Until the first set arrives, Decide follows
+//     Config.UntilRules: wait for it (the default; bounded by
+//     UntilRulesTimeout and the request's context, then deny), deny (503,
+//     Err ErrNotReady) or allow with no limits. Ready / WaitReady tell
+//     when rules are in.
 //   - Routing: one goroutine keeps a Cluster.WatchMembers stream open and
 //     builds a ring.Ring with the cluster's own ring configuration; a
 //     request's items go to the owner of its first key (a node that is not
@@ -29,7 +32,8 @@
 //     janitor goroutine gives back expired leases and drops stale entries.
 //
 // Every goroutine (two watches, the janitor, InFlight senders per node)
-// is started by New or conn and joined by Close.
+// is started by New or conn and joined by Close. A decision waiting for
+// the first rule set ends when Close is called.
 //
 // # Keys
 //
