@@ -67,8 +67,18 @@ type Config struct {
 	// ClosedRetryAfter is the Retry-After of a fail-closed denial and of a
 	// denial for want of rules (UntilRules).
 	ClosedRetryAfter time.Duration
+	// RulesCache, when set, is a file holding the last rule set received
+	// from the cluster, with its version. New loads it, so a gateway that
+	// starts while the cluster is unreachable enforces the rules it last
+	// had (fail modes included) instead of none; a set from the cluster
+	// replaces it once its version is at least the cached one, and every
+	// newer set is written back (temporary file, then rename). A missing,
+	// unreadable or corrupt file is logged and ignored. One file per
+	// gateway; empty means no cache.
+	RulesCache string
 	// UntilRules is what Decide (and so Middleware) does while the client
-	// holds no rule set: UntilRulesWait (the default), UntilRulesDeny or
+	// holds no rule set at all (none from the cluster, none from
+	// RulesCache): UntilRulesWait (the default), UntilRulesDeny or
 	// UntilRulesAllow.
 	UntilRules UntilRules
 	// UntilRulesTimeout bounds how long UntilRulesWait holds a decision

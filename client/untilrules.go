@@ -50,6 +50,40 @@ func (c *Client) waitRules(ctx context.Context) *ruleState {
 // without rules.
 func (c *Client) logBeforeRules(policy UntilRules, what string) {
 	if ok, n := c.waitLog.allow(c.now(), time.Second); ok {
-		c.cfg.Logger.Warn("weir client: no rule set yet; request "+what, "until_rules", policy, "suppressed", n)
+		attrs := []any{"until_rules", policy, "suppressed", n}
+		if err := c.rulesErr.Load(); err != nil {
+			attrs = append(attrs, "err", *err)
+		}
+		c.cfg.Logger.Warn("weir client: no rule set yet; request "+what, attrs...)
 	}
+}
+
+// RulesStatus describes the rule set a client holds.
+type RulesStatus struct {
+	// Ready is true once the client holds a rule set (Ready()).
+	Ready bool
+	// Version is the set's version (0 when none).
+	Version uint64
+	// Cached is true while the set in use is the one loaded from
+	// Config.RulesCache: the cluster has sent none since New.
+	Cached bool
+	// Since is when the set in use was installed (zero when none).
+	Since time.Time
+	// Err is, while no set has come from the cluster, why the last
+	// attempt to watch the cluster's rules failed (nil: none failed yet,
+	// or a set arrived).
+	Err error
+}
+
+// RulesStatus reports the rule set in use, where it came from and, until
+// the cluster has sent one, why the rules watch is failing.
+func (c *Client) RulesStatus() RulesStatus {
+	var s RulesStatus
+	if rs := c.rules.Load(); rs != nil {
+		s.Ready, s.Version, s.Cached, s.Since = true, rs.version, rs.cached, rs.at
+	}
+	if err := c.rulesErr.Load(); err != nil {
+		s.Err = *err
+	}
+	return s
 }

@@ -2,10 +2,15 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +19,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 )
+
+// logBuffer is a slog destination a test reads while the client writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // startClient starts a client on addrs without waiting for its rules.
 func startClient(t *testing.T, addrs []string, id string, mod func(*Config)) *Client {
@@ -236,4 +262,307 @@ func TestUntilRulesConfig(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("deny needs no timeout: %v", err)
 	}
+}
+
+// cacheRules has a fail-closed rule and a fail-open one.
+const cacheRules = `
+rules:
+  - id: closed.write
+    match: {route: /closed, method: POST}
+    key: apikey
+    rate: 100
+    period: 1s
+    fail_mode: closed
+  - id: open.read
+    match: {route: /open}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 4
+    fail_mode: open
+`
+
+// readCacheFile reads the rules cache at path, failing the test if it
+// cannot.
+func readCacheFile(t *testing.T, path string) cacheFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f cacheFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	return f
+}
+
+// cacheAt waits until the rules cache at path holds version v.
+func cacheAt(t *testing.T, path string, v uint64) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, fmt.Sprintf("the rules cache at version %d", v), func() error {
+		p, _, err := readRulesCache(path)
+		if err != nil {
+			return err
+		}
+		if p.GetVersion() != v {
+			return fmt.Errorf("version %d", p.GetVersion())
+		}
+		return nil
+	})
+}
+
+// A gateway whose cluster is unreachable when it starts, with the rules
+// cache of an earlier run, enforces the cached rules from its first
+// request: a fail_mode closed rule denies with 503 (the cluster cannot
+// decide), a fail_mode open rule admits its local share and then 429,
+// requests no rule matches pass. Without the cache it would hold no rules
+// and (under allow, the old behaviour) pass everything.
+func TestRulesCacheUsedWhenClusterUnreachable(t *testing.T) {
+	c := testcluster.New(t, 1)
+	v := c.ApplyRules(cacheRules)
+	path := filepath.Join(t.TempDir(), "state", "gw1.rules.json") // the directory is created
+	first := newTestClient(t, c, "gw1", func(cfg *Config) { cfg.RulesCache = path })
+	cacheAt(t, path, v)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	addrs := c.GRPCAddrs()
+	c.Kill(0) // nothing listens there any more
+
+	var logs logBuffer
+	cl := startClient(t, addrs, "gw1", func(cfg *Config) {
+		cfg.RulesCache, cfg.Logger = path, logs.logger()
+		cfg.UntilRules = UntilRulesAllow // what would pass everything without rules
+	})
+	if st := cl.RulesStatus(); !st.Ready || !st.Cached || st.Version != v {
+		t.Errorf("right after New: %+v, want version %d from the cache", st, v)
+	}
+	if !strings.Contains(logs.String(), "rule set loaded from the rules cache") {
+		t.Errorf("no log line about the cache:\n%s", logs.String())
+	}
+	url, reached := serve(t, cl)
+	post := func(key string) answer {
+		req, _ := http.NewRequest("POST", url+"/closed", nil)
+		req.Header.Set("X-API-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("X-RateLimit-Remaining"), strings.TrimSpace(string(b))}
+	}
+	for i := 0; i < 3; i++ {
+		if a := post("ak_1"); a.status != http.StatusServiceUnavailable || a.retryAfter != "1" || !strings.Contains(a.body, "unavailable") {
+			t.Fatalf("fail-closed rule from the cache, request %d: %+v; want 503 with Retry-After 1", i+1, a)
+		}
+	}
+	admitted := 0
+	for i := 0; i < 6; i++ {
+		switch a := get(t, url, "/open", "ak_2"); a.status {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+			if a.retryAfter == "" || a.remaining != "0" {
+				t.Errorf("fail-open denial: %+v", a)
+			}
+		default:
+			t.Fatalf("fail-open rule from the cache: %+v", a)
+		}
+	}
+	if admitted != 4 {
+		t.Errorf("fail-open rule (burst 4, one gateway) admitted %d of 6, want 4", admitted)
+	}
+	if a := get(t, url, "/elsewhere", "ak_3"); a.status != http.StatusOK {
+		t.Errorf("no rule matches: %+v, want 200", a)
+	}
+	if n, st := reached(), cl.Stats(); n != 5 || st.UntilRules != 0 || st.Fallbacks != 9 {
+		t.Errorf("upstream reached %d times, stats %+v; want 5, no until-rules decision, 9 fallbacks", n, st)
+	}
+	testwait.For(t, 10*time.Second, "the watch's failure in RulesStatus", func() error {
+		if st := cl.RulesStatus(); st.Err == nil || !st.Cached {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+}
+
+// A cache that cannot be used is logged and ignored, never fatal: the
+// client holds no rules (policy deny answers), and the cluster's set
+// replaces the file once it arrives.
+func TestRulesCacheCorruptIgnored(t *testing.T) {
+	dir := t.TempDir()
+	good := func(v uint64, rs string) string {
+		return fmt.Sprintf(`{"format": %q, "version": %d, "rule_set": %s}`, cacheFormat, v, rs)
+	}
+	for _, tc := range []struct {
+		name, content string
+		dir           bool // a directory where the file should be
+		err           string
+	}{
+		{name: "garbage", content: "\x00\x01 not json", err: "not a rules cache"},
+		{name: "truncated", content: good(3, `{"version": "3", "rules": [`)[:40], err: "not a rules cache"},
+		{name: "other-format", content: `{"format": "weir-gateway-rules/99", "version": 3, "rule_set": {}}`, err: "format"},
+		{name: "no-rule-set", content: fmt.Sprintf(`{"format": %q, "version": 3}`, cacheFormat), err: "no rule_set"},
+		{name: "bad-rule-set", content: good(3, `{"version": "3", "rules": 7}`), err: "rule_set"},
+		{name: "versions-disagree", content: good(3, `{"version": "4"}`), err: "version 3, but rule_set.version 4"},
+		{name: "bad-duration", content: good(3, `{"version": "3", "rules": [{"id": "r", "match": {"route": "/r"}, "key": "apikey", "rate": "1", "period": "soon"}]}`), err: "period"},
+		{name: "invalid-rule", content: good(3, `{"version": "3", "rules": [{"id": "r", "match": {"route": "/r"}, "key": "nope", "rate": "1", "period": "1s"}]}`), err: "key"},
+		{name: "a-directory", dir: true, err: "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".json")
+			if tc.dir {
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logs logBuffer
+			cl := startClient(t, []string{"127.0.0.1:1"}, "gw1", func(cfg *Config) {
+				cfg.RulesCache, cfg.Logger, cfg.UntilRules = path, logs.logger(), UntilRulesDeny
+			})
+			if cl.Ready() {
+				t.Fatalf("ready with a bad cache: %+v", cl.RulesStatus())
+			}
+			line := ""
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "ignoring the rules cache") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, "level=WARN") || !strings.Contains(line, path) || !strings.Contains(line, tc.err) {
+				t.Errorf("want a WARN line naming %s and %q; log:\n%s", path, tc.err, logs.String())
+			}
+			if d := cl.Decide(context.Background(), Request{Route: "/r"}); d.Status != http.StatusServiceUnavailable || !errors.Is(d.Err, ErrNotReady) {
+				t.Errorf("decision: %+v, want the deny policy's 503", d)
+			}
+		})
+	}
+
+	// With the cluster up, its set replaces the corrupt file.
+	c := testcluster.New(t, 1)
+	v := c.ApplyRules(cacheRules)
+	path := filepath.Join(dir, "garbage.json")
+	newTestClient(t, c, "gw2", func(cfg *Config) { cfg.RulesCache = path })
+	cacheAt(t, path, v)
+}
+
+// The cached set is used until the cluster sends its own; a newer one
+// replaces it and is written to the file (and so is every later one). A
+// stale cache never overrides a newer live set; a cache newer than what
+// the cluster sends (a cluster rebuilt from empty data) is kept, with a
+// warning.
+func TestRulesCacheReplacedByNewerLiveSet(t *testing.T) {
+	c := testcluster.New(t, 1)
+	v1 := c.ApplyRules(cacheRules)
+	// An override, so that the cache is seen to keep overrides too.
+	resp, err := http.DefaultClient.Do(mustRequest(t, "PUT", "http://"+c.Nodes[0].HTTPAddr()+"/v1/overrides",
+		`{"key": "apikey:ak_vip", "rule": "open.read", "rate": 10, "burst": 40}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("override: %d", resp.StatusCode)
+	}
+	testwait.For(t, 10*time.Second, "the override applied", func() error {
+		if s := c.Nodes[0].Store().Current(); s.Version <= v1 {
+			return fmt.Errorf("version %d", s.Version)
+		}
+		return nil
+	})
+	v1 = c.Nodes[0].Store().Current().Version
+	path := filepath.Join(t.TempDir(), "rules.json")
+	first := newTestClient(t, c, "gw1", func(cfg *Config) { cfg.RulesCache = path })
+	cacheAt(t, path, v1)
+	f := readCacheFile(t, path)
+	p, _, err := readRulesCache(path)
+	if err != nil || f.Format != cacheFormat || f.Version != v1 || f.GatewayID != "gw1" || f.SavedAt.IsZero() ||
+		len(p.GetRules()) != 2 || p.GetRules()[0].GetFailMode() != "closed" ||
+		len(p.GetOverrides()) != 1 || p.GetOverrides()[0].GetKey() != "apikey:ak_vip" {
+		t.Errorf("cache file (%v): %+v\n%s", err, f, f.RuleSet)
+	}
+	if !strings.Contains(string(f.RuleSet), `"fail_mode"`) {
+		t.Errorf("the cache's rule set does not use the rules file's field names:\n%s", f.RuleSet)
+	}
+	if fi, err := os.Stat(path); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache file mode %v, want 0600", fi.Mode())
+	}
+	_ = first.Close()
+
+	// The cluster moves on while no gateway runs.
+	v2 := c.ApplyRules(cacheRules + `
+  - id: added
+    match: {route: /added}
+    key: global
+    rate: 1
+    period: 1h
+`)
+	lk := newLink()
+	lk.Cut()
+	cl := startClient(t, c.GRPCAddrs(), "gw1", func(cfg *Config) { cfg.RulesCache, cfg.Dial = path, lk.Dial })
+	st := cl.RulesStatus()
+	if !st.Cached || st.Version != v1 {
+		t.Fatalf("with the link cut: %+v, want the cache's version %d", st, v1)
+	}
+	if rs := cl.rules.Load(); len(rs.set.Overrides) != 1 || rs.set.Overrides[0].Burst != 40 {
+		t.Errorf("overrides from the cache: %+v", rs.set.Overrides)
+	}
+	if d := cl.Decide(context.Background(), Request{Route: "/added", Method: "GET"}); len(d.Limits) != 0 {
+		t.Errorf("a rule of version %d applied while the cache (version %d) is in use: %+v", v2, v1, d)
+	}
+	lk.Restore()
+	testwait.For(t, 20*time.Second, "the cluster's set", func() error {
+		if st := cl.RulesStatus(); st.Cached || st.Version != v2 || st.Err != nil {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	cacheAt(t, path, v2)
+	if p, _, err := readRulesCache(path); err != nil || len(p.GetRules()) != 3 || p.GetRules()[0].GetId() != "added" {
+		t.Errorf("the rewritten cache lacks rule added (%v): %v", err, p)
+	}
+	// Later sets are written too.
+	v3 := c.ApplyRules(cacheRules)
+	cacheAt(t, path, v3)
+	if err := cl.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A cache newer than the cluster: kept (versions never go back), with
+	// a warning saying what to do.
+	p, _, err = readRulesCache(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version += 1000
+	if err := writeRulesCache(path, p, "gw0", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	ahead := startClient(t, c.GRPCAddrs(), "gw1", func(cfg *Config) { cfg.RulesCache, cfg.Logger = path, logs.logger() })
+	testwait.For(t, 20*time.Second, "the warning about an older cluster", func() error {
+		if !strings.Contains(logs.String(), "older than the cached one") {
+			return errors.New("no warning yet")
+		}
+		return nil
+	})
+	if st := ahead.RulesStatus(); !st.Cached || st.Version != p.Version {
+		t.Errorf("status %+v, want the cache's version %d kept", st, p.Version)
+	}
+}
+
+func mustRequest(t *testing.T, method, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req
 }
