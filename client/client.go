@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/ring"
@@ -29,10 +31,15 @@ type Client struct {
 	rules    atomic.Pointer[ruleState]
 	view     atomic.Pointer[memberView]
 	gateways atomic.Uint32
-	ready    chan struct{} // closed when the first rule set arrives
+	ready    chan struct{} // closed when the first rule set arrives (or is loaded from the cache)
 	readyOne sync.Once
-	next     atomic.Uint32 // round-robin over Cluster before a view exists
-	group    atomic.Uint32 // group ids for Decide
+	rulesErr atomic.Pointer[error] // why the rules watch failed; nil once the cluster sent a set
+	next     atomic.Uint32         // round-robin over Cluster before a view exists
+	group    atomic.Uint32         // group ids for Decide
+
+	// saved is the set RulesCache holds (loaded by New, then written by
+	// watchRules): only New and then the rules watch goroutine touch it.
+	saved *weirv1.RuleSet
 
 	connMu sync.Mutex
 	conns  map[string]*nodeConn // by gRPC address
@@ -44,6 +51,7 @@ type Client struct {
 	stats   stats
 	metrics *metrics
 	logLim  logLimiter
+	waitLog logLimiter // decisions made before the first rule set
 }
 
 // ruleState is one compiled rule set.
@@ -52,6 +60,7 @@ type ruleState struct {
 	set     *rules.Set
 	version uint64
 	at      time.Time // when it arrived
+	cached  bool      // loaded from Config.RulesCache; the cluster has sent no set since
 }
 
 // memberView is the cluster's member set as last seen, with its ring.
@@ -60,9 +69,10 @@ type memberView struct {
 	addrs map[string]string // member id → gRPC address
 }
 
-// New starts a client: it opens the rule and member watches against
-// cfg.Cluster and returns at once (see Ready / WaitReady). ctx bounds
-// nothing after New returns; Close stops the client.
+// New starts a client: it loads cfg.RulesCache (if any), opens the rule
+// and member watches against cfg.Cluster and returns at once (see Ready /
+// WaitReady; until a rule set is held, decisions follow cfg.UntilRules).
+// ctx bounds nothing after New returns; Close stops the client.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -85,6 +95,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.metrics = m
+	if cfg.RulesCache != "" {
+		c.loadRulesCache()
+	}
 	c.wg.Add(3)
 	go c.watchRules()
 	go c.watchMembers()
@@ -116,10 +129,12 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Ready reports whether the client holds a rule set.
+// Ready reports whether the client holds a rule set, from the cluster or
+// from the rules cache.
 func (c *Client) Ready() bool { return c.rules.Load() != nil }
 
-// WaitReady blocks until the first rule set arrives or ctx ends.
+// WaitReady blocks until the client holds a rule set (from the cluster or
+// the rules cache) or ctx ends.
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.ready:
@@ -130,7 +145,7 @@ func (c *Client) WaitReady(ctx context.Context) error {
 }
 
 // RulesVersion returns the version of the rule set in use (0 before the
-// first one).
+// first one), from the cluster or the rules cache.
 func (c *Client) RulesVersion() uint64 {
 	if rs := c.rules.Load(); rs != nil {
 		return rs.version
@@ -228,14 +243,23 @@ func (c *Client) watchRules() {
 	c.stream("rules", func(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		st, err := weirv1.NewRulesClient(cc).Watch(ctx, &weirv1.WatchRequest{FromVersion: c.RulesVersion(), GatewayId: c.cfg.GatewayID})
+		// Resume from the last set the cluster sent; holding none (or only
+		// the cache's), ask for the full set so that the cluster's answer
+		// is compared with the cache's even at an equal or lower version.
+		var from uint64
+		if rs := c.rules.Load(); rs != nil && !rs.cached {
+			from = rs.version
+		}
+		st, err := weirv1.NewRulesClient(cc).Watch(ctx, &weirv1.WatchRequest{FromVersion: from, GatewayId: c.cfg.GatewayID})
 		if err != nil {
+			c.watchFailed(err)
 			return false, err
 		}
 		progressed := false
 		for {
 			ev, err := st.Recv()
 			if err != nil {
+				c.watchFailed(err)
 				return progressed, err
 			}
 			progressed = true
@@ -250,25 +274,92 @@ func (c *Client) watchRules() {
 	})
 }
 
-// applyRuleSet compiles and installs a rule set from the cluster. A set
-// that does not compile (a newer server's rule this client cannot read) is
-// logged and skipped; the previous one stays in use.
+// watchFailed records why the rules watch failed while no set has come
+// from the cluster (RulesStatus.Err).
+func (c *Client) watchFailed(err error) {
+	if rs := c.rules.Load(); (rs == nil || rs.cached) && c.ctx.Err() == nil {
+		c.rulesErr.Store(&err)
+	}
+}
+
+// applyRuleSet compiles and installs a rule set from the cluster, and
+// writes it to the rules cache. A set that does not compile (a newer
+// server's rule this client cannot read) is logged and skipped; the
+// previous one stays in use. Versions only go forward, from a set the
+// cluster sent and from the cache's alike: a set older than the cached
+// one is logged and skipped until the cluster passes the cache's version.
 func (c *Client) applyRuleSet(p *weirv1.RuleSet) {
+	rs, err := compileRuleSet(p)
+	if err != nil {
+		c.cfg.Logger.Error("weir client: rule set does not compile; keeping the previous one", "version", p.GetVersion(), "err", err)
+		return
+	}
+	if cur := c.rules.Load(); cur != nil && cur.version > rs.version {
+		if cur.cached {
+			c.cfg.Logger.Warn("weir client: the cluster's rule set is older than the cached one; keeping the cached set until the cluster passes its version (delete the cache file if the cluster was rebuilt from empty data)",
+				"version", rs.version, "cached_version", cur.version, "rules_cache", c.cfg.RulesCache)
+		}
+		return
+	}
+	rs.at = c.now()
+	c.rules.Store(rs)
+	c.rulesErr.Store(nil)
+	c.readyOne.Do(func() { close(c.ready) })
+	c.saveRulesCache(p)
+}
+
+// compileRuleSet converts and compiles a rule set from the wire.
+func compileRuleSet(p *weirv1.RuleSet) (*ruleState, error) {
 	set, err := rulespb.SetFromProto(p)
 	if err != nil {
-		c.cfg.Logger.Error("weir client: unreadable rule set; keeping the previous one", "version", p.GetVersion(), "err", err)
-		return
+		return nil, err
 	}
 	m, err := rules.Compile(set.Rules)
 	if err != nil {
-		c.cfg.Logger.Error("weir client: rule set does not compile; keeping the previous one", "version", set.Version, "err", err)
+		return nil, err
+	}
+	return &ruleState{m: m, set: set, version: set.Version}, nil
+}
+
+// loadRulesCache installs the set in Config.RulesCache, if the file holds
+// a usable one; New calls it before the watches start. Anything wrong
+// with the file is logged and the file ignored (it is replaced by the
+// next set from the cluster).
+func (c *Client) loadRulesCache() {
+	path := c.cfg.RulesCache
+	p, f, err := readRulesCache(path)
+	var rs *ruleState
+	if err == nil {
+		rs, err = compileRuleSet(p)
+	}
+	switch {
+	case errors.Is(err, errNoCache):
+		c.cfg.Logger.Info("weir client: no rules cache yet; it is written when the first rule set arrives", "rules_cache", path)
+		return
+	case err != nil:
+		c.cfg.Logger.Warn("weir client: ignoring the rules cache: unreadable or corrupt", "rules_cache", path, "err", err)
 		return
 	}
-	if cur := c.rules.Load(); cur != nil && cur.version > set.Version {
-		return
-	}
-	c.rules.Store(&ruleState{m: m, set: set, version: set.Version, at: c.now()})
+	rs.at, rs.cached = c.now(), true
+	c.rules.Store(rs)
+	c.saved = p
 	c.readyOne.Do(func() { close(c.ready) })
+	c.cfg.Logger.Info("weir client: rule set loaded from the rules cache; in use until the cluster sends one",
+		"rules_cache", path, "version", rs.version, "saved_at", f.SavedAt, "rules", len(rs.set.Rules), "overrides", len(rs.set.Overrides))
+}
+
+// saveRulesCache writes p to Config.RulesCache unless the file holds it
+// already. Only the rules watch calls it; a failure is logged (the
+// gateway goes on; the next set tries again).
+func (c *Client) saveRulesCache(p *weirv1.RuleSet) {
+	if c.cfg.RulesCache == "" || (c.saved != nil && proto.Equal(c.saved, p)) {
+		return
+	}
+	if err := writeRulesCache(c.cfg.RulesCache, p, c.cfg.GatewayID, c.cfg.Cluster, c.now()); err != nil {
+		c.cfg.Logger.Warn("weir client: cannot write the rules cache", "rules_cache", c.cfg.RulesCache, "version", p.GetVersion(), "err", err)
+		return
+	}
+	c.saved = p
 }
 
 // watchMembers keeps a Cluster.WatchMembers stream open and rebuilds the

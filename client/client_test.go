@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
@@ -475,19 +476,22 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestCloseJoinsGoroutines runs a client against an address nobody serves
-// and checks Close leaves no goroutine behind.
+// and checks Close leaves no goroutine behind, and ends a decision waiting
+// for the rules (UntilRulesWait) with a denial.
 func TestCloseJoinsGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	cfg := DefaultConfig()
-	cfg.Cluster, cfg.GatewayID = []string{"127.0.0.1:1"}, "g"
+	cfg.Cluster, cfg.GatewayID, cfg.UntilRulesTimeout = []string{"127.0.0.1:1"}, "g", time.Minute
 	cl, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cl.Decide(context.Background(), Request{Route: "/x", Method: "GET"}); !d.Allowed {
-		t.Errorf("before rules: %+v", d)
-	}
+	waiting := make(chan Decision, 1)
+	go func() { waiting <- cl.Decide(context.Background(), Request{Route: "/x", Method: "GET"}) }()
 	if err := cl.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if d := <-waiting; d.Allowed || d.Status != http.StatusServiceUnavailable || !errors.Is(d.Err, ErrNotReady) {
+		t.Errorf("before rules, ended by Close: %+v, want a 503 with ErrNotReady", d)
 	}
 }

@@ -18,7 +18,9 @@ var (
 	ErrInvalidConfig = errors.New("client: invalid config")
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("client: closed")
-	// ErrNotReady is returned by WaitReady when no rule set arrived in time.
+	// ErrNotReady is returned by WaitReady when no rule set arrived in
+	// time, by CheckKey before the first rule set, and is the Err of a
+	// Decision made before the first rule set (see UntilRules).
 	ErrNotReady = errors.New("client: no rules yet")
 	// ErrUnknownRule is returned by CheckKey for a rule id the current
 	// rule set does not have.
@@ -62,8 +64,27 @@ type Config struct {
 	// LeaseTTL is how long unspent lease tokens are kept before they are
 	// given back to the owner.
 	LeaseTTL time.Duration
-	// ClosedRetryAfter is the Retry-After of a fail-closed denial.
+	// ClosedRetryAfter is the Retry-After of a fail-closed denial and of a
+	// denial for want of rules (UntilRules).
 	ClosedRetryAfter time.Duration
+	// RulesCache, when set, is a file holding the last rule set received
+	// from the cluster, with its version. New loads it, so a gateway that
+	// starts while the cluster is unreachable enforces the rules it last
+	// had (fail modes included) instead of none; a set from the cluster
+	// replaces it once its version is at least the cached one, and every
+	// newer set is written back (temporary file, then rename). A missing,
+	// unreadable or corrupt file is logged and ignored. One file per
+	// gateway; empty means no cache.
+	RulesCache string
+	// UntilRules is what Decide (and so Middleware) does while the client
+	// holds no rule set at all (none from the cluster, none from
+	// RulesCache): UntilRulesWait (the default), UntilRulesDeny or
+	// UntilRulesAllow.
+	UntilRules UntilRules
+	// UntilRulesTimeout bounds how long UntilRulesWait holds a decision
+	// (the decision's context may end it sooner); then it is denied as by
+	// UntilRulesDeny.
+	UntilRulesTimeout time.Duration
 	// Logger receives warnings (fallbacks are logged at most once per
 	// second). Nil discards.
 	Logger *slog.Logger
@@ -77,6 +98,26 @@ type Config struct {
 	// Tests use it to cut links; a deployment may route through a proxy.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
+
+// UntilRules is the policy for decisions asked before the client holds a
+// rule set.
+type UntilRules string
+
+const (
+	// UntilRulesWait holds each decision until the first rule set arrives
+	// (then decides it by the rules), its context ends or
+	// UntilRulesTimeout passes (then denies it as UntilRulesDeny does).
+	// A gateway starting beside a healthy cluster gets its rules in
+	// milliseconds, so its first requests are decided by the rules, a few
+	// milliseconds late, rather than refused or let through unchecked.
+	UntilRulesWait UntilRules = "wait"
+	// UntilRulesDeny denies at once: Status 503, RetryAfter
+	// ClosedRetryAfter, Err ErrNotReady.
+	UntilRulesDeny UntilRules = "deny"
+	// UntilRulesAllow allows with no limits (Err ErrNotReady), counted in
+	// weir_client_until_rules_decisions_total and Stats.UntilRules.
+	UntilRulesAllow UntilRules = "allow"
+)
 
 // DefaultConfig returns a Config with every tunable set; the caller fills
 // in Cluster and GatewayID.
@@ -92,6 +133,9 @@ func DefaultConfig() Config {
 		BreakerCooldown:  time.Second,
 		LeaseTTL:         time.Second,
 		ClosedRetryAfter: time.Second,
+
+		UntilRules:        UntilRulesWait,
+		UntilRulesTimeout: 2 * time.Second,
 	}
 }
 
@@ -121,6 +165,10 @@ func (c Config) Validate() error {
 		return bad("LeaseTTL %v: must be > 0", c.LeaseTTL)
 	case c.ClosedRetryAfter <= 0:
 		return bad("ClosedRetryAfter %v: must be > 0", c.ClosedRetryAfter)
+	case c.UntilRules != UntilRulesWait && c.UntilRules != UntilRulesDeny && c.UntilRules != UntilRulesAllow:
+		return bad("UntilRules %q: want wait, deny or allow", c.UntilRules)
+	case c.UntilRules == UntilRulesWait && c.UntilRulesTimeout <= 0:
+		return bad("UntilRulesTimeout %v: must be > 0", c.UntilRulesTimeout)
 	}
 	for i, a := range c.Cluster {
 		if a == "" {

@@ -57,6 +57,9 @@ type Decision struct {
 	// limit with the longest wait; else the one with the fewest remaining.
 	// Nil when no non-shadow rule applied.
 	Policy *Limit
+	// Err is ErrNotReady for a decision made with no rule set held, by
+	// Config.UntilRules (allowed with no limits, or denied with 503).
+	Err error
 }
 
 // pending is one matched rule while a decision is made.
@@ -74,12 +77,15 @@ type pending struct {
 
 // Decide decides a request: it matches the rules, asks the owners (one
 // coalesced RPC, all rules all-or-nothing) and applies fail modes, leases
-// and the blocked-until cache. Before the first rule set arrives every
-// request is allowed with no limits.
+// and the blocked-until cache. Before the client holds a rule set, it
+// follows Config.UntilRules.
 func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	rs := c.rules.Load()
 	if rs == nil {
-		return Decision{Allowed: true, Status: http.StatusOK}
+		var d Decision
+		if rs, d = c.beforeRules(ctx); rs == nil {
+			return d
+		}
 	}
 	if r.Plan == "" {
 		r.Plan = rules.AnyPlan

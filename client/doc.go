@@ -10,8 +10,14 @@
 //   - Rules: one goroutine keeps a Rules.Watch stream open to any node
 //     (reconnecting with backoff, resuming from its last version), compiles
 //     each set into a rules.Matcher and swaps an atomic pointer. Requests
-//     match locally. Before the first set arrives every request is allowed
-//     with no limits (Ready / WaitReady tell when rules are in).
+//     match locally. With Config.RulesCache, New first loads the last set
+//     from that file, and the watch goroutine writes every newer set back
+//     (temporary file, then rename); versions only go forward, from the
+//     cluster and the cache alike. Until a set is held (from either),
+//     Decide follows Config.UntilRules: wait for it (the default; bounded
+//     by UntilRulesTimeout and the request's context, then deny), deny
+//     (503, Err ErrNotReady) or allow with no limits. Ready / WaitReady /
+//     RulesStatus tell when rules are in and where they came from.
 //   - Routing: one goroutine keeps a Cluster.WatchMembers stream open and
 //     builds a ring.Ring with the cluster's own ring configuration; a
 //     request's items go to the owner of its first key (a node that is not
@@ -30,7 +36,8 @@
 //     janitor goroutine gives back expired leases and drops stale entries.
 //
 // Every goroutine (two watches, the janitor, InFlight senders per node)
-// is started by New or conn and joined by Close.
+// is started by New or conn and joined by Close. A decision waiting for
+// the first rule set ends when Close is called.
 //
 // # Keys
 //

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -197,9 +198,12 @@ func SetHeaders(h http.Header, d Decision) {
 // JSON body {"error": ..., "retry_after_ms": N}. Headers must already be set.
 func WriteDenied(w http.ResponseWriter, d Decision) {
 	status, msg := d.Status, "rate limited"
-	if status == http.StatusServiceUnavailable {
+	if errors.Is(d.Err, ErrNotReady) {
+		msg = "rate limiter not ready: no rules yet"
+	} else if status == http.StatusServiceUnavailable {
 		msg = "rate limiter unavailable"
-	} else if status == 0 || status == http.StatusOK {
+	}
+	if status == 0 || status == http.StatusOK {
 		status = http.StatusTooManyRequests
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -13,7 +13,7 @@ type stats struct {
 	rpcs, rpcErrors, batchedItems     atomic.Uint64
 	breakerRejects, breakerOpens      atomic.Uint64
 	fallbacks, leaseHits, blockedHits atomic.Uint64
-	leaseRefunds                      atomic.Uint64
+	leaseRefunds, untilRules          atomic.Uint64
 }
 
 // Stats is a snapshot of the client's counters.
@@ -27,6 +27,7 @@ type Stats struct {
 	LeaseHits      uint64 // rule decisions served from a local lease
 	BlockedHits    uint64 // decisions denied by the blocked-until cache
 	LeaseRefunds   uint64 // lease tokens given back to owners
+	UntilRules     uint64 // decisions allowed or denied by Config.UntilRules, for want of rules
 }
 
 // Stats returns the current counters.
@@ -36,15 +37,16 @@ func (c *Client) Stats() Stats {
 		RPCs: s.rpcs.Load(), RPCErrors: s.rpcErrors.Load(), Items: s.batchedItems.Load(),
 		BreakerRejects: s.breakerRejects.Load(), BreakerOpens: s.breakerOpens.Load(),
 		Fallbacks: s.fallbacks.Load(), LeaseHits: s.leaseHits.Load(), BlockedHits: s.blockedHits.Load(),
-		LeaseRefunds: s.leaseRefunds.Load(),
+		LeaseRefunds: s.leaseRefunds.Load(), UntilRules: s.untilRules.Load(),
 	}
 }
 
 // metrics exports the counters on a per-client registry.
 type metrics struct {
-	reg       *prometheus.Registry
-	fallbacks *prometheus.CounterVec
-	cs        []prometheus.Collector
+	reg        *prometheus.Registry
+	fallbacks  *prometheus.CounterVec
+	untilRules *prometheus.CounterVec
+	cs         []prometheus.Collector
 }
 
 func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
@@ -54,6 +56,10 @@ func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
 			Name: "weir_client_fallback_decisions_total",
 			Help: "Rule decisions made by the rule's fail mode instead of the cluster.",
 		}, []string{"rule", "fail_mode", "reason"}),
+		untilRules: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_client_until_rules_decisions_total",
+			Help: "Decisions asked before the client held a rule set, by the until-rules policy and outcome (allowed, denied, or waited: decided by the rules once they arrived).",
+		}, []string{"policy", "outcome"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -63,6 +69,7 @@ func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
 	}
 	m.cs = []prometheus.Collector{
 		m.fallbacks,
+		m.untilRules,
 		counter("weir_client_rpcs_total", "Check requests sent (CheckStream messages or unary Check RPCs).", &c.stats.rpcs),
 		counter("weir_client_rpc_errors_total", "Check requests that failed.", &c.stats.rpcErrors),
 		counter("weir_client_rpc_items_total", "Items carried by Check requests.", &c.stats.batchedItems),

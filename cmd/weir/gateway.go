@@ -23,11 +23,16 @@ import (
 
 // gatewayCmd runs a reverse proxy to --upstream that checks every request
 // with the Weir cluster (client.Middleware) until ctx ends, then shuts
-// down cleanly. GET /metrics on the listen address is the client's metrics
+// down cleanly. GET /readyz on the listen address is the gateway's own
+// (503 until it holds a rule set); GET /metrics is the client's metrics
 // only when --metrics is set (it would otherwise shadow an upstream path).
 func (c *cli) gatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "gateway --listen ADDR --upstream URL --cluster ADDR,...", Args: noArgs, GroupID: "run",
-		Short: "Run a gateway that checks each request with Weir"}
+		Short: "Run a gateway that checks each request with Weir",
+		Long: "Run a reverse proxy to --upstream that checks each request with the Weir cluster.\n" +
+			"Until it holds a rule set (from the cluster, or from --rules-cache when the cluster\n" +
+			"is unreachable) requests follow --until-rules, and GET /readyz, answered by the\n" +
+			"gateway itself, says 503; then 200."}
 	def := client.DefaultConfig()
 	fs := cmd.Flags()
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
@@ -40,7 +45,10 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	host, _ := os.Hostname()
 	id := fs.String("id", "gw-"+host+"-"+fmt.Sprint(os.Getpid()), "gateway id (unique per gateway)")
 	metrics := fs.Bool("metrics", false, "serve the client's Prometheus metrics on /metrics")
-	withEnv(fs, "cluster")
+	rulesCache := fs.String("rules-cache", "", "`path` of a file keeping the last rule set from the cluster, used at start until the cluster answers (empty: none)")
+	untilRules := fs.String("until-rules", string(def.UntilRules), "`policy` while no rule set is held: wait (up to --until-rules-timeout, then deny), deny (503) or allow (no limits)")
+	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
+	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -49,6 +57,15 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		cfg := def
 		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
 		cfg.Cluster = trimAll(*cluster)
+		cfg.RulesCache = *rulesCache
+		switch u := client.UntilRules(*untilRules); {
+		case u != client.UntilRulesWait && u != client.UntilRulesDeny && u != client.UntilRulesAllow:
+			return usageErr(cmd, "--until-rules %q: want wait, deny or allow", *untilRules)
+		case *untilTimeout <= 0:
+			return usageErr(cmd, "--until-rules-timeout %s: must be > 0", *untilTimeout)
+		default:
+			cfg.UntilRules, cfg.UntilRulesTimeout = u, *untilTimeout
+		}
 		for _, s := range trimAll(*trusted) {
 			p, err := netip.ParsePrefix(s)
 			if err != nil {
@@ -60,7 +77,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 			}
 			cfg.TrustedProxies = append(cfg.TrustedProxies, p)
 		}
-		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		logger := slog.New(slog.NewTextHandler(c.stderr, nil))
 		cfg.Logger = logger
 		reg := prometheus.NewRegistry()
 		cfg.Registry = reg
@@ -71,7 +88,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		logger.Info("weir gateway started", "listen", gw.addr, "upstream", up.String(), "cluster", cfg.Cluster)
+		logger.Info("weir gateway started", "listen", gw.addr, "upstream", up.String(), "cluster", cfg.Cluster,
+			"until_rules", cfg.UntilRules, "rules_cache", cfg.RulesCache, "rules_version", gw.cl.RulesVersion())
 		select {
 		case err := <-gw.errc:
 			gw.cl.Close()
@@ -92,9 +110,9 @@ type gateway struct {
 }
 
 // startGateway starts a client for cfg (cfg.Registry must be set) and
-// serves a reverse proxy to up on listen through its middleware. With
-// metrics, GET /metrics serves the client's registry instead of the
-// upstream's path.
+// serves a reverse proxy to up on listen through its middleware. GET
+// /readyz is answered by the gateway (readyz). With metrics, GET /metrics
+// serves the client's registry instead of the upstream's path.
 func startGateway(ctx context.Context, cfg client.Config, up *url.URL, listen string, metrics bool) (*gateway, error) {
 	cl, err := client.New(ctx, cfg)
 	if err != nil {
@@ -106,6 +124,7 @@ func startGateway(ctx context.Context, cfg client.Config, up *url.URL, listen st
 	if metrics {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	}
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { readyz(w, cl.RulesStatus()) })
 	mux.Handle("/", cl.Middleware()(proxy))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -131,4 +150,24 @@ func (g *gateway) close() error {
 		err = cerr
 	}
 	return err
+}
+
+// readyz answers a gateway's readiness: 503 until it holds a rule set
+// (from the cluster or its rules cache; until then requests follow
+// --until-rules), 200 after, the body saying which and why.
+func readyz(w http.ResponseWriter, st client.RulesStatus) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	code, msg := http.StatusOK, fmt.Sprintf("ready: rules version %d from the cluster", st.Version)
+	switch {
+	case !st.Ready:
+		code, msg = http.StatusServiceUnavailable, "not ready: no rule set yet (none from the cluster, none in a rules cache)"
+	case st.Cached:
+		msg = fmt.Sprintf("ready: rules version %d from the rules cache; none from the cluster yet", st.Version)
+	}
+	if st.Err != nil {
+		msg += "; rules watch: " + st.Err.Error()
+	}
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
 }

@@ -148,6 +148,10 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"node", "--data-dir", t.TempDir(), "--log-level", "loud"}, `invalid argument "loud" for "--log-level" flag`},
 		{[]string{"node", "--data-dir", t.TempDir(), "--bootstrap-expect", "three"}, `invalid argument "three" for "--bootstrap-expect" flag`},
 		{[]string{"-help"}, "unknown shorthand flag"},
+		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules", "open"},
+			`weir: --until-rules "open": want wait, deny or allow`},
+		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules-timeout", "0s"},
+			"weir: --until-rules-timeout 0s: must be > 0"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
