@@ -154,7 +154,7 @@ func TestNetnsLinkCutKeepsExhaustedKeys(t *testing.T) {
 	addr := func(h int) string { return n.ip(h) + ":8080" }
 	testwait.For(t, 60*time.Second, "three ready nodes", func() error {
 		for h := 1; h <= 3; h++ {
-			if err := readyVia(hc, addr(h)); err != nil {
+			if err := ready(addr(h)); err != nil {
 				return err
 			}
 		}
@@ -244,18 +244,6 @@ func TestNetnsLinkCutKeepsExhaustedKeys(t *testing.T) {
 			return nil
 		})
 	}
-}
-
-func readyVia(hc *http.Client, addr string) error {
-	resp, err := hc.Get("http://" + addr + "/readyz")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s: readyz %d", addr, resp.StatusCode)
-	}
-	return nil
 }
 
 // checkVia takes cost from key under rule "cut" through the node's HTTP
