@@ -135,11 +135,19 @@ type Handoff struct {
 	m       *Partitions // owned by Run
 	reqs    chan request
 	routes  atomic.Pointer[Routes]
-	fence   []sync.RWMutex
+	fence   []fence
 	stopped chan struct{}
 	running atomic.Bool
 
 	handedOff, promoted, resynced atomic.Uint64
+}
+
+// fence is one partition's pin lock, padded to a cache line of its own so
+// checks pinning neighbouring partitions on different cores do not share
+// one.
+type fence struct {
+	sync.RWMutex
+	_ [64 - 24]byte
 }
 
 type request struct {
@@ -193,7 +201,7 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 		cfg: cfg, counters: counters, peers: peers, replicas: replicas, resync: resync,
 		m:       NewPartitions(cfg.Self, cfg.Partitions, int64(cfg.Grace), int64(cfg.Settle)),
 		reqs:    make(chan request),
-		fence:   make([]sync.RWMutex, cfg.Partitions),
+		fence:   make([]fence, cfg.Partitions),
 		stopped: make(chan struct{}),
 	}
 	h.routes.Store(h.snapshot(nil, nil))
