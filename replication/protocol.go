@@ -448,13 +448,15 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		})
 		local = append(local, orphans...)
 	}
-	if len(local) > 0 && !pl.Keep {
+	switch {
+	case len(local) == 0:
+	case pl.Keep:
+		h.arrived(ctx, local, nil) // nobody else holds them: this node's counters stay
+	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, func() error { return h.install(ctx, local, states) })
-	} else if len(local) > 0 {
-		h.arrived(ctx, local, nil)
 	}
 }
 
