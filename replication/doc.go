@@ -1,8 +1,10 @@
 // Package replication ships counter states from a partition's owner to its
 // replicas, holds the copies a replica receives until they are promoted or
-// handed off, and plans hand-offs when the ring changes. It never interprets
-// the state words (State.A, B, C, Log) and knows no rule semantics; it does
-// not import ring, rulesraft or node.
+// handed off, and moves partitions between nodes when the ring changes:
+// the partition state machine and the hand-off protocol. It never
+// interprets the state words (State.A, B, C, Log) and knows no rule
+// semantics; it imports only the standard library (not ring, rulesraft or
+// node: the node hands it rings as Assignments and member ids).
 //
 // # Parts
 //
@@ -17,6 +19,22 @@
 //     Peek and Drop by the node on promotion, hand-off and ring change.
 //   - PlanHandoff: a pure function from ring moves and liveness to the
 //     partitions to fetch, give away and forget. No I/O, no clock.
+//   - Partitions: the partition state machine, pure: Step(event) returns
+//     the effects to run; events (RingChanged, Arrived, Ask, HandBack,
+//     Tick) carry their time. Scenario files in testdata/partitions pin
+//     its behaviour (go test -run Scenarios -update rewrites them).
+//   - Handoff: the hand-off protocol around Partitions. Its Run goroutine
+//     is the machine's one owner: events arrive on one channel, it
+//     publishes an immutable Routes snapshot after each (the check path
+//     reads it without locks), and runs the effects: pulls and resyncs on
+//     goroutines it joins, dropping counters and copies inline. Serve is
+//     the holder's side (a peer's ask), on the caller's goroutine. It
+//     talks to the shard engine through Counters (export, import, drop)
+//     and to peers through Peers, both defined here.
+//   - Pins: a check that decides a partition locally holds its fence's
+//     read lock (Pin, Unpin; several partitions in ascending order); a
+//     hand-off publishes the partition as moved and then takes the write
+//     lock once before it exports, so no decision falls between.
 //
 // # Goroutines and ownership
 //
