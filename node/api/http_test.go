@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -243,6 +245,10 @@ func TestHTTPBadInput(t *testing.T) {
 		{"rollback unknown field", "POST", "/v1/rules:rollback", `{"version":1,"force":true}`, 400, CodeInvalidArgument, []string{"force"}},
 		{"wait without version", "GET", "/v1/rules?wait=1s", ``, 400, CodeInvalidArgument, []string{"version"}},
 		{"bad wait", "GET", "/v1/rules?version=1&wait=forever", ``, 400, CodeInvalidArgument, []string{"wait"}},
+		{"stale and consistent", "GET", "/v1/rules?stale=true&consistent=true", ``, 400, CodeInvalidArgument, []string{"stale", "consistent"}},
+		{"bad stale", "GET", "/v1/rules/history?stale=maybe", ``, 400, CodeInvalidArgument, []string{"stale"}},
+		{"two rules documents", "POST", "/v1/rules:apply", rulesYAML + "---\n" + rulesYAML, 400, CodeInvalidArgument, []string{"line 14", "second YAML document"}},
+		{"min_rule_version with items", "POST", "/v1/limits/check", `{"min_rule_version":3,"items":[]}`, 400, CodeInvalidArgument, []string{"not both"}},
 		{"unknown endpoint", "GET", "/v2/nothing", ``, 404, CodeNotFound, []string{"/v2/nothing"}},
 		{"wrong method", "POST", "/v1/cluster", ``, 405, CodeMethodNotAllowed, []string{"POST", "/v1/cluster", "GET"}},
 		{"wrong method on a rule", "POST", "/v1/rules/x", rule + `}`, 405, CodeMethodNotAllowed, []string{"GET, PUT, DELETE"}},
@@ -582,5 +588,40 @@ func TestStrictJSON(t *testing.T) {
 		case c.bad != "" && (!errors.Is(err, limit.ErrInvalid) || !strings.Contains(err.Error(), c.bad)):
 			t.Errorf("%s: %v, want an invalid-argument error naming %s", c.body, err, c.bad)
 		}
+	}
+}
+
+// TestReadsSayHowTheyWereServed: reads are consistent (read-your-writes)
+// by default, ?stale=true is the local copy, ?consistent=true the default's
+// alias; on the gRPC side ReadIndex answers the leader's version.
+func TestReadsSayHowTheyWereServed(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	if r := n.do(t, "POST", "/v1/rules:apply", rulesYAML); r.code != 200 {
+		t.Fatalf("seed: %d %s", r.code, r.body)
+	}
+	for _, c := range []struct{ path, read string }{
+		{"/v1/rules", "consistent"}, {"/v1/rules?consistent=true", "consistent"}, {"/v1/rules?stale=true", "stale"},
+		{"/v1/rules?at=" + u(n.version()), "consistent"},
+		{"/v1/rules/search", "consistent"}, {"/v1/rules/search?stale=1", "stale"},
+		{"/v1/rules/history", "consistent"}, {"/v1/rules/history?stale=true", "stale"},
+		{"/v1/overrides", "consistent"}, {"/v1/overrides?stale=true", "stale"},
+	} {
+		r := n.do(t, "GET", c.path, nil)
+		var got struct {
+			Version uint64 `json:"version"`
+			Read    string `json:"read"`
+		}
+		if r.code != 200 {
+			t.Fatalf("%s: %d %s", c.path, r.code, r.body)
+		}
+		r.json(t, &got)
+		if got.Read != c.read || got.Version != n.version() {
+			t.Errorf("%s: read %q at %d, want %q at %d", c.path, got.Read, got.Version, c.read, n.version())
+		}
+	}
+	rc := weirv1.NewRulesClient(n.conn)
+	ri, err := rc.ReadIndex(context.Background(), &weirv1.ReadIndexRequest{})
+	if err != nil || ri.GetVersion() != n.version() {
+		t.Fatalf("ReadIndex = %v, %v; want %d", ri, err, n.version())
 	}
 }
