@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
@@ -137,6 +140,16 @@ func (s *Server) readIndex(ctx context.Context, c caller) (uint64, error) {
 		return 0, err
 	}
 	resp, err := rc.ReadIndex(fctx, &weirv1.ReadIndexRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		// A leader that predates ReadIndex (a rolling upgrade): its
+		// consistent ListRules (a Barrier, then its set) gives the same
+		// version, at the price of sending the whole set.
+		set, lerr := rc.ListRules(fctx, &weirv1.ListRulesRequest{Consistent: true})
+		if lerr != nil {
+			return 0, fromGRPC(lerr)
+		}
+		return set.GetVersion(), nil
+	}
 	if err != nil {
 		return 0, fromGRPC(err)
 	}

@@ -3,12 +3,16 @@ package api
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -623,5 +627,47 @@ func TestReadsSayHowTheyWereServed(t *testing.T) {
 	ri, err := rc.ReadIndex(context.Background(), &weirv1.ReadIndexRequest{})
 	if err != nil || ri.GetVersion() != n.version() {
 		t.Fatalf("ReadIndex = %v, %v; want %d", ri, err, n.version())
+	}
+}
+
+// oldLeader is a leader that predates Rules.ReadIndex: it only has the
+// consistent ListRules.
+type oldLeader struct {
+	weirv1.UnimplementedRulesServer
+	version    uint64
+	consistent atomic.Bool
+}
+
+func (o *oldLeader) ListRules(_ context.Context, req *weirv1.ListRulesRequest) (*weirv1.RuleSet, error) {
+	o.consistent.Store(req.GetConsistent())
+	return &weirv1.RuleSet{Version: o.version}, nil
+}
+
+// TestReadIndexFromALeaderWithoutIt: during a rolling upgrade a follower
+// takes the read index from an old leader's consistent ListRules; with no
+// leader known, a read is 503 and a stale read answers.
+func TestReadIndexFromALeaderWithoutIt(t *testing.T) {
+	n := startNode(t, nodeOpts{}) // not bootstrapped: never the leader
+	if r := n.do(t, "GET", "/v1/rules", nil); r.code != http.StatusServiceUnavailable || !strings.Contains(r.errBody(t).Error, "stale") {
+		t.Fatalf("no leader: %d %s", r.code, r.body)
+	}
+	if r := n.do(t, "GET", "/v1/rules?stale=true", nil); r.code != 200 {
+		t.Fatalf("stale read with no leader: %d %s", r.code, r.body)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &oldLeader{}
+	g := grpc.NewServer()
+	weirv1.RegisterRulesServer(g, old)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	defer func() { g.Stop(); <-served }()
+	addr := lis.Addr().String()
+	n.b.leader.Store(&addr)
+	r := n.do(t, "GET", "/v1/rules", nil)
+	if r.code != 200 || !old.consistent.Load() {
+		t.Fatalf("read through an old leader: %d %s (consistent ListRules asked: %v)", r.code, r.body, old.consistent.Load())
 	}
 }
