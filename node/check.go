@@ -91,13 +91,19 @@ func counterID(rule, key string) uint64 {
 	return d.Sum64()
 }
 
+// ruleVersionWait bounds how long a check waits for the rule set version
+// its items ask for (limit.Item.RuleVersion) to be applied here.
+const ruleVersionWait = time.Second
+
 // Check decides items, writing one result per item into out (len(out)
 // must be len(items)): locally for partitions this node serves, otherwise
 // forwarded (coalesced) to the owner. The items are valid (the edge that
 // took them from a wire ran limit.DecideValid). Groups are all-or-nothing
 // (limit.Item.Group): tokens an item took are given back when another item
 // of its group is denied. An error fails the whole batch: ErrClosed, or
-// limit.ErrUnavailable while the node has no ring yet. Check keeps no
+// limit.ErrUnavailable while the node has no ring yet. An item whose
+// RuleVersion this node has not applied within ruleVersionWait is answered
+// limit.CodeUnavailable, never decided by older rules. Check keeps no
 // reference to items or out once it returns.
 func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result) error {
 	start := time.Now()
@@ -125,19 +131,20 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	}
 	routes := n.handoff.Routes()
 	rv := n.rules()
-	if forwarded {
-		// The sender matched against a newer rule set than this owner has
-		// applied yet (e.g. a node that just joined): wait for it briefly.
-		var want uint64
-		for i := range items {
-			want = max(want, items[i].RuleVersion)
-		}
-		if want > rv.version {
-			wctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, _ = n.store.WaitVersion(wctx, want-1)
-			cancel()
-			rv = n.rules()
-		}
+	// The caller matched against a newer rule set than this node has
+	// applied yet (a gateway whose watch is ahead, an admin checking right
+	// after a write answered elsewhere: limit.Item.RuleVersion), or a peer
+	// that forwarded the items is ahead (e.g. this node just joined): wait
+	// for it briefly.
+	var want uint64
+	for i := range items {
+		want = max(want, items[i].RuleVersion)
+	}
+	if want > rv.version {
+		wctx, cancel := context.WithTimeout(ctx, ruleVersionWait)
+		_, _ = n.store.WaitVersion(wctx, want-1)
+		cancel()
+		rv = n.rules()
 	}
 	nowNS := n.now()
 	now := time.Unix(0, nowNS)
@@ -152,6 +159,14 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	for i := range items {
 		it, r := &items[i], &res[i]
 		cr := rv.rules[it.Rule]
+		if it.RuleVersion > rv.version && (!forwarded || cr == nil) {
+			// Never decide a caller's item by an older rule set than it
+			// asked for. A peer's item is (the version is the entry
+			// node's, which the caller did not ask for), unless its rule
+			// is missing here: that is not "unknown rule" yet.
+			r.Code, r.Err = limit.CodeUnavailable, fmt.Sprintf("rules version %d not applied on this node within %s (it is at %d); retry", it.RuleVersion, ruleVersionWait, rv.version)
+			continue
+		}
 		if cr == nil {
 			r.Code, r.Err = limit.CodeUnknownRule, fmt.Sprintf("unknown rule %q", it.Rule)
 			continue

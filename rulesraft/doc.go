@@ -43,7 +43,11 @@
 //     state. Every member of a group uses the same HistoryLimit, because a
 //     rollback's target is looked up in the local history on every replica.
 //   - A write is acknowledged only after Raft committed it on a majority and
-//     the local FSM applied it.
+//     the local FSM applied it. So the leader's version, once it has
+//     confirmed its leadership (VerifyLeader) and applied its whole log
+//     (else a Barrier), covers every acknowledged write: that is
+//     Store.ReadIndex, which a follower waits for (WaitVersion) to answer a
+//     read-your-writes read.
 //
 // # Goroutines
 //

@@ -299,6 +299,34 @@ func (s *Store) Barrier(ctx context.Context) error {
 	return s.wait(ctx, s.raft.Barrier(timeout(ctx)))
 }
 
+// ReadIndex is the leader's half of a read-your-writes read: it confirms
+// this member still leads (a heartbeat round to a majority, no log write)
+// and returns a version that covers every write acknowledged before the
+// call. A write is acknowledged only after the leader's FSM applied it, so
+// the leader's own version covers them once it has applied its whole log;
+// a leader that has not (just elected, or writes in flight) first waits
+// with a Barrier. A follower that has applied the returned version may
+// answer the read. Elsewhere it returns ErrNotLeader.
+func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
+	if s.isClosed() {
+		return 0, ErrClosed
+	}
+	if s.raft.State() != raft.Leader {
+		return 0, s.notLeader()
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.wait(ctx, s.raft.VerifyLeader()); err != nil {
+		return 0, err
+	}
+	if s.raft.AppliedIndex() < s.raft.LastIndex() {
+		if err := s.wait(ctx, s.raft.Barrier(timeout(ctx))); err != nil {
+			return 0, err
+		}
+	}
+	return s.fsm.Current().Version, nil
+}
+
 // Current returns the local rule set (possibly behind the leader). It must
 // not be modified.
 func (s *Store) Current() *rules.Set { return s.fsm.Current() }

@@ -616,3 +616,39 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("bind any with advertise: %v", err)
 	}
 }
+
+// TestReadIndex: the leader's read index covers every acknowledged write;
+// followers refuse to give one, and after waiting for it a follower's
+// local set has the write.
+func TestReadIndex(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := context.Background()
+	for i := range 5 {
+		v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%d", i), 5)}})
+		l := c.leader()
+		ri, err := l.ReadIndex(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ri < v {
+			t.Fatalf("read index %d below the acknowledged write %d", ri, v)
+		}
+		for _, s := range c.live() {
+			if s == l {
+				continue
+			}
+			if _, err := s.ReadIndex(ctx); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("ReadIndex on follower %s: %v, want ErrNotLeader", s.ID(), err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			set, err := s.WaitVersion(wctx, ri-1)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hasRule(set, fmt.Sprintf("r%d", i)) {
+				t.Fatalf("%s at %d lacks r%d", s.ID(), set.Version, i)
+			}
+		}
+	}
+}

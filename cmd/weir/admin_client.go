@@ -210,15 +210,21 @@ func (c *apiClient) sendJSON(ctx context.Context, method, path string, q url.Val
 
 // Answers of the API.
 
+// Reads answer how they were read: "consistent" (read-your-writes, the
+// default) or "stale" (the answering node's copy); empty from a node that
+// predates read-your-writes.
+
 type rulesAnswer struct {
 	Version   uint64           `json:"version"`
 	Rules     []rules.Rule     `json:"rules"`
 	Overrides []rules.Override `json:"overrides"`
+	Read      string           `json:"read"`
 }
 
 type ruleAnswer struct {
 	Version uint64     `json:"version"`
 	Rule    rules.Rule `json:"rule"`
+	Read    string     `json:"read"`
 }
 
 type versionAnswer struct {
@@ -240,17 +246,21 @@ type historyEntry struct {
 
 type historyAnswer struct {
 	Entries []historyEntry `json:"entries"`
+	Version uint64         `json:"version"`
+	Read    string         `json:"read"`
 }
 
 type overridesAnswer struct {
 	Version   uint64           `json:"version"`
 	Overrides []rules.Override `json:"overrides"`
+	Read      string           `json:"read"`
 }
 
 type checkRequest struct {
-	Key  string `json:"key"`
-	Rule string `json:"rule"`
-	Cost int64  `json:"cost"`
+	Key            string `json:"key"`
+	Rule           string `json:"rule"`
+	Cost           int64  `json:"cost"`
+	MinRuleVersion uint64 `json:"min_rule_version,omitempty"`
 }
 
 type decision struct {
@@ -284,24 +294,31 @@ type clusterAnswer struct {
 
 // Endpoints.
 
-// listRules answers GET /v1/rules; at > 0 asks for the set as of version
-// at, consistent for a read through the leader.
-func (c *apiClient) listRules(ctx context.Context, at uint64, consistent bool) (rulesAnswer, []byte, error) {
+// readQuery is the query of a read: read-your-writes (the node's
+// default), or with stale the answering node's local copy.
+func readQuery(stale bool) url.Values {
 	q := url.Values{}
+	if stale {
+		q.Set("stale", "true")
+	}
+	return q
+}
+
+// listRules answers GET /v1/rules; at > 0 asks for the set as of version
+// at; stale for the answering node's local copy.
+func (c *apiClient) listRules(ctx context.Context, at uint64, stale bool) (rulesAnswer, []byte, error) {
+	q := readQuery(stale)
 	if at > 0 {
 		q.Set("at", strconv.FormatUint(at, 10))
-	}
-	if consistent {
-		q.Set("consistent", "true")
 	}
 	var a rulesAnswer
 	raw, err := c.getJSON(ctx, "/v1/rules", q, &a)
 	return a, raw, err
 }
 
-func (c *apiClient) getRule(ctx context.Context, id string) (ruleAnswer, []byte, error) {
+func (c *apiClient) getRule(ctx context.Context, id string, stale bool) (ruleAnswer, []byte, error) {
 	var a ruleAnswer
-	raw, err := c.getJSON(ctx, "/v1/rules/"+url.PathEscape(id), nil, &a)
+	raw, err := c.getJSON(ctx, "/v1/rules/"+url.PathEscape(id), readQuery(stale), &a)
 	return a, raw, err
 }
 
@@ -336,8 +353,8 @@ func (c *apiClient) applyRules(ctx context.Context, file []byte, dryRun, replace
 }
 
 // history answers GET /v1/rules/history; limit 0 leaves the server's default.
-func (c *apiClient) history(ctx context.Context, limit int) (historyAnswer, []byte, error) {
-	q := url.Values{}
+func (c *apiClient) history(ctx context.Context, limit int, stale bool) (historyAnswer, []byte, error) {
+	q := readQuery(stale)
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
@@ -352,9 +369,9 @@ func (c *apiClient) rollback(ctx context.Context, version uint64) (versionAnswer
 	return a, raw, err
 }
 
-func (c *apiClient) listOverrides(ctx context.Context) (overridesAnswer, []byte, error) {
+func (c *apiClient) listOverrides(ctx context.Context, stale bool) (overridesAnswer, []byte, error) {
 	var a overridesAnswer
-	raw, err := c.getJSON(ctx, "/v1/overrides", nil, &a)
+	raw, err := c.getJSON(ctx, "/v1/overrides", readQuery(stale), &a)
 	return a, raw, err
 }
 

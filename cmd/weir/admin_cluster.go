@@ -18,6 +18,7 @@ func (c *cli) checkCmd() *cobra.Command {
 	key := cmd.Flags().String("key", "", "the limited `key`, e.g. apikey:ak_42")
 	rule := cmd.Flags().String("rule", "", "the rule `id`")
 	cost := cmd.Flags().Int64("cost", 1, "tokens to take (0 peeks)")
+	minVersion := cmd.Flags().Uint64("min-rule-version", 0, "decide by rules `version` V or later (e.g. what a write answered); a node that has not applied it within a second refuses (503)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
 		case *key == "" && *rule == "":
@@ -34,7 +35,7 @@ func (c *cli) checkCmd() *cobra.Command {
 			return err
 		}
 		defer api.close()
-		req := checkRequest{Key: *key, Rule: *rule, Cost: *cost}
+		req := checkRequest{Key: *key, Rule: *rule, Cost: *cost, MinRuleVersion: *minVersion}
 		d, raw, err := api.check(cmd.Context(), req)
 		if err != nil {
 			return err

@@ -120,6 +120,12 @@ func normalizeAddr(addr string) (string, error) {
 	return u.String(), nil
 }
 
+// staleFlag adds --stale to a command that reads rules: the answering
+// node's local copy instead of the default read-your-writes read.
+func staleFlag(cmd *cobra.Command) *bool {
+	return cmd.Flags().Bool("stale", false, "read the answering node's local copy, which may miss recent writes (default: read-your-writes, through the Raft leader's read index)")
+}
+
 // request runs one admin call: it opens the client, calls the node, and
 // prints the node's JSON with -o json or the human form otherwise.
 func request[A any](c *cli, cmd *cobra.Command, o *adminOpts, call func(*apiClient) (A, []byte, error), human func(A) error) error {

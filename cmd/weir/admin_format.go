@@ -122,6 +122,15 @@ func formatRule(w io.Writer, version uint64, r rules.Rule) error {
 
 // formatDiff prints diff lines ("+ id", "- id", "~ id: rate 10 -> 20"), or
 // "no changes".
+// formatRead says how a read was served: "read: consistent (version N)"
+// or "read: stale (version N)". A node that does not say prints nothing.
+func formatRead(w io.Writer, read string, version uint64) {
+	if read == "" {
+		return
+	}
+	fmt.Fprintf(w, "read: %s (version %d)\n", read, version)
+}
+
 func formatDiff(w io.Writer, diff []string) {
 	if len(diff) == 0 {
 		fmt.Fprintln(w, "no changes")

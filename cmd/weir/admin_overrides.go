@@ -96,10 +96,17 @@ func (c *cli) overridesSetCmd() *cobra.Command {
 func (c *cli) overridesListCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Args: noArgs, Short: "List the overrides"}
 	o := adminFlags(cmd)
+	stale := staleFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return request(c, cmd, o, func(api *apiClient) (overridesAnswer, []byte, error) { return api.listOverrides(cmd.Context()) },
+		return request(c, cmd, o, func(api *apiClient) (overridesAnswer, []byte, error) {
+			return api.listOverrides(cmd.Context(), *stale)
+		},
 			func(a overridesAnswer) error {
-				return formatOverrides(c.stdout, a.Version, a.Overrides)
+				if err := formatOverrides(c.stdout, a.Version, a.Overrides); err != nil {
+					return err
+				}
+				formatRead(c.stdout, a.Read, a.Version)
+				return nil
 			})
 	}
 	return cmd

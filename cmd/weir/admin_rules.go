@@ -71,13 +71,21 @@ func (c *cli) rulesListCmd() *cobra.Command {
 		Short: "List the rules of the current version, or of version --at"}
 	o := adminFlags(cmd)
 	at := cmd.Flags().Uint64("at", 0, "show the rules as of this `version` (from history)")
-	consistent := cmd.Flags().Bool("consistent", false, "read through the Raft leader instead of the answering node")
+	stale := staleFlag(cmd)
+	consistent := cmd.Flags().Bool("consistent", false, "read-your-writes (the default; kept as an alias)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *stale && *consistent {
+			return usageErr(cmd, "--stale and --consistent: pick one (consistent is the default)")
+		}
 		return request(c, cmd, o, func(api *apiClient) (rulesAnswer, []byte, error) {
-			return api.listRules(cmd.Context(), *at, *consistent)
+			return api.listRules(cmd.Context(), *at, *stale)
 		},
 			func(a rulesAnswer) error {
-				return formatRules(c.stdout, a.Version, a.Rules)
+				if err := formatRules(c.stdout, a.Version, a.Rules); err != nil {
+					return err
+				}
+				formatRead(c.stdout, a.Read, a.Version)
+				return nil
 			})
 	}
 	return cmd
@@ -86,10 +94,15 @@ func (c *cli) rulesListCmd() *cobra.Command {
 func (c *cli) rulesGetCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "get ID", Aliases: []string{"show"}, Args: posArgs("rule ID"), Short: "Show one rule"}
 	o := adminFlags(cmd)
+	stale := staleFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return request(c, cmd, o, func(api *apiClient) (ruleAnswer, []byte, error) { return api.getRule(cmd.Context(), args[0]) },
+		return request(c, cmd, o, func(api *apiClient) (ruleAnswer, []byte, error) { return api.getRule(cmd.Context(), args[0], *stale) },
 			func(a ruleAnswer) error {
-				return formatRule(c.stdout, a.Version, a.Rule)
+				if err := formatRule(c.stdout, a.Version, a.Rule); err != nil {
+					return err
+				}
+				formatRead(c.stdout, a.Read, a.Version)
+				return nil
 			})
 	}
 	return cmd
@@ -261,13 +274,18 @@ func (c *cli) rulesHistoryCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "history [--limit N]", Args: noArgs, Short: "List the versions of the rule set, newest first"}
 	o := adminFlags(cmd)
 	limit := cmd.Flags().Int("limit", 0, "show at most `N` entries (default: the node's)")
+	stale := staleFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *limit < 0 {
 			return usageErr(cmd, "--limit %d: must be > 0", *limit)
 		}
-		return request(c, cmd, o, func(api *apiClient) (historyAnswer, []byte, error) { return api.history(cmd.Context(), *limit) },
+		return request(c, cmd, o, func(api *apiClient) (historyAnswer, []byte, error) { return api.history(cmd.Context(), *limit, *stale) },
 			func(a historyAnswer) error {
-				return formatHistory(c.stdout, a.Entries)
+				if err := formatHistory(c.stdout, a.Entries); err != nil {
+					return err
+				}
+				formatRead(c.stdout, a.Read, a.Version)
+				return nil
 			})
 	}
 	return cmd
@@ -284,6 +302,7 @@ func (c *cli) rulesDiffCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "diff V1 V2", Args: posArgs("version V1", "version V2"),
 		Short: "Show how the rules and overrides of version V2 differ from those of version V1"}
 	o := adminFlags(cmd)
+	stale := staleFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		v1, err := parseVersion(cmd, args[0])
 		if err != nil {
@@ -298,11 +317,11 @@ func (c *cli) rulesDiffCmd() *cobra.Command {
 			return err
 		}
 		defer api.close()
-		a, _, err := api.listRules(cmd.Context(), v1, false)
+		a, _, err := api.listRules(cmd.Context(), v1, *stale)
 		if err != nil {
 			return fmt.Errorf("version %d: %w", v1, err)
 		}
-		b, _, err := api.listRules(cmd.Context(), v2, false)
+		b, _, err := api.listRules(cmd.Context(), v2, *stale)
 		if err != nil {
 			return fmt.Errorf("version %d: %w", v2, err)
 		}
@@ -315,6 +334,7 @@ func (c *cli) rulesDiffCmd() *cobra.Command {
 		}
 		fmt.Fprintf(c.stdout, "rules version %d -> %d:\n", v1, v2)
 		formatDiff(c.stdout, diff)
+		formatRead(c.stdout, b.Read, b.Version)
 		return nil
 	}
 	return cmd

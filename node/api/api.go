@@ -27,6 +27,9 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultMaxWait caps HTTP long-polls when Config leaves it 0.
 	DefaultMaxWait = 60 * time.Second
+	// DefaultReadTimeout bounds a read-your-writes read when Config
+	// leaves ReadTimeout 0.
+	DefaultReadTimeout = 2 * time.Second
 	// DefaultMembersPoll is how often WatchMembers looks for changes when
 	// Config leaves it 0.
 	DefaultMembersPoll = time.Second
@@ -80,9 +83,9 @@ type RuleStore interface {
 	// waits for a version above newerThan.
 	Watch(ctx context.Context, from uint64) <-chan rulesraft.Event
 	WaitVersion(ctx context.Context, newerThan uint64) (*rules.Set, error)
-	// Barrier waits until the local set has every committed write (on the
-	// leader: a consistent read); Apply commits a command (leader only).
-	Barrier(ctx context.Context) error
+	// ReadIndex (leader only) is a version covering every write
+	// acknowledged before the call; Apply commits a command (leader only).
+	ReadIndex(ctx context.Context) (uint64, error)
 	Apply(ctx context.Context, cmd rulesraft.Command) (uint64, error)
 }
 
@@ -132,6 +135,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxWait caps an HTTP long-poll's wait (default 60s).
 	MaxWait time.Duration
+	// ReadTimeout bounds a read-your-writes read's catching up with the
+	// leader (asking its read index and applying up to it), and a
+	// follower's wait to apply a write it forwarded (default 2s). A read
+	// that cannot catch up in time fails with 503.
+	ReadTimeout time.Duration
 	// MembersPoll is how often WatchMembers re-reads Backend.Members
 	// (default 1s); a stream gets an update only when the answer changed.
 	MembersPoll time.Duration
@@ -156,6 +164,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
 	}
 	if c.MembersPoll == 0 {
 		c.MembersPoll = DefaultMembersPoll

@@ -3,10 +3,16 @@ package api
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
@@ -15,7 +21,8 @@ import (
 // the HTTP handlers read their wire into these arguments, call one of
 // them, and write the answer (or the error, through GRPCError or
 // HTTPStatus) back; nothing here knows either wire, except that a follower
-// forwards writes and consistent reads to the leader over gRPC (forward.go).
+// forwards writes, and asks for the leader's read index, over gRPC
+// (forward.go).
 
 // caller is who sent a request, as an edge reads it off its wire.
 type caller struct {
@@ -68,44 +75,151 @@ func (s *Server) getLimits(ctx context.Context, key string) ([]KeyLimit, error) 
 	return s.b.GetLimits(ctx, key)
 }
 
-// current returns the local set, or for a consistent read the leader's:
-// after a barrier on the leader, or forwarded to it.
-func (s *Server) current(ctx context.Context, c caller, consistent bool) (*rules.Set, error) {
+// A read is read-your-writes unless the caller asks for a stale one: the
+// answering node first learns the leader's read index (a version covering
+// every write acknowledged before the read began: rulesraft.Store.ReadIndex
+// on the leader, the Rules.ReadIndex RPC from a follower) and waits until
+// its own FSM has applied that version; then it answers from its local
+// copy. A stale read answers from the local copy at once.
+
+// readInfo says how a read was served, for the edges to report.
+type readInfo struct {
+	stale   bool
+	version uint64 // the local set's version the answer came from
+}
+
+// mode names the read as the HTTP API and the CLI report it.
+func (r readInfo) mode() string {
+	if r.stale {
+		return "stale"
+	}
+	return "consistent"
+}
+
+// catchUp waits until the local store has every write acknowledged before
+// it was called, within ReadTimeout. No reachable leader, or a local FSM
+// that does not catch up in time, is limit.ErrNotLeader or ErrUnavailable
+// (HTTP 503), never a silently stale answer.
+func (s *Server) catchUp(ctx context.Context, c caller) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
+	defer cancel()
 	st := s.b.Rules()
-	if consistent {
-		if !st.IsLeader() {
-			return s.leaderSet(ctx, c)
+	v, err := s.readIndex(ctx, c)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, limit.ErrNotLeader) {
+			err = limit.Errorf(limit.ErrUnavailable, "no Raft leader answered within %s: %v", s.cfg.ReadTimeout, err)
 		}
-		if err := st.Barrier(ctx); err != nil {
-			return nil, err
+		return fmt.Errorf("read-your-writes read: %w (a stale read, ?stale=true or --stale, answers from this node's copy)", err)
+	}
+	if v == 0 || st.Current().Version >= v {
+		return nil
+	}
+	if _, err := st.WaitVersion(ctx, v-1); err != nil {
+		if errors.Is(err, limit.ErrClosed) || errors.Is(err, limit.ErrUnavailable) {
+			return err
+		}
+		return limit.Errorf(limit.ErrUnavailable, "read-your-writes read: this node has not applied rules version %d within %s (it is at %d); retry, or read stale", v, s.cfg.ReadTimeout, st.Current().Version)
+	}
+	return nil
+}
+
+// readIndex asks the leader for its read index: the local store when this
+// node leads, the leader's Rules.ReadIndex otherwise (once; a request that
+// was itself forwarded is not passed on).
+func (s *Server) readIndex(ctx context.Context, c caller) (uint64, error) {
+	st := s.b.Rules()
+	if st.IsLeader() {
+		v, err := st.ReadIndex(ctx)
+		if err == nil || !errors.Is(err, limit.ErrNotLeader) {
+			return v, err
+		}
+		// Leadership moved away since IsLeader: ask the new leader.
+	}
+	rc, fctx, err := s.leaderClient(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := rc.ReadIndex(fctx, &weirv1.ReadIndexRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		// A leader that predates ReadIndex (a rolling upgrade): its
+		// consistent ListRules (a Barrier, then its set) gives the same
+		// version, at the price of sending the whole set.
+		set, lerr := rc.ListRules(fctx, &weirv1.ListRulesRequest{Consistent: true})
+		if lerr != nil {
+			return 0, fromGRPC(lerr)
+		}
+		return set.GetVersion(), nil
+	}
+	if err != nil {
+		return 0, fromGRPC(err)
+	}
+	return resp.GetVersion(), nil
+}
+
+// current returns the local set, after catching up with the leader unless
+// stale.
+func (s *Server) current(ctx context.Context, c caller, stale bool) (*rules.Set, readInfo, error) {
+	if !stale {
+		if err := s.catchUp(ctx, c); err != nil {
+			return nil, readInfo{}, err
 		}
 	}
-	return st.Current(), nil
+	set := s.b.Rules().Current()
+	return set, readInfo{stale: stale, version: set.Version}, nil
 }
 
 // listRules returns the rule set with the overrides in force now.
-func (s *Server) listRules(ctx context.Context, c caller, consistent bool) (*rules.Set, error) {
-	set, err := s.current(ctx, c, consistent)
+func (s *Server) listRules(ctx context.Context, c caller, stale bool) (*rules.Set, readInfo, error) {
+	set, ri, err := s.current(ctx, c, stale)
 	if err != nil {
-		return nil, err
+		return nil, readInfo{}, err
 	}
-	return activeSet(set, s.cfg.Now), nil
+	return activeSet(set, s.cfg.Now), ri, nil
 }
 
-// getRule returns one rule and the version of the set it is from.
-func (s *Server) getRule(ctx context.Context, c caller, id string, consistent bool) (rules.Rule, uint64, error) {
+// getRule returns one rule and how it was read (the version of the set it
+// is from).
+func (s *Server) getRule(ctx context.Context, c caller, id string, stale bool) (rules.Rule, readInfo, error) {
 	if id == "" {
-		return rules.Rule{}, 0, limit.Errorf(limit.ErrInvalid, "id: must not be empty")
+		return rules.Rule{}, readInfo{}, limit.Errorf(limit.ErrInvalid, "id: must not be empty")
 	}
-	set, err := s.current(ctx, c, consistent)
+	set, ri, err := s.current(ctx, c, stale)
 	if err != nil {
-		return rules.Rule{}, 0, err
+		return rules.Rule{}, readInfo{}, err
 	}
 	r, ok := set.Rule(id)
 	if !ok {
-		return rules.Rule{}, 0, limit.Errorf(limit.ErrNotFound, "rule %q not found (version %d)", id, set.Version)
+		return rules.Rule{}, readInfo{}, limit.Errorf(limit.ErrNotFound, "rule %q not found (version %d)", id, set.Version)
 	}
-	return r, set.Version, nil
+	return r, ri, nil
+}
+
+// history returns up to n versions, newest first.
+func (s *Server) history(ctx context.Context, c caller, n int, stale bool) ([]rulesraft.HistoryEntry, readInfo, error) {
+	if !stale {
+		if err := s.catchUp(ctx, c); err != nil {
+			return nil, readInfo{}, err
+		}
+	}
+	st := s.b.Rules()
+	v := st.Current().Version
+	return st.History(n), readInfo{stale: stale, version: v}, nil
+}
+
+// setAt returns the set as of an earlier version; a version above the
+// local one is waited for as a read-your-writes read, unless stale.
+func (s *Server) setAt(ctx context.Context, c caller, v uint64, stale bool) (*rules.Set, readInfo, error) {
+	st := s.b.Rules()
+	if !stale && v > st.Current().Version {
+		if err := s.catchUp(ctx, c); err != nil {
+			return nil, readInfo{}, err
+		}
+	}
+	set, err := st.SetAt(v)
+	if err != nil {
+		return nil, readInfo{}, err
+	}
+	return set, readInfo{stale: stale, version: st.Current().Version}, nil
 }
 
 // activeSet returns set without overrides that expired by now. It shares
@@ -139,8 +253,14 @@ type written struct {
 
 // applyRules validates in against the local set (rules.Merge, the FSM's
 // own merge) and, unless dryRun, applies it on the leader. A dry run
-// answers the current version and the diff, and writes nothing.
+// answers the current version and the diff, and writes nothing; like a
+// read, it first catches up with every acknowledged write.
 func (s *Server) applyRules(ctx context.Context, a admin, in []rules.Rule, replaceAll, dryRun bool, author string) (written, error) {
+	if dryRun { // a dry run is a read: diff against every acknowledged write
+		if err := s.catchUp(ctx, a.caller); err != nil {
+			return written{}, err
+		}
+	}
 	cur := s.b.Rules().Current()
 	next, err := rules.Merge(cur.Rules, in, replaceAll)
 	if err != nil {
@@ -232,6 +352,14 @@ func (s *Server) write(ctx context.Context, a admin, cmd rulesraft.Command) (wri
 			return written{}, err
 		}
 		s.metrics.ruleWrites.WithLabelValues(cmd.Op, writeForwarded).Inc()
+		// Answer once this node has applied the write too (bounded, best
+		// effort: the write is committed either way), so that a check or
+		// a stale read here right after the answer already sees it.
+		if w.version > st.Current().Version {
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.ReadTimeout)
+			_, _ = st.WaitVersion(wctx, w.version-1)
+			cancel()
+		}
 		return w, nil
 	}
 	cmd.At = s.cfg.Now()

@@ -30,9 +30,18 @@
 //     503 not_leader instead of bouncing). A leader that loses leadership
 //     mid-Apply does not forward: the outcome is unknown and the caller
 //     retries.
-//   - Dry runs and request validation use the local rule set and
-//     rules.Merge; the FSM merges again, with the same function, against
-//     the leader's.
+//   - Reads of rules, history and overrides (and dry runs) are
+//     read-your-writes unless the caller asks for a stale one: the node
+//     first learns the leader's read index (RuleStore.ReadIndex on the
+//     leader, the Rules.ReadIndex RPC from a follower, never passed on
+//     further) and waits until its own store has applied it, all within
+//     Config.ReadTimeout; otherwise the read fails (503), it never answers
+//     older data unasked. Every HTTP read says how it was served ("read").
+//     A follower answers a write it forwarded once it applied it too
+//     (bounded, best effort).
+//   - Dry runs and request validation use the local rule set (caught up,
+//     for a dry run) and rules.Merge; the FSM merges again, with the same
+//     function, against the leader's.
 //   - Every error carries a limit kind (limit.ErrInvalid, ErrUnavailable,
 //     ...). GRPCError maps kinds to gRPC codes (node's peer server uses it
 //     too) and fromGRPC a peer's codes back to kinds; HTTPStatus maps kinds

@@ -17,7 +17,8 @@ import (
 )
 
 // A follower reaches the leader's Rules service over gRPC: the one wire a
-// write crosses on its way from a follower. The caller's Authorization goes
+// write crosses on its way from a follower, and the one a read-your-writes
+// read asks the leader's read index over (core.go, catchUp). The caller's Authorization goes
 // along (the leader checks it too), and the request is marked forwarded so
 // it is never forwarded a second time.
 
@@ -73,24 +74,6 @@ func rulesToProto(rs []rules.Rule) []*weirv1.Rule {
 		out[i] = rulespb.RuleToProto(r)
 	}
 	return out
-}
-
-// leaderSet reads the rule set through the leader (a consistent read on a
-// follower).
-func (s *Server) leaderSet(ctx context.Context, c caller) (*rules.Set, error) {
-	rc, fctx, err := s.leaderClient(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	p, err := rc.ListRules(fctx, &weirv1.ListRulesRequest{Consistent: true})
-	if err != nil {
-		return nil, fromGRPC(err)
-	}
-	set, err := rulespb.SetFromProto(p)
-	if err != nil {
-		return nil, fmt.Errorf("leader sent a rule set this node cannot read: %v", err)
-	}
-	return set, nil
 }
 
 // leaderClient returns a Rules client for the leader and the outgoing

@@ -383,28 +383,47 @@ func setJSON(set *rules.Set) ruleSetJSON {
 	return out
 }
 
-// listRulesHTTP reads the rule set for r (?consistent=true: through the
-// leader), with the overrides in force now.
-func (s *Server) listRulesHTTP(r *http.Request) (*rules.Set, error) {
+// readStale reads ?stale=true: a local read instead of the default
+// read-your-writes one. ?consistent=true is the default, accepted as a
+// no-op alias; asking for both is an error.
+func readStale(r *http.Request) (bool, error) {
+	stale, err := queryBool(r, "stale")
+	if err != nil {
+		return false, err
+	}
 	consistent, err := queryBool(r, "consistent")
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	return s.listRules(r.Context(), httpCaller(r), consistent)
+	if stale && consistent {
+		return false, limit.Errorf(limit.ErrInvalid, "stale=true and consistent=true: pick one (consistent is the default)")
+	}
+	return stale, nil
 }
 
-// GET /v1/rules[?consistent=true][&version=N&wait=30s][&at=V]
+// ruleSetReadJSON is a rule set read, with how it was read.
+type ruleSetReadJSON struct {
+	ruleSetJSON
+	// Read is "consistent" (read-your-writes, the default) or "stale".
+	Read string `json:"read"`
+}
+
+// GET /v1/rules[?stale=true][&version=N&wait=30s][&at=V]
 func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
+	stale, err := readStale(r)
+	if err != nil {
+		return err
+	}
 	at, hasAt, err := queryUint(r, "at")
 	if err != nil {
 		return err
 	}
 	if hasAt {
-		set, err := s.b.Rules().SetAt(at)
+		set, ri, err := s.setAt(r.Context(), httpCaller(r), at, stale)
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, setJSON(set))
+		writeJSON(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
 		return nil
 	}
 	version, hasVersion, err := queryUint(r, "version")
@@ -423,11 +442,11 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	set, err := s.listRulesHTTP(r)
+	set, ri, err := s.listRules(r.Context(), httpCaller(r), stale)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, setJSON(set))
+	writeJSON(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
 	return nil
 }
 
@@ -455,20 +474,21 @@ func (s *Server) longPoll(ctx context.Context, version uint64, wait time.Duratio
 	return nil
 }
 
-// GET /v1/rules/{id}[?consistent=true]
+// GET /v1/rules/{id}[?stale=true]
 func (s *Server) getRuleHTTP(w http.ResponseWriter, r *http.Request) error {
-	consistent, err := queryBool(r, "consistent")
+	stale, err := readStale(r)
 	if err != nil {
 		return err
 	}
-	rule, version, err := s.getRule(r.Context(), httpCaller(r), r.PathValue("id"), consistent)
+	rule, ri, err := s.getRule(r.Context(), httpCaller(r), r.PathValue("id"), stale)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Version uint64     `json:"version"`
 		Rule    rules.Rule `json:"rule"`
-	}{version, rule})
+		Read    string     `json:"read"`
+	}{ri.version, rule, ri.mode()})
 	return nil
 }
 
@@ -552,7 +572,7 @@ func (s *Server) applyRulesHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GET /v1/rules/history[?limit=N]
+// GET /v1/rules/history[?limit=N][&stale=true]
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	n, _, err := queryUint(r, "limit")
 	if err != nil {
@@ -561,7 +581,14 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	if n > 1<<31 {
 		n = 1 << 31
 	}
-	hs := s.b.Rules().History(int(n))
+	stale, err := readStale(r)
+	if err != nil {
+		return err
+	}
+	hs, ri, err := s.history(r.Context(), httpCaller(r), int(n), stale)
+	if err != nil {
+		return err
+	}
 	type entry struct {
 		Version uint64 `json:"version"`
 		Author  string `json:"author"`
@@ -570,7 +597,10 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := struct {
 		Entries []entry `json:"entries"`
-	}{Entries: make([]entry, len(hs))}
+		// Version is the local set's version the answer was read at.
+		Version uint64 `json:"version"`
+		Read    string `json:"read"`
+	}{Entries: make([]entry, len(hs)), Version: ri.version, Read: ri.mode()}
 	for i, e := range hs {
 		out.Entries[i] = entry{e.Version, e.Author, time.UnixMilli(e.At.UnixMilli()).UTC().Format(time.RFC3339), e.Summary}
 	}
@@ -598,9 +628,13 @@ func (s *Server) rollbackHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GET /v1/overrides
+// GET /v1/overrides[?stale=true]
 func (s *Server) getOverrides(w http.ResponseWriter, r *http.Request) error {
-	set, err := s.listRulesHTTP(r)
+	stale, err := readStale(r)
+	if err != nil {
+		return err
+	}
+	set, ri, err := s.listRules(r.Context(), httpCaller(r), stale)
 	if err != nil {
 		return err
 	}
@@ -608,7 +642,8 @@ func (s *Server) getOverrides(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, struct {
 		Version   uint64           `json:"version"`
 		Overrides []rules.Override `json:"overrides"`
-	}{j.Version, j.Overrides})
+		Read      string           `json:"read"`
+	}{j.Version, j.Overrides, ri.mode()})
 	return nil
 }
 
@@ -646,10 +681,15 @@ func (s *Server) deleteOverrideHTTP(w http.ResponseWriter, r *http.Request) erro
 }
 
 // checkItemJSON is one item of POST /v1/limits/check; a missing cost is 1.
+// MinRuleVersion (optional) is a rules version the answer must reflect,
+// e.g. the version a rule write answered: a node that has not applied it
+// waits briefly, then answers 503 (unavailable) rather than decide by
+// older rules.
 type checkItemJSON struct {
-	Key  string `json:"key"`
-	Rule string `json:"rule"`
-	Cost *int64 `json:"cost"`
+	Key            string `json:"key"`
+	Rule           string `json:"rule"`
+	Cost           *int64 `json:"cost"`
+	MinRuleVersion uint64 `json:"min_rule_version"`
 }
 
 func (c checkItemJSON) item() limit.Item {
@@ -657,7 +697,7 @@ func (c checkItemJSON) item() limit.Item {
 	if c.Cost != nil {
 		cost = *c.Cost
 	}
-	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost}
+	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost, RuleVersion: c.MinRuleVersion}
 }
 
 // checkResultJSON is one decision as the HTTP API reports it.
@@ -709,7 +749,7 @@ func itemError(r *limit.Result) error {
 	return limit.Errorf(kind, "%s", msg)
 }
 
-// POST /v1/limits/check {key, rule, cost} | {items: [...]}
+// POST /v1/limits/check {key, rule, cost, min_rule_version} | {items: [...]}
 func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		checkItemJSON
@@ -719,8 +759,8 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	single := body.Items == nil
-	if !single && (body.Key != "" || body.Rule != "" || body.Cost != nil) {
-		return limit.Errorf(limit.ErrInvalid, "send either one check (key, rule, cost) or items, not both")
+	if !single && (body.Key != "" || body.Rule != "" || body.Cost != nil || body.MinRuleVersion != 0) {
+		return limit.Errorf(limit.ErrInvalid, "send either one check (key, rule, cost, min_rule_version) or items, not both")
 	}
 	var items []limit.Item
 	if single {

@@ -1,15 +1,21 @@
 package api
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -243,6 +249,10 @@ func TestHTTPBadInput(t *testing.T) {
 		{"rollback unknown field", "POST", "/v1/rules:rollback", `{"version":1,"force":true}`, 400, CodeInvalidArgument, []string{"force"}},
 		{"wait without version", "GET", "/v1/rules?wait=1s", ``, 400, CodeInvalidArgument, []string{"version"}},
 		{"bad wait", "GET", "/v1/rules?version=1&wait=forever", ``, 400, CodeInvalidArgument, []string{"wait"}},
+		{"stale and consistent", "GET", "/v1/rules?stale=true&consistent=true", ``, 400, CodeInvalidArgument, []string{"stale", "consistent"}},
+		{"bad stale", "GET", "/v1/rules/history?stale=maybe", ``, 400, CodeInvalidArgument, []string{"stale"}},
+		{"two rules documents", "POST", "/v1/rules:apply", rulesYAML + "---\n" + rulesYAML, 400, CodeInvalidArgument, []string{"line 14", "second YAML document"}},
+		{"min_rule_version with items", "POST", "/v1/limits/check", `{"min_rule_version":3,"items":[]}`, 400, CodeInvalidArgument, []string{"not both"}},
 		{"unknown endpoint", "GET", "/v2/nothing", ``, 404, CodeNotFound, []string{"/v2/nothing"}},
 		{"wrong method", "POST", "/v1/cluster", ``, 405, CodeMethodNotAllowed, []string{"POST", "/v1/cluster", "GET"}},
 		{"wrong method on a rule", "POST", "/v1/rules/x", rule + `}`, 405, CodeMethodNotAllowed, []string{"GET, PUT, DELETE"}},
@@ -582,5 +592,82 @@ func TestStrictJSON(t *testing.T) {
 		case c.bad != "" && (!errors.Is(err, limit.ErrInvalid) || !strings.Contains(err.Error(), c.bad)):
 			t.Errorf("%s: %v, want an invalid-argument error naming %s", c.body, err, c.bad)
 		}
+	}
+}
+
+// TestReadsSayHowTheyWereServed: reads are consistent (read-your-writes)
+// by default, ?stale=true is the local copy, ?consistent=true the default's
+// alias; on the gRPC side ReadIndex answers the leader's version.
+func TestReadsSayHowTheyWereServed(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	if r := n.do(t, "POST", "/v1/rules:apply", rulesYAML); r.code != 200 {
+		t.Fatalf("seed: %d %s", r.code, r.body)
+	}
+	for _, c := range []struct{ path, read string }{
+		{"/v1/rules", "consistent"}, {"/v1/rules?consistent=true", "consistent"}, {"/v1/rules?stale=true", "stale"},
+		{"/v1/rules?at=" + u(n.version()), "consistent"},
+		{"/v1/rules/search", "consistent"}, {"/v1/rules/search?stale=1", "stale"},
+		{"/v1/rules/history", "consistent"}, {"/v1/rules/history?stale=true", "stale"},
+		{"/v1/overrides", "consistent"}, {"/v1/overrides?stale=true", "stale"},
+	} {
+		r := n.do(t, "GET", c.path, nil)
+		var got struct {
+			Version uint64 `json:"version"`
+			Read    string `json:"read"`
+		}
+		if r.code != 200 {
+			t.Fatalf("%s: %d %s", c.path, r.code, r.body)
+		}
+		r.json(t, &got)
+		if got.Read != c.read || got.Version != n.version() {
+			t.Errorf("%s: read %q at %d, want %q at %d", c.path, got.Read, got.Version, c.read, n.version())
+		}
+	}
+	rc := weirv1.NewRulesClient(n.conn)
+	ri, err := rc.ReadIndex(context.Background(), &weirv1.ReadIndexRequest{})
+	if err != nil || ri.GetVersion() != n.version() {
+		t.Fatalf("ReadIndex = %v, %v; want %d", ri, err, n.version())
+	}
+}
+
+// oldLeader is a leader that predates Rules.ReadIndex: it only has the
+// consistent ListRules.
+type oldLeader struct {
+	weirv1.UnimplementedRulesServer
+	version    uint64
+	consistent atomic.Bool
+}
+
+func (o *oldLeader) ListRules(_ context.Context, req *weirv1.ListRulesRequest) (*weirv1.RuleSet, error) {
+	o.consistent.Store(req.GetConsistent())
+	return &weirv1.RuleSet{Version: o.version}, nil
+}
+
+// TestReadIndexFromALeaderWithoutIt: during a rolling upgrade a follower
+// takes the read index from an old leader's consistent ListRules; with no
+// leader known, a read is 503 and a stale read answers.
+func TestReadIndexFromALeaderWithoutIt(t *testing.T) {
+	n := startNode(t, nodeOpts{}) // not bootstrapped: never the leader
+	if r := n.do(t, "GET", "/v1/rules", nil); r.code != http.StatusServiceUnavailable || !strings.Contains(r.errBody(t).Error, "stale") {
+		t.Fatalf("no leader: %d %s", r.code, r.body)
+	}
+	if r := n.do(t, "GET", "/v1/rules?stale=true", nil); r.code != 200 {
+		t.Fatalf("stale read with no leader: %d %s", r.code, r.body)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &oldLeader{}
+	g := grpc.NewServer()
+	weirv1.RegisterRulesServer(g, old)
+	served := make(chan struct{})
+	go func() { defer close(served); _ = g.Serve(lis) }()
+	defer func() { g.Stop(); <-served }()
+	addr := lis.Addr().String()
+	n.b.leader.Store(&addr)
+	r := n.do(t, "GET", "/v1/rules", nil)
+	if r.code != 200 || !old.consistent.Load() {
+		t.Fatalf("read through an old leader: %d %s (consistent ListRules asked: %v)", r.code, r.body, old.consistent.Load())
 	}
 }

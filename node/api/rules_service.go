@@ -20,9 +20,10 @@ type rulesService struct {
 
 var _ weirv1.RulesServer = (*rulesService)(nil)
 
-// ListRules returns the rule set (overrides in force now).
+// ListRules returns the rule set (overrides in force now): read-your-writes
+// unless req.stale (consistent is the default, a no-op alias).
 func (rs *rulesService) ListRules(ctx context.Context, req *weirv1.ListRulesRequest) (*weirv1.RuleSet, error) {
-	set, err := rs.s.listRules(ctx, grpcCaller(ctx), req.GetConsistent())
+	set, _, err := rs.s.listRules(ctx, grpcCaller(ctx), req.GetStale())
 	if err != nil {
 		return nil, GRPCError(err)
 	}
@@ -31,7 +32,7 @@ func (rs *rulesService) ListRules(ctx context.Context, req *weirv1.ListRulesRequ
 
 // GetRule returns one rule.
 func (rs *rulesService) GetRule(ctx context.Context, req *weirv1.GetRuleRequest) (*weirv1.Rule, error) {
-	r, _, err := rs.s.getRule(ctx, grpcCaller(ctx), req.GetId(), req.GetConsistent())
+	r, _, err := rs.s.getRule(ctx, grpcCaller(ctx), req.GetId(), req.GetStale())
 	if err != nil {
 		return nil, GRPCError(err)
 	}
@@ -61,14 +62,28 @@ func (rs *rulesService) DeleteRule(ctx context.Context, req *weirv1.DeleteRuleRe
 	return writeResponse(rs.s.deleteRule(ctx, a, req.GetId(), req.GetAuthor()))
 }
 
-// History lists versions, newest first.
-func (rs *rulesService) History(_ context.Context, req *weirv1.HistoryRequest) (*weirv1.HistoryResponse, error) {
-	hs := rs.s.b.Rules().History(int(req.GetLimit()))
+// History lists versions, newest first (read-your-writes unless
+// req.stale).
+func (rs *rulesService) History(ctx context.Context, req *weirv1.HistoryRequest) (*weirv1.HistoryResponse, error) {
+	hs, _, err := rs.s.history(ctx, grpcCaller(ctx), int(req.GetLimit()), req.GetStale())
+	if err != nil {
+		return nil, GRPCError(err)
+	}
 	out := &weirv1.HistoryResponse{Entries: make([]*weirv1.HistoryEntry, len(hs))}
 	for i, h := range hs {
 		out.Entries[i] = &weirv1.HistoryEntry{Version: h.Version, Author: h.Author, AtUnixMs: h.At.UnixMilli(), Summary: h.Summary}
 	}
 	return out, nil
+}
+
+// ReadIndex answers the leader's read index (rulesraft.Store.ReadIndex);
+// a node that does not lead answers FailedPrecondition, never forwards.
+func (rs *rulesService) ReadIndex(ctx context.Context, _ *weirv1.ReadIndexRequest) (*weirv1.ReadIndexResponse, error) {
+	v, err := rs.s.b.Rules().ReadIndex(ctx)
+	if err != nil {
+		return nil, GRPCError(err)
+	}
+	return &weirv1.ReadIndexResponse{Version: v}, nil
 }
 
 // Rollback restores the rules and overrides of an earlier version as a new

@@ -999,10 +999,14 @@ func (x *RuleSet) GetOverrides() []*Override {
 	return nil
 }
 
+// Reads (ListRules, GetRule, History) are read-your-writes by default: the
+// answering node first catches up with the leader's read index. stale opts
+// into the node's local copy, which may miss recent writes. consistent is
+// the default and kept as a no-op alias.
 type ListRulesRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Read through the leader instead of the local copy.
-	Consistent    bool `protobuf:"varint,1,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Consistent    bool                   `protobuf:"varint,1,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	Stale         bool                   `protobuf:"varint,2,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1044,10 +1048,18 @@ func (x *ListRulesRequest) GetConsistent() bool {
 	return false
 }
 
+func (x *ListRulesRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
 type GetRuleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Consistent    bool                   `protobuf:"varint,2,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	Stale         bool                   `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1092,6 +1104,13 @@ func (x *GetRuleRequest) GetId() string {
 func (x *GetRuleRequest) GetConsistent() bool {
 	if x != nil {
 		return x.Consistent
+	}
+	return false
+}
+
+func (x *GetRuleRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
 	}
 	return false
 }
@@ -1439,6 +1458,7 @@ type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most this many entries, newest first (0: all kept).
 	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	Stale         bool   `protobuf:"varint,2,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1480,6 +1500,94 @@ func (x *HistoryRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *HistoryRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+}
+
+type ReadIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leader's rule set version once it confirmed its leadership.
+	Version       uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReadIndexResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type HistoryEntry struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Version  uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -1493,7 +1601,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1613,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1626,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1558,7 +1666,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1678,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1691,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1605,7 +1713,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1725,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1738,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -1662,7 +1770,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1782,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1795,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -1719,7 +1827,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1839,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1852,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 type Member struct {
@@ -1766,7 +1874,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1886,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1899,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Member) GetId() string {
@@ -1872,7 +1980,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1992,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2005,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1959,7 +2067,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2079,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2092,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2040,7 +2148,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2160,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2173,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2097,7 +2205,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2217,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2230,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 type HandoffRequest struct {
@@ -2137,7 +2245,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2257,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2270,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2203,7 +2311,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2323,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2336,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2269,7 +2377,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2389,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2402,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2384,16 +2492,18 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\aRuleSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12#\n" +
 	"\x05rules\x18\x02 \x03(\v2\r.weir.v1.RuleR\x05rules\x12/\n" +
-	"\toverrides\x18\x03 \x03(\v2\x11.weir.v1.OverrideR\toverrides\"2\n" +
+	"\toverrides\x18\x03 \x03(\v2\x11.weir.v1.OverrideR\toverrides\"H\n" +
 	"\x10ListRulesRequest\x12\x1e\n" +
 	"\n" +
 	"consistent\x18\x01 \x01(\bR\n" +
-	"consistent\"@\n" +
+	"consistent\x12\x14\n" +
+	"\x05stale\x18\x02 \x01(\bR\x05stale\"V\n" +
 	"\x0eGetRuleRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
 	"consistent\x18\x02 \x01(\bR\n" +
-	"consistent\"\x8a\x01\n" +
+	"consistent\x12\x14\n" +
+	"\x05stale\x18\x03 \x01(\bR\x05stale\"\x8a\x01\n" +
 	"\x11ApplyRulesRequest\x12#\n" +
 	"\x05rules\x18\x01 \x03(\v2\r.weir.v1.RuleR\x05rules\x12\x1f\n" +
 	"\vreplace_all\x18\x02 \x01(\bR\n" +
@@ -2415,9 +2525,13 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06author\x18\x03 \x01(\tR\x06author\"=\n" +
 	"\rWriteResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
-	"\x04diff\x18\x02 \x03(\tR\x04diff\"&\n" +
+	"\x04diff\x18\x02 \x03(\tR\x04diff\"<\n" +
 	"\x0eHistoryRequest\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\rR\x05limit\"x\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x14\n" +
+	"\x05stale\x18\x02 \x01(\bR\x05stale\"\x12\n" +
+	"\x10ReadIndexRequest\"-\n" +
+	"\x11ReadIndexResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"x\n" +
 	"\fHistoryEntry\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12\x1c\n" +
@@ -2488,7 +2602,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\aLimiter\x126\n" +
 	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
 	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
-	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse2\xb9\x04\n" +
+	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse2\xfd\x04\n" +
 	"\x05Rules\x128\n" +
 	"\tListRules\x12\x19.weir.v1.ListRulesRequest\x1a\x10.weir.v1.RuleSet\x121\n" +
 	"\aGetRule\x12\x17.weir.v1.GetRuleRequest\x1a\r.weir.v1.Rule\x12@\n" +
@@ -2500,7 +2614,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\bRollback\x12\x18.weir.v1.RollbackRequest\x1a\x16.weir.v1.WriteResponse\x12B\n" +
 	"\vSetOverride\x12\x1b.weir.v1.SetOverrideRequest\x1a\x16.weir.v1.WriteResponse\x12H\n" +
 	"\x0eDeleteOverride\x12\x1e.weir.v1.DeleteOverrideRequest\x1a\x16.weir.v1.WriteResponse\x125\n" +
-	"\x05Watch\x12\x15.weir.v1.WatchRequest\x1a\x13.weir.v1.WatchEvent0\x012\x8c\x01\n" +
+	"\x05Watch\x12\x15.weir.v1.WatchRequest\x1a\x13.weir.v1.WatchEvent0\x01\x12B\n" +
+	"\tReadIndex\x12\x19.weir.v1.ReadIndexRequest\x1a\x1a.weir.v1.ReadIndexResponse2\x8c\x01\n" +
 	"\aCluster\x12<\n" +
 	"\aMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse\x12C\n" +
 	"\fWatchMembers\x12\x17.weir.v1.MembersRequest\x1a\x18.weir.v1.MembersResponse0\x012\xe0\x02\n" +
@@ -2524,7 +2639,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
@@ -2549,19 +2664,21 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*DeleteOverrideRequest)(nil), // 20: weir.v1.DeleteOverrideRequest
 	(*WriteResponse)(nil),         // 21: weir.v1.WriteResponse
 	(*HistoryRequest)(nil),        // 22: weir.v1.HistoryRequest
-	(*HistoryEntry)(nil),          // 23: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 24: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),          // 25: weir.v1.WatchRequest
-	(*WatchEvent)(nil),            // 26: weir.v1.WatchEvent
-	(*MembersRequest)(nil),        // 27: weir.v1.MembersRequest
-	(*Member)(nil),                // 28: weir.v1.Member
-	(*MembersResponse)(nil),       // 29: weir.v1.MembersResponse
-	(*CounterState)(nil),          // 30: weir.v1.CounterState
-	(*ReplicateRequest)(nil),      // 31: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),     // 32: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),        // 33: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),       // 34: weir.v1.HandoffResponse
-	(*Moved)(nil),                 // 35: weir.v1.Moved
+	(*ReadIndexRequest)(nil),      // 23: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),     // 24: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),          // 25: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 26: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),          // 27: weir.v1.WatchRequest
+	(*WatchEvent)(nil),            // 28: weir.v1.WatchEvent
+	(*MembersRequest)(nil),        // 29: weir.v1.MembersRequest
+	(*Member)(nil),                // 30: weir.v1.Member
+	(*MembersResponse)(nil),       // 31: weir.v1.MembersResponse
+	(*CounterState)(nil),          // 32: weir.v1.CounterState
+	(*ReplicateRequest)(nil),      // 33: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),     // 34: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),        // 35: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),       // 36: weir.v1.HandoffResponse
+	(*Moved)(nil),                 // 37: weir.v1.Moved
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -2577,13 +2694,13 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	12, // 10: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
 	11, // 11: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
 	12, // 12: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	23, // 13: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	25, // 13: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
 	13, // 14: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	28, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	30, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	30, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	35, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	30, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	30, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	32, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	32, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	37, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	32, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
 	2,  // 20: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
 	5,  // 21: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
 	7,  // 22: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
@@ -2595,35 +2712,37 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	18, // 28: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
 	19, // 29: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
 	20, // 30: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	25, // 31: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	27, // 32: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	27, // 33: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 34: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 35: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	31, // 36: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	31, // 37: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	33, // 38: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	4,  // 39: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 40: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 41: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 42: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 43: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 44: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 45: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	24, // 46: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 47: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 48: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 49: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	26, // 50: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	29, // 51: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	29, // 52: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 53: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 54: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	32, // 55: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	32, // 56: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	34, // 57: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	39, // [39:58] is the sub-list for method output_type
-	20, // [20:39] is the sub-list for method input_type
+	27, // 31: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	23, // 32: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	29, // 33: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	29, // 34: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 35: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 36: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	33, // 37: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	33, // 38: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	35, // 39: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	4,  // 40: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 41: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 42: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 43: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 44: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 45: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 46: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	26, // 47: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 48: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 49: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 50: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	28, // 51: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	24, // 52: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	31, // 53: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	31, // 54: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 55: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 56: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	34, // 57: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	34, // 58: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	36, // 59: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	40, // [40:60] is the sub-list for method output_type
+	20, // [20:40] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name
 	20, // [20:20] is the sub-list for extension extendee
 	0,  // [0:20] is the sub-list for field type_name
@@ -2640,7 +2759,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

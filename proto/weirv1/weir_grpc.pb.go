@@ -228,6 +228,7 @@ const (
 	Rules_SetOverride_FullMethodName    = "/weir.v1.Rules/SetOverride"
 	Rules_DeleteOverride_FullMethodName = "/weir.v1.Rules/DeleteOverride"
 	Rules_Watch_FullMethodName          = "/weir.v1.Rules/Watch"
+	Rules_ReadIndex_FullMethodName      = "/weir.v1.Rules/ReadIndex"
 )
 
 // RulesClient is the client API for Rules service.
@@ -251,6 +252,10 @@ type RulesClient interface {
 	// in order with no gaps. A caller that resumes passes its last version and
 	// receives only changes after it (or a full set if history no longer has it).
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// ReadIndex answers, on the leader only, a version that covers every
+	// write acknowledged before the call: a follower that has applied it may
+	// answer a read (read-your-writes). Elsewhere: FAILED_PRECONDITION.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
 }
 
 type rulesClient struct {
@@ -360,6 +365,16 @@ func (c *rulesClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Rules_WatchClient = grpc.ServerStreamingClient[WatchEvent]
 
+func (c *rulesClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, Rules_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RulesServer is the server API for Rules service.
 // All implementations must embed UnimplementedRulesServer
 // for forward compatibility.
@@ -381,6 +396,10 @@ type RulesServer interface {
 	// in order with no gaps. A caller that resumes passes its last version and
 	// receives only changes after it (or a full set if history no longer has it).
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// ReadIndex answers, on the leader only, a version that covers every
+	// write acknowledged before the call: a follower that has applied it may
+	// answer a read (read-your-writes). Elsewhere: FAILED_PRECONDITION.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
 	mustEmbedUnimplementedRulesServer()
 }
 
@@ -417,6 +436,9 @@ func (UnimplementedRulesServer) DeleteOverride(context.Context, *DeleteOverrideR
 }
 func (UnimplementedRulesServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedRulesServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
 }
 func (UnimplementedRulesServer) mustEmbedUnimplementedRulesServer() {}
 func (UnimplementedRulesServer) testEmbeddedByValue()               {}
@@ -594,6 +616,24 @@ func _Rules_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Rules_WatchServer = grpc.ServerStreamingServer[WatchEvent]
 
+func _Rules_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RulesServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Rules_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RulesServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Rules_ServiceDesc is the grpc.ServiceDesc for Rules service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -632,6 +672,10 @@ var Rules_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteOverride",
 			Handler:    _Rules_DeleteOverride_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _Rules_ReadIndex_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

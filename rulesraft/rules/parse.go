@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // it is), validates it and returns its rules normalized (see Normalize), in
 // file order.
 //
-// Parsing is strict: an unknown or repeated field is an error. The file is
+// Parsing is strict: an unknown or repeated field is an error, and so is a
+// second YAML document (after "---"; a leading "---" is fine). The file is
 // taken or refused as a whole: on any problem ParseFile returns no rules and
 // a *ValidationError listing every problem found, each with its line and
 // field ("line 7: rules[1].rate: must be > 0"), sorted by line.
@@ -24,12 +26,23 @@ import (
 // yaml.Decoder.KnownFields(true), which stops at the first unknown field;
 // the walk finds them all and keeps each field's line for validation.
 func ParseFile(data []byte) ([]Rule, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		return nil, &ValidationError{Problems: []Problem{syntaxProblem(err)}}
 	}
 	p := &fileParser{}
 	rs := p.file(&doc)
+	// One document per file: a second one ("---") used to be dropped
+	// without a word, and with it every rule it held.
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == io.EOF:
+	case err != nil:
+		p.list = append(p.list, syntaxProblem(err))
+	default:
+		p.add(&next, "", "a second YAML document starts here (\"---\"); a rules file holds one document: put every rule in one \"rules:\" list")
+	}
 	if len(p.list) > 0 {
 		sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].Line < p.list[j].Line })
 		return nil, &ValidationError{Problems: p.list}

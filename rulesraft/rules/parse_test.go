@@ -90,6 +90,8 @@ func fmtProblems(ps []Problem) string {
 	return b.String()
 }
 
+const secondDoc = `a second YAML document starts here ("---"); a rules file holds one document: put every rule in one "rules:" list`
+
 func TestParseFileDocumentProblems(t *testing.T) {
 	tests := []struct {
 		name, src string
@@ -109,6 +111,11 @@ func TestParseFileDocumentProblems(t *testing.T) {
 		{"rate float", "rules:\n  - {id: a, match: {route: /a}, key: ip, rate: 1.5, period: 1s}\n", Problem{Line: 2, Field: "rules[0].rate", Msg: `must be a whole number, got "1.5"`}},
 		{"rate quoted", "rules:\n  - {id: a, match: {route: /a}, key: ip, rate: \"1\", period: 1s}\n", Problem{Line: 2, Field: "rules[0].rate", Msg: `must be a whole number, got "1"`}},
 		{"id a list", "rules:\n  - {id: [a], match: {route: /a}, key: ip, rate: 1, period: 1s}\n", Problem{Line: 2, Field: "rules[0].id", Msg: "must be a string"}},
+		// A second document used to be dropped in silence, with its rules.
+		{"second document", "rules:\n  - {id: a, match: {route: /a}, key: ip, rate: 1, period: 1s}\n---\nrules:\n  - {id: b, match: {route: /b}, key: ip, rate: 1, period: 1s}\n", Problem{Line: 3, Msg: secondDoc}},
+		{"second document after a leading marker", "---\nrules: []\n# more\n---\nrules: []\n", Problem{Line: 4, Msg: secondDoc}},
+		{"empty second document", "rules: []\n---\n", Problem{Line: 2, Msg: secondDoc}},
+		{"second document not YAML", "rules: []\n---\nkey: b: c\n", Problem{Line: 3, Msg: "not valid YAML: mapping values are not allowed in this context"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,4 +291,16 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("round trip: %v\n%+v\n%+v", err, back, rs)
 		}
 	})
+}
+
+// A leading "---" (and a closing "...") is one document, as before.
+func TestParseFileOneDocumentWithMarkers(t *testing.T) {
+	rs, err := ParseFile([]byte("---\nrules:\n  - {id: a, match: {route: /a}, key: ip, rate: 1, period: 1s}\n...\n"))
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("rules = %+v, err = %v", rs, err)
+	}
+	_, err = ParseFile([]byte("rules: []\n---\nrules: []\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2: a second YAML document") {
+		t.Fatalf("err = %v, want the line of the second document", err)
+	}
 }
