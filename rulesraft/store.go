@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,14 +102,7 @@ func Open(cfg Config) (*Store, error) {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: snapshot store: %w", err)
 	}
-	var adv net.Addr
-	if cfg.AdvertiseAddr != "" {
-		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
-			s.bolt.Close()
-			return nil, fmt.Errorf("rulesraft: advertise address: %w", err)
-		}
-	}
-	layer, err := listenTCP(cfg.BindAddr, adv)
+	layer, err := listenTCP(cfg.BindAddr, cfg.AdvertiseAddr)
 	if err != nil {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: listen: %w", err)
@@ -120,6 +112,8 @@ func Open(cfg Config) (*Store, error) {
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hc,
+
+		ServerAddressProvider: peerAddrs(cfg.PeerAddr),
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)

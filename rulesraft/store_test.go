@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -599,8 +600,10 @@ func TestConfigValidate(t *testing.T) {
 		"lease":              func(c *Config) { c.LeaderLeaseTimeout = c.HeartbeatTimeout * 2 },
 		"bind":               func(c *Config) { c.BindAddr = "nonsense" },
 		"bind any":           func(c *Config) { c.BindAddr = "0.0.0.0:7000" },
-		"advertise port 0":   func(c *Config) { c.AdvertiseAddr = "10.0.0.1:0" },
+		"advertise no port":  func(c *Config) { c.AdvertiseAddr = "10.0.0.1" },
+		"advertise bad port": func(c *Config) { c.AdvertiseAddr = "10.0.0.1:http" },
 		"advertise any host": func(c *Config) { c.AdvertiseAddr = "0.0.0.0:7000" },
+		"advertise no host":  func(c *Config) { c.AdvertiseAddr = ":7000" },
 		"grace":              func(c *Config) { c.VoterGrace = 0 },
 	}
 	for name, mut := range cases {
@@ -610,9 +613,85 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
 	}
-	c := good
-	c.BindAddr, c.AdvertiseAddr = "0.0.0.0:7000", "10.0.0.1:7000"
-	if err := c.Validate(); err != nil {
-		t.Errorf("bind any with advertise: %v", err)
+	for _, adv := range []string{"10.0.0.1:7000", "10.0.0.1:0", "weir-0.weir-peers.default.svc:7000"} {
+		c := good
+		c.BindAddr, c.AdvertiseAddr = "0.0.0.0:7000", adv
+		if err := c.Validate(); err != nil {
+			t.Errorf("bind any with advertise %s: %v", adv, err)
+		}
+	}
+}
+
+// Every member of the group comes back at a new address at once (a whole
+// StatefulSet rescheduled): no configured address is right any more, so no
+// member could reach another and no leader could be elected to fix the
+// configuration. With PeerAddr telling the current addresses (what the
+// node learns from gossip), Raft dials those: a leader is elected, the
+// rules are intact, and Reconcile writes the new addresses into the
+// configuration.
+func TestEveryMemberMovedFindsEachOtherByPeerAddr(t *testing.T) {
+	var mu sync.Mutex
+	current := map[string]string{}
+	peerAddr := func(id string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := current[id]
+		return a, ok
+	}
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.PeerAddr = peerAddr
+		cfg.AdvertiseAddr = "localhost:0" // a name: kept as given, resolved at every dial
+	})
+	for _, s := range c.stores {
+		if a := s.Addr(); !strings.HasPrefix(a, "localhost:") || strings.HasSuffix(a, ":0") {
+			t.Fatalf("Addr() = %q, want the advertised name with the bound port", a)
+		}
+	}
+	v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("a", 1), rule("b", 2)}})
+	c.waitVersion(v)
+	old := map[string]string{}
+	for _, s := range c.stores {
+		old[s.ID()] = s.Addr()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgs := c.cfgs
+	c.stores, c.cfgs = nil, nil
+	for _, cfg := range cfgs {
+		cfg.BindAddr = "127.0.0.1:0" // a new port for everyone
+		s := c.open(cfg)
+		mu.Lock()
+		current[s.ID()] = s.Addr()
+		mu.Unlock()
+		if s.Addr() == old[s.ID()] {
+			t.Fatalf("%s came back at its old address %s", s.ID(), s.Addr())
+		}
+	}
+	l := c.leader()
+	var alive []Server
+	for _, s := range c.stores {
+		alive = append(alive, Server{ID: s.ID(), Addr: s.Addr()})
+	}
+	if err := l.Reconcile(context.Background(), alive, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := l.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range conf {
+		if m.Addr != current[m.ID] || !m.Voter {
+			t.Errorf("configuration has %s at %s (voter %v), want %s, a voter", m.ID, m.Addr, m.Voter, current[m.ID])
+		}
+	}
+	v2 := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("c", 3)}})
+	c.waitVersion(v2)
+	for _, s := range c.stores {
+		for _, id := range []string{"a", "b", "c"} {
+			if !hasRule(s.Current(), id) {
+				t.Errorf("%s lacks rule %s after the move", s.ID(), id)
+			}
+		}
 	}
 }

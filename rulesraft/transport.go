@@ -25,15 +25,52 @@ type tcpLayer struct {
 
 var _ raft.StreamLayer = (*tcpLayer)(nil)
 
-func listenTCP(bind string, adv net.Addr) (*tcpLayer, error) {
+// listenTCP listens on bind. The layer's Addr is advertise (port 0: the
+// bound port), or the bound address when advertise is empty.
+func listenTCP(bind, advertise string) (*tcpLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	if adv == nil {
-		adv = ln.Addr()
+	var adv net.Addr = ln.Addr()
+	if advertise != "" {
+		host, port, err := net.SplitHostPort(advertise)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		if port == "0" {
+			_, port, _ = net.SplitHostPort(ln.Addr().String())
+		}
+		adv = advAddr(net.JoinHostPort(host, port))
 	}
 	return &tcpLayer{ln: ln, adv: adv, conns: make(map[net.Conn]struct{})}, nil
+}
+
+// advAddr is an advertised address, possibly a host name, kept as given.
+type advAddr string
+
+func (a advAddr) Network() string { return "tcp" }
+func (a advAddr) String() string  { return string(a) }
+
+// peerAddrs adapts Config.PeerAddr to Raft's ServerAddressProvider (nil
+// when f is nil: Raft dials the configured addresses).
+func peerAddrs(f func(id string) (string, bool)) raft.ServerAddressProvider {
+	if f == nil {
+		return nil
+	}
+	return addrProvider(f)
+}
+
+type addrProvider func(id string) (string, bool)
+
+// ServerAddr implements raft.ServerAddressProvider: an error makes Raft
+// dial the configured address.
+func (f addrProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := f(string(id)); ok && a != "" {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("rulesraft: no current address known for %s", id)
 }
 
 func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
