@@ -5,13 +5,19 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TOOLS         := $(CURDIR)/bin/tools
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean
+IMAGE         ?= weir:dev
+
+.PHONY: help build test lint bench bench-micro bench-short proto run clean image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/weir (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/weir
+
+image: build ## build bin/weir and the FROM scratch image $(IMAGE) (deploy/Dockerfile; nothing is pulled)
+	rm -rf bin/image && mkdir -p bin/image/data && cp $(BIN) bin/image/weir
+	docker build -q -t $(IMAGE) -f deploy/Dockerfile bin/image
 
 test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
