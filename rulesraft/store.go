@@ -42,6 +42,7 @@ type Store struct {
 	fsm   *FSM
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	layer *tcpLayer
 	bolt  *raftboltdb.BoltStore
 	snaps *raft.FileSnapshotStore
 
@@ -107,6 +108,7 @@ func Open(cfg Config) (*Store, error) {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: listen: %w", err)
 	}
+	s.layer = layer
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
@@ -382,6 +384,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.mu.Unlock()
 
+	s.layer.abortDials() // Shutdown waits for RPCs, a dial to a vanished member among them
 	errs := []error{s.raft.Shutdown().Error()}
 	s.wg.Wait()
 	errs = append(errs, s.trans.Close(), s.bolt.Close())

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -694,4 +696,68 @@ func TestEveryMemberMovedFindsEachOtherByPeerAddr(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Close does not wait out a dial to a member whose address vanished (its
+// container or pod is gone, so nothing answers, not even with a reset):
+// Raft's Shutdown waits for its RPCs, and the dial in flight is aborted.
+func TestCloseAbortsDialsToVanishedMembers(t *testing.T) {
+	cfg := testConfig(t, "n1")
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A voter at an address where connections hang (as to an IP nobody
+	// holds any more), so every election asks it for a vote and waits.
+	if err := s.Bootstrap([]Server{{ID: "n1", Addr: s.Addr()}, {ID: "ghost", Addr: blackhole(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "an election", func() error {
+		if s.State() != "candidate" {
+			return fmt.Errorf("state %s", s.State())
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond) // let the vote request's dial start
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v with a dial to a vanished member in flight; the transport timeout is 10s", took)
+	}
+}
+
+// blackhole returns a loopback address where dials hang: a socket that
+// listens with a backlog of one already taken and never accepts, so the
+// kernel drops further SYNs (a dial waits out its timeout, as to an
+// address nobody holds).
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	c, err := net.DialTimeout("tcp", addr, time.Second) // fills the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c2, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		c2.Close()
+		t.Skip("this kernel accepts past a full backlog; no blackhole")
+	}
+	return addr
 }
