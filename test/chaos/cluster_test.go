@@ -97,7 +97,7 @@ func newCluster(t *testing.T, image, run string) *cluster {
 	if _, err := c.waitRing(c.nodes, c.nodes, time.Minute); err != nil {
 		t.Fatalf("chaos: the cluster did not form: %v", err)
 	}
-	t.Logf("3 containers ready on %s.0/24 after %v", prefix, time.Since(start).Round(time.Millisecond))
+	t.Logf("3 containers on %s.0/24: ready and one ring %v after the last one started", prefix, time.Since(start).Round(time.Millisecond))
 	c.setUsable(c.nodes...)
 	return c
 }
