@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -75,6 +76,26 @@ func ruleIDs(n *node.Node) []string {
 	return out
 }
 
+// memberJSON is a member as GET /v1/cluster lists it.
+type memberJSON struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	GRPCAddr string `json:"grpc_addr"`
+}
+
+// membersOf lists the members n reports over HTTP.
+func membersOf(n *node.Node) ([]memberJSON, error) {
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/v1/cluster")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var c struct {
+		Members []memberJSON `json:"members"`
+	}
+	return c.Members, json.NewDecoder(resp.Body).Decode(&c)
+}
+
 // waitRejoined waits until every live node lists moved at its new gRPC
 // address among the ring's members, the Raft configuration has it at its
 // new Raft address as a voter, and it serves every rule in want.
@@ -85,11 +106,15 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, moved *node.Node, want [
 			if err := n.Ready(); err != nil {
 				return fmt.Errorf("%s: %v", n.ID(), err)
 			}
+			members, err := membersOf(n)
+			if err != nil {
+				return err
+			}
 			found := false
-			for _, m := range n.Members().Members {
-				if m.Id == moved.ID() {
-					if m.State != "alive" || m.GrpcAddr != moved.GRPCAddr() {
-						return fmt.Errorf("%s lists %s %s at %s, want alive at %s", n.ID(), m.Id, m.State, m.GrpcAddr, moved.GRPCAddr())
+			for _, m := range members {
+				if m.ID == moved.ID() {
+					if m.State != "alive" || m.GRPCAddr != moved.GRPCAddr() {
+						return fmt.Errorf("%s lists %s %s at %s, want alive at %s", n.ID(), m.ID, m.State, m.GRPCAddr, moved.GRPCAddr())
 					}
 					found = true
 				}
