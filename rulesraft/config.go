@@ -27,9 +27,10 @@ type Config struct {
 	// PeerAddr, when set, tells the current address of a member by ID
 	// (node passes what gossip says). Raft dials it instead of the address
 	// in the configuration, which is stale for a member that came back
-	// elsewhere until the leader updates it, and which no leader can
-	// update when every member moved at once. Members it does not know are
-	// dialled at their configured address. It must not block.
+	// elsewhere (and which no leader could update when every member moved
+	// at once). With it, Reconcile leaves a member's configured address as
+	// it was added (see Reconcile). Members it does not know are dialled at
+	// their configured address. It must not block.
 	PeerAddr func(id string) (addr string, ok bool)
 
 	// HistoryLimit is how many versions are kept for history, diff and

@@ -629,8 +629,9 @@ func TestConfigValidate(t *testing.T) {
 // member could reach another and no leader could be elected to fix the
 // configuration. With PeerAddr telling the current addresses (what the
 // node learns from gossip), Raft dials those: a leader is elected, the
-// rules are intact, and Reconcile writes the new addresses into the
-// configuration.
+// rules are intact, and writes reach every member. Reconcile leaves the
+// configured addresses alone (changing them in place races in
+// hashicorp/raft); without PeerAddr it moves them.
 func TestEveryMemberMovedFindsEachOtherByPeerAddr(t *testing.T) {
 	var mu sync.Mutex
 	current := map[string]string{}
@@ -683,8 +684,8 @@ func TestEveryMemberMovedFindsEachOtherByPeerAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range conf {
-		if m.Addr != current[m.ID] || !m.Voter {
-			t.Errorf("configuration has %s at %s (voter %v), want %s, a voter", m.ID, m.Addr, m.Voter, current[m.ID])
+		if m.Addr != old[m.ID] || !m.Voter {
+			t.Errorf("configuration has %s at %s (voter %v), want it unchanged: %s, a voter", m.ID, m.Addr, m.Voter, old[m.ID])
 		}
 	}
 	v2 := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("c", 3)}})
@@ -760,4 +761,49 @@ func blackhole(t *testing.T) string {
 		t.Skip("this kernel accepts past a full backlog; no blackhole")
 	}
 	return addr
+}
+
+// Without PeerAddr, Reconcile moves a member that came back at a new
+// address: the leader rewrites its address and replicates to it there.
+func TestReconcileMovesAMemberWithoutPeerAddr(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("a", 1)}})
+	c.waitVersion(v)
+	l := c.leader()
+	var moved int
+	for i, s := range c.stores {
+		if s != l {
+			moved = i
+			break
+		}
+	}
+	if err := c.stores[moved].Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.cfgs[moved]
+	cfg.BindAddr = "127.0.0.1:0"
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c.stores[moved] = s
+	var alive []Server
+	for _, st := range c.stores {
+		alive = append(alive, Server{ID: st.ID(), Addr: st.Addr()})
+	}
+	if err := l.Reconcile(context.Background(), alive, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := l.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range conf {
+		if m.ID == s.ID() && (m.Addr != s.Addr() || !m.Voter) {
+			t.Fatalf("configuration has %s at %s (voter %v), want a voter at %s", m.ID, m.Addr, m.Voter, s.Addr())
+		}
+	}
+	v2 := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("b", 2)}})
+	c.waitVersion(v2)
 }

@@ -97,8 +97,11 @@ func membersOf(n *node.Node) ([]memberJSON, error) {
 }
 
 // waitRejoined waits until every live node lists moved at its new gRPC
-// address among the ring's members, the Raft configuration has it at its
-// new Raft address as a voter, and it serves every rule in want.
+// address among the ring's members and serves every rule in want, and the
+// Raft configuration has moved as a voter. (Its configured Raft address
+// may be the old one: Raft dials members where gossip says they are, see
+// rulesraft.Config.PeerAddr; that the moved node gets the writes made
+// after the move shows Raft reaches it.)
 func waitRejoined(t *testing.T, c *testcluster.Cluster, moved *node.Node, want []string) {
 	t.Helper()
 	testwait.For(t, 45*time.Second, moved.ID()+" rejoined at its new address", func() error {
@@ -132,8 +135,8 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, moved *node.Node, want [
 		}
 		for _, s := range conf {
 			if s.ID == moved.ID() {
-				if s.Addr != moved.RaftAddr() || !s.Voter {
-					return fmt.Errorf("raft configuration has %s at %s (voter %v), want a voter at %s", s.ID, s.Addr, s.Voter, moved.RaftAddr())
+				if !s.Voter {
+					return fmt.Errorf("raft configuration has %s as a non-voter", s.ID)
 				}
 				return nil
 			}
@@ -146,7 +149,7 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, moved *node.Node, want [
 // rescheduled pod is: first after a hard kill (the others still hold its
 // old address as alive until gossip declares it dead), then after a
 // graceful leave (the Raft leader removed it). Each time it rejoins at
-// the new address, Raft updates its address, and no rule is lost; a rule
+// the new address, Raft reaches it there, and no rule is lost; a rule
 // written through it afterwards reaches every node.
 func TestRescheduledNodeRejoinsAtNewAddress(t *testing.T) {
 	cfgs := []node.Config{testcluster.Config(t, "n1"), testcluster.Config(t, "n2"), testcluster.Config(t, "n3")}
@@ -204,8 +207,8 @@ func TestRescheduledNodeRejoinsAtNewAddress(t *testing.T) {
 // Every node comes back at a new address at once (a whole StatefulSet
 // rescheduled onto new IPs): no Raft configuration names a reachable
 // address, so Raft finds the members where gossip says they are now
-// (rulesraft.Config.PeerAddr), elects a leader, and the leader writes the
-// new addresses into the configuration. No rule is lost.
+// (rulesraft.Config.PeerAddr) and elects a leader. No rule is lost, and a
+// write afterwards reaches every node.
 func TestEveryNodeMovedRejoins(t *testing.T) {
 	cfgs := []node.Config{testcluster.Config(t, "n1"), testcluster.Config(t, "n2"), testcluster.Config(t, "n3")}
 	c := startCluster(t, cfgs)
@@ -240,6 +243,11 @@ func TestEveryNodeMovedRejoins(t *testing.T) {
 		}
 		return nil
 	})
+	want = append(want, "after")
+	slices.Sort(want)
+	for _, n := range c.Nodes {
+		waitRejoined(t, c, n, want)
+	}
 }
 
 // A node started before any member it names in Join is up keeps retrying
