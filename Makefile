@@ -5,7 +5,9 @@ PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
 TOOLS         := $(CURDIR)/bin/tools
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean
+IMAGE         ?= weir:dev
+
+.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -13,11 +15,22 @@ help: ## list the targets
 build: ## build bin/weir (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/weir
 
+image: build ## build bin/weir and the FROM scratch image $(IMAGE) (deploy/Dockerfile; nothing is pulled)
+	rm -rf bin/image && mkdir -p bin/image/data && cp $(BIN) bin/image/weir
+	docker build -q -t $(IMAGE) -f deploy/Dockerfile bin/image
+
+chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers, the table of docs/operations.md; then the compose file
+	@run=weirchaos$$(date +%s)$$$$; \
+	  echo "WEIR_CHAOS_RUN=$$run go test -tags chaos -count=1 -timeout 8m -v ./test/chaos/"; \
+	  WEIR_CHAOS_IMAGE=$(IMAGE) WEIR_CHAOS_RUN=$$run $(GO) test -tags chaos -count=1 -timeout 8m -v ./test/chaos/; rc=$$?; \
+	  test/chaos/cleanup.sh $$run; exit $$rc
+
 test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 lint: ## go vet, gofmt check, go mod tidy check
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./test/chaos/
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -25,12 +26,30 @@ type Config struct {
 	ID      string
 	DataDir string
 
+	// Listen addresses. A host may be unspecified (0.0.0.0, "" or ::):
+	// then the node advertises Advertise, or else the IP gossip advertises
+	// (the gossip bind IP, or the first private IP).
 	HTTPAddr   string // HTTP/JSON API, /metrics, /healthz, /readyz
-	GRPCAddr   string // gRPC API and peer traffic
+	GRPCAddr   string // gRPC API, health, reflection and peer traffic
 	RaftAddr   string // Raft transport (TCP)
 	GossipAddr string // memberlist (TCP+UDP)
 
-	// Join lists gossip addresses of existing members.
+	// Advertise is the host (an IP or a name, no port) peers and clients
+	// reach this node at, for all four listeners, each with its own bound
+	// port. A name is resolved when the node starts (retried for up to
+	// ResolveTimeout, for DNS records that appear only once the node runs):
+	// gossip, gRPC and HTTP advertise that IP, so a node that comes back
+	// elsewhere is found at its new address through gossip; Raft
+	// advertises the name as given, resolved at every dial. Empty: each
+	// listener advertises its bound address, an unspecified host replaced
+	// by the IP gossip advertises.
+	Advertise string
+	// ResolveTimeout bounds how long New retries resolving Advertise.
+	ResolveTimeout time.Duration
+
+	// Join lists gossip addresses of existing members (host names are
+	// resolved again at every attempt; a name may stand for several
+	// members). The node retries with backoff until one answers.
 	Join []string
 	// BootstrapExpect: wait for this many members and bootstrap the Raft
 	// group once (0: never bootstrap; join an existing group).
@@ -64,6 +83,10 @@ type Config struct {
 
 	// LeaveTimeout bounds a graceful leave (hand-off of owned partitions).
 	LeaveTimeout time.Duration
+
+	// GRPCReflection registers gRPC server reflection, so generic clients
+	// (grpcurl) can list and call the services.
+	GRPCReflection bool
 
 	// PeerDialer, when set, opens this node's gRPC connections to its peers
 	// (forwarding, replication, hand-off) instead of a plain TCP dial. Tests
@@ -101,6 +124,8 @@ func DefaultConfig(id string) Config {
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		LeaveTimeout:         10 * time.Second,
+		ResolveTimeout:       time.Minute,
+		GRPCReflection:       true,
 	}
 }
 
@@ -117,6 +142,15 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: %s address %q: %v", ErrConfig, name, a, err)
 		}
 	}
+	if c.Advertise != "" {
+		ip := net.ParseIP(c.Advertise)
+		if ip == nil && strings.ContainsAny(c.Advertise, ":/[] ") {
+			return fmt.Errorf("%w: advertise %q: want an IP or a host name, without a port", ErrConfig, c.Advertise)
+		}
+		if ip != nil && ip.IsUnspecified() {
+			return fmt.Errorf("%w: advertise %q: want an address peers can reach", ErrConfig, c.Advertise)
+		}
+	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)
 	}
@@ -126,7 +160,7 @@ func (c Config) Validate() error {
 	if c.Shards < 1 {
 		return fmt.Errorf("%w: shards must be >= 1", ErrConfig)
 	}
-	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 {
+	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 || c.ResolveTimeout < 0 {
 		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)
 	}
 	if c.ForwardMaxBatch < 1 || c.ForwardInflight < 1 {

@@ -7,11 +7,17 @@
 // it does itself is routing a check to the node that decides it.
 //
 // Files:
-//   - node.go: construction, Start, Leave, Close.
+//   - node.go: construction, Start (the join with backoff), gRPC health
+//     and reflection, Leave, Close.
+//   - addr.go: what the node advertises for each listener (Advertise, or
+//     the bound address with an unspecified host replaced).
 //   - gossip.go: what a node gossips about itself, the memberlist delegate
-//     (callbacks copy and signal, never block) and its log adapter.
-//   - membership.go: the live, departed and lost members, and the rejoin
-//     loop for members declared dead.
+//     (callbacks copy and signal, never block; the conflict callback notes
+//     this node being gossiped at another address) and its log adapter.
+//   - membership.go: the live, departed and lost members, the Raft address
+//     gossip last gave for each (Raft dials it), and the rejoin loop for
+//     members declared dead (which also re-announces this node while gossip
+//     holds it at an old address).
 //   - cluster.go: the cluster loop: ring rebuilds handed to the hand-off
 //     before they are published to the check path.
 //   - raftgroup.go: Raft bootstrap and voter reconciliation.
@@ -48,6 +54,10 @@
 //   - the replicator loop: changed counters shipped to replicas.
 //   - reconnectLoop: rejoins members gossip declared dead (every 2 s, for
 //     an hour), so the two sides of a healed network split merge again.
+//   - joinLoop (only while a --join has found no other member): retries
+//     the join with backoff.
+//   - serveHealth: sets grpc.health.v1 to SERVING once the node is first
+//     ready, then ends; Leave turns it NOT_SERVING for good.
 //   - membersMu guards the member maps the gossip callbacks fill; fwdMu the
 //     forwarder map. Neither is held while calling out.
 package node

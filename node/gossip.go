@@ -66,6 +66,22 @@ func (d delegate) NotifyUpdate(m *memberlist.Node) {
 	d.n.signalChanged()
 }
 
+// NotifyConflict (memberlist's ConflictDelegate) is called when gossip
+// holds a record of a member at another address than a message about it.
+// About this node, that means it came back elsewhere: reconnectLoop
+// re-announces it until the old record is dead.
+// Logged at most every 10 s (memberlist calls it on every gossip round).
+func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
+	now := time.Now().UnixNano()
+	if existing.Name == d.n.cfg.ID {
+		d.n.selfConflict.Store(now)
+	}
+	if last := d.n.conflictLogged.Load(); now-last > int64(10*time.Second) && d.n.conflictLogged.CompareAndSwap(last, now) {
+		d.n.log.Warn("gossip has a member at two addresses; the old one is taken over once declared dead (a node that came back elsewhere, or two nodes with one id)",
+			"member", existing.Name, "known", existing.Address(), "other", other.Address())
+	}
+}
+
 func (n *Node) signalChanged() {
 	select {
 	case n.changed <- struct{}{}:
@@ -74,12 +90,16 @@ func (n *Node) signalChanged() {
 }
 
 // slogWriter adapts memberlist's *log.Logger output to slog (debug level;
-// memberlist's own "[WARN]" lines become warnings).
+// memberlist's own "[WARN]" lines become warnings, "[ERR]" errors, except
+// "Conflicting address": a member that came back at another address, which
+// it logs on every gossip round until the old address is declared dead).
 type slogWriter struct{ n *Node }
 
 func (w slogWriter) Write(p []byte) (int, error) {
 	s := strings.TrimSpace(string(p))
 	switch {
+	case strings.Contains(s, "Conflicting address"):
+		w.n.log.Debug(s, "component", "gossip")
 	case strings.Contains(s, "[ERR]"):
 		w.n.log.Error(s, "component", "gossip")
 	case strings.Contains(s, "[WARN]"):
@@ -92,38 +112,50 @@ func (w slogWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = slogWriter{}
 
-func (n *Node) startMemberlist() error {
+// startMemberlist starts gossip on GossipAddr, advertising advertiseIP
+// ("" lets memberlist pick: the bind address, or the first private IP when
+// it binds every address) with the bound port.
+func (n *Node) startMemberlist(advertiseIP string) error {
 	host, port, err := splitHostPort(n.cfg.GossipAddr)
 	if err != nil {
 		return fmt.Errorf("node: gossip address: %w", err)
 	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = n.cfg.ID
 	mc.BindAddr = host
-	mc.BindPort = port
-	mc.AdvertisePort = port
 	mc.ProbeInterval = n.cfg.GossipProbeInterval
 	mc.ProbeTimeout = n.cfg.GossipProbeTimeout
 	mc.GossipInterval = n.cfg.GossipInterval
 	mc.SuspicionMult = n.cfg.GossipSuspicionMult
 	mc.PushPullInterval = 5 * time.Second
 	mc.TCPTimeout = 2 * time.Second
+	// A member declared dead may come back at once at another address (a
+	// rescheduled pod keeps its id): memberlist refuses a known name at a
+	// new address unless the old record is dead and older than this.
+	mc.DeadNodeReclaimTime = time.Millisecond
 	mc.Delegate = delegate{n}
 	mc.Events = delegate{n}
+	mc.Conflict = delegate{n}
 	mc.Logger = log.New(slogWriter{n}, "", 0)
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+	if err != nil {
+		return fmt.Errorf("node: gossip transport: %w", err)
+	}
+	if port == 0 {
+		port = nt.GetAutoBindPort()
+	}
+	mc.BindPort, mc.AdvertisePort = port, port
+	mc.AdvertiseAddr = advertiseIP
+	mc.Transport = nt
 	if n.cfg.WrapGossip != nil {
-		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
-		if err != nil {
-			return fmt.Errorf("node: gossip transport: %w", err)
-		}
-		if port == 0 {
-			mc.BindPort = nt.GetAutoBindPort()
-			mc.AdvertisePort = mc.BindPort
-		}
 		mc.Transport = n.cfg.WrapGossip(nt)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		_ = nt.Shutdown()
 		return fmt.Errorf("node: gossip: %w", err)
 	}
 	n.ml = ml

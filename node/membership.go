@@ -58,6 +58,9 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	}
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
+	if mm.Raft != "" {
+		n.raftSeen[m.Name] = mm.Raft
+	}
 	if gone {
 		delete(n.known, m.Name)
 		n.departed[m.Name] = departure{st, time.Now()}
@@ -106,10 +109,21 @@ const (
 // notices stopped being gossiped. A join is a full state exchange: each
 // side learns it was declared dead, refutes it, and the member sets merge
 // (two rounds at most). A member that really died refuses the connection.
+//
+// It also re-announces this node while gossip records it at another
+// address (it came back elsewhere, e.g. a rescheduled pod, before the old
+// address was declared dead): a push/pull with every member hands them
+// this node's record, which they take once the old one is dead.
 func (n *Node) reconnectLoop() {
 	n.every(reconnectEvery, func() bool {
 		if n.leaving.Load() {
 			return false
+		}
+		if at := n.selfConflict.Load(); at != 0 && time.Since(time.Unix(0, at)) < conflictRejoinFor {
+			if addrs := n.peerGossipAddrs(); len(addrs) > 0 {
+				k, err := n.ml.Join(addrs)
+				n.log.Info("gossip has this node at another address; re-announced", "contacted", k, "err", err)
+			}
 		}
 		if addrs := n.lostAddrs(time.Now()); len(addrs) > 0 {
 			if k, err := n.ml.Join(addrs); err != nil && k == 0 {
@@ -120,6 +134,23 @@ func (n *Node) reconnectLoop() {
 		}
 		return false
 	})
+}
+
+// conflictRejoinFor is how long after the last record of this node at
+// another address it keeps re-announcing itself.
+const conflictRejoinFor = 30 * time.Second
+
+// peerGossipAddrs lists the gossip addresses of the live members but this
+// node.
+func (n *Node) peerGossipAddrs() []string {
+	var out []string
+	for id, m := range n.readMembers() {
+		if id != n.cfg.ID && m.Gossip != "" {
+			out = append(out, m.Gossip)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // lostAddrs lists the gossip addresses of members declared dead less than
@@ -173,6 +204,35 @@ func (n *Node) forgetDepartedLocked() {
 			delete(n.departed, id)
 		}
 	}
+	for id := range n.raftSeen {
+		_, live := n.known[id]
+		_, gone := n.departed[id]
+		if !live && !gone {
+			delete(n.raftSeen, id)
+		}
+	}
+}
+
+// raftAddrOf is the Raft address gossip last gave for member id (Raft
+// dials it instead of the configured one: see rulesraft.Config.PeerAddr).
+// A member that died keeps its last address, so Raft keeps dialling where
+// it was.
+func (n *Node) raftAddrOf(id string) (string, bool) {
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	a, ok := n.raftSeen[id]
+	return a, ok
+}
+
+// othersInRing reports whether a live member other than this node is in
+// the ring (not leaving): one that can take partitions.
+func (n *Node) othersInRing() bool {
+	for id, m := range n.readMembers() {
+		if id != n.cfg.ID && !m.Leaving {
+			return true
+		}
+	}
+	return false
 }
 
 // departedMembers returns the members gossip saw die or leave recently,

@@ -17,6 +17,9 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/limit"
@@ -31,6 +34,10 @@ import (
 // limit.ErrClosed (so limit.ErrUnavailable too): the edges answer
 // Unavailable / 503.
 var ErrClosed = limit.Errorf(limit.ErrClosed, "node: closed")
+
+// ErrNoPeers is returned by Leave when no other member is left in the ring
+// to take this node's partitions (their counters are lost).
+var ErrNoPeers = errors.New("node: no member left to take the partitions")
 
 // Node is one Weir process: membership, ring, shards, replication, rules and
 // the servers in front of them.
@@ -50,6 +57,7 @@ type Node struct {
 	met      *metrics
 
 	grpcSrv       *grpc.Server
+	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
 	httpSrv       *http.Server
 	grpcLis       net.Listener
 	httpLis       net.Listener
@@ -69,10 +77,13 @@ type Node struct {
 	departed  map[string]departure  // dead or left, by id
 	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
 	rejoined  map[string]bool       // came back from a split since the last ring change
+	known     map[string]member     // live members, copied in callbacks
+	raftSeen  map[string]string     // last Raft address gossip gave per id (live or departed)
 
-	leaderlessFor atomic.Int64      // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
-	regained      atomic.Bool       // a Raft leader again after quorumLostAfter without one (watchQuorum)
-	known         map[string]member // live members, copied in callbacks
+	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
+	regained       atomic.Bool  // a Raft leader again after quorumLostAfter without one (watchQuorum)
+	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
+	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,6 +119,7 @@ func New(cfg Config) (*Node, error) {
 		lost:     map[string]lostMember{},
 		rejoined: map[string]bool{},
 		known:    map[string]member{},
+		raftSeen: map[string]string{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
@@ -131,10 +143,18 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: http listen: %w", err)
 	}
 
+	adv, err := newAdvertiser(cfg, n.log)
+	if err != nil {
+		return nil, err
+	}
 	rc := rulesraft.DefaultConfig()
 	rc.ID = cfg.ID
 	rc.DataDir = filepath.Join(cfg.DataDir, "raft")
 	rc.BindAddr = cfg.RaftAddr
+	if rc.AdvertiseAddr, err = adv.raft(cfg.RaftAddr); err != nil {
+		return nil, err
+	}
+	rc.PeerAddr = n.raftAddrOf
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
@@ -186,6 +206,15 @@ func New(cfg Config) (*Node, error) {
 	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+	n.health = health.NewServer()
+	for svc := range n.grpcSrv.GetServiceInfo() {
+		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
+	if cfg.GRPCReflection {
+		reflection.Register(n.grpcSrv)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/", n.api.Handler())
@@ -193,11 +222,11 @@ func New(cfg Config) (*Node, error) {
 
 	n.meta = memberMeta{
 		Boot: rand.Uint64() | 1,
-		GRPC: n.grpcLis.Addr().String(),
-		HTTP: n.httpLis.Addr().String(),
+		GRPC: adv.addr(n.grpcLis.Addr().String()),
+		HTTP: adv.addr(n.httpLis.Addr().String()),
 		Raft: n.store.Addr(),
 	}
-	if err := n.startMemberlist(); err != nil {
+	if err := n.startMemberlist(adv.gossipIP()); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -222,9 +251,9 @@ func (n *Node) Start() error {
 	if len(n.cfg.Join) > 0 {
 		// Join before the first ring is built: Join's push/pull brings the
 		// whole member list, so the first ring is complete.
-		if _, err := n.ml.Join(n.cfg.Join); err != nil {
-			n.log.Warn("gossip join failed; will retry", "err", err)
-			n.goFunc(n.retryJoin)
+		if err := n.join(); err != nil {
+			n.log.Warn("gossip join failed; retrying with backoff", "join", n.cfg.Join, "err", err)
+			n.goFunc(n.joinLoop)
 		} else {
 			n.joined.Store(true)
 		}
@@ -232,21 +261,70 @@ func (n *Node) Start() error {
 	n.goFunc(n.clusterLoop)
 	n.goFunc(n.reconnectLoop)
 	n.goFunc(n.watchQuorum)
+	n.goFunc(n.serveHealth)
 	n.signalChanged()
 	return nil
 }
 
-// retryJoin retries the gossip join every second until this node has
-// company.
-func (n *Node) retryJoin() {
-	n.every(time.Second, func() bool {
+// Join backoff: the first retry after joinBackoffMin, doubling up to
+// joinBackoffMax.
+const (
+	joinBackoffMin = 500 * time.Millisecond
+	joinBackoffMax = 10 * time.Second
+)
+
+// join tries every Join address once (memberlist resolves host names
+// again on each call, and joins every address a name stands for). It
+// succeeds once this node knows another member: a name that resolves to
+// this node alone (the first pod behind a headless Service) is no join.
+func (n *Node) join() error {
+	_, err := n.ml.Join(n.cfg.Join)
+	if n.ml.NumMembers() > 1 {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("no other member answered")
+	}
+	return err
+}
+
+// joinLoop retries the gossip join with backoff until this node has
+// company: it answered a join, or another member joined it meanwhile.
+func (n *Node) joinLoop() {
+	wait := joinBackoffMin
+	next := time.Now().Add(wait)
+	n.every(100*time.Millisecond, func() bool {
 		if n.ml.NumMembers() <= 1 {
-			if _, err := n.ml.Join(n.cfg.Join); err != nil {
+			if time.Now().Before(next) {
+				return false
+			}
+			if err := n.join(); err != nil {
+				wait = min(2*wait, joinBackoffMax)
+				next = time.Now().Add(wait)
+				n.log.Info("gossip join failed; retrying", "join", n.cfg.Join, "in", wait, "err", err)
 				return false
 			}
 		}
+		n.log.Info("joined the cluster", "members", n.ml.NumMembers())
 		n.joined.Store(true)
 		n.signalChanged()
+		return true
+	})
+}
+
+// serveHealth reports SERVING on grpc.health.v1 once the node is first
+// ready (a ring, a Raft leader, the rules, no hand-off pending). It stays
+// so (checks are answered without a Raft leader) until Leave, which turns
+// every service NOT_SERVING for good.
+func (n *Node) serveHealth() {
+	n.every(100*time.Millisecond, func() bool {
+		if n.Ready() != nil {
+			return false
+		}
+		for svc := range n.grpcSrv.GetServiceInfo() {
+			n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+		}
+		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	})
 }
@@ -279,33 +357,36 @@ func (n *Node) goFunc(f func()) {
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
-// HTTPAddr is the bound HTTP address.
+// HTTPAddr is the advertised HTTP address (the bound port).
 func (n *Node) HTTPAddr() string { return n.meta.HTTP }
 
-// GRPCAddr is the bound gRPC address.
+// GRPCAddr is the advertised gRPC address (the bound port).
 func (n *Node) GRPCAddr() string { return n.meta.GRPC }
 
-// GossipAddr is the bound memberlist address.
+// GossipAddr is the advertised memberlist address.
 func (n *Node) GossipAddr() string {
 	a := n.ml.LocalNode().FullAddress()
 	return a.Addr
 }
 
-// RaftAddr is the bound Raft address.
+// RaftAddr is the advertised Raft address.
 func (n *Node) RaftAddr() string { return n.meta.Raft }
 
 // Store exposes the local rules store (reads; writes on the leader).
 func (n *Node) Store() *rulesraft.Store { return n.store }
 
 // Leave hands owned partitions to their next owners and leaves the cluster
-// gracefully: gossip marks this node as leaving (it drops out of everyone's
-// ring but stays reachable), the new owners pull its partitions, then it
-// leaves gossip and the Raft leader removes it. It returns when the hand-off
-// finished or LeaveTimeout passed. Close is still needed afterwards.
+// gracefully: gRPC health turns NOT_SERVING, gossip marks this node as
+// leaving (it drops out of everyone's ring but stays reachable), the new
+// owners pull its partitions, then it leaves gossip and the Raft leader
+// removes it. It returns when the hand-off finished, when no other member
+// is left in the ring to take the partitions (all gone or leaving too), or
+// when LeaveTimeout passed. Close is still needed afterwards.
 func (n *Node) Leave(ctx context.Context) error {
 	if !n.leaving.CompareAndSwap(false, true) {
 		return nil
 	}
+	n.health.Shutdown()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
 	defer cancel()
 	var owned []uint32
@@ -316,8 +397,16 @@ func (n *Node) Leave(ctx context.Context) error {
 		n.log.Warn("gossip update", "err", err)
 	}
 	n.signalChanged()
-	// Wait until every partition this node owned has been pulled.
+	// Wait until every partition this node owned has been pulled, or no
+	// member is left to pull them: none in the ring (all gone or leaving
+	// too), or none has answered for leaveNoAnswer (killed peers that
+	// gossip has not declared dead yet, which can take up to ~9 s when no
+	// member is left to confirm the suspicion). Checked on a tick: such
+	// changes change no route.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	var err error
+	lastAnswer, nextProbe := time.Now(), time.Now()
 wait:
 	for {
 		r := n.handoff.Routes()
@@ -330,17 +419,64 @@ wait:
 		if left == 0 {
 			break
 		}
+		if now := time.Now(); !now.Before(nextProbe) {
+			if n.peerAnswers(ctx) {
+				lastAnswer = now
+			}
+			nextProbe = now.Add(leaveProbeEvery)
+		}
+		if !n.othersInRing() || time.Since(lastAnswer) > leaveNoAnswer {
+			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ErrNoPeers)
+			break
+		}
 		select {
 		case <-ctx.Done():
 			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ctx.Err())
 			break wait
 		case <-r.Changed():
+		case <-tick.C:
 		}
 	}
 	if lerr := n.ml.Leave(time.Second); lerr != nil {
 		n.log.Warn("gossip leave", "err", lerr)
 	}
 	return err
+}
+
+// While leaving, the members that could take the partitions are asked
+// every leaveProbeEvery whether they answer at all; after leaveNoAnswer
+// without an answer from any, the hand-off is given up.
+const (
+	leaveProbeEvery = 500 * time.Millisecond
+	leaveNoAnswer   = 2 * time.Second
+)
+
+// peerAnswers reports whether any other member in the ring answers a gRPC
+// health check (whatever its status) within leaveProbeEvery.
+func (n *Node) peerAnswers(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, leaveProbeEvery)
+	defer cancel()
+	answered := make(chan bool)
+	asked := 0
+	for id, m := range n.readMembers() {
+		if id == n.cfg.ID || m.Leaving || m.GRPC == "" {
+			continue
+		}
+		cc, err := n.peers.conn(m.GRPC)
+		if err != nil {
+			continue
+		}
+		asked++
+		go func() {
+			_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+			answered <- err == nil
+		}()
+	}
+	ok := false
+	for range asked {
+		ok = <-answered || ok
+	}
+	return ok
 }
 
 // Close stops the node hard (no hand-off): servers, loops, gossip, Raft.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 )
 
@@ -18,8 +19,19 @@ type Config struct {
 	// (Store.Addr reports it).
 	BindAddr string
 	// AdvertiseAddr is the address peers dial, when it differs from
-	// BindAddr (needed when binding 0.0.0.0). It needs a real port.
+	// BindAddr (needed when binding 0.0.0.0): host:port, where the host may
+	// be a name (kept as given and resolved at every dial, so a member
+	// whose name moves to a new IP stays reachable) and port 0 means the
+	// port BindAddr bound.
 	AdvertiseAddr string
+	// PeerAddr, when set, tells the current address of a member by ID
+	// (node passes what gossip says). Raft dials it instead of the address
+	// in the configuration, which is stale for a member that came back
+	// elsewhere (and which no leader could update when every member moved
+	// at once). With it, Reconcile leaves a member's configured address as
+	// it was added (see Reconcile). Members it does not know are dialled at
+	// their configured address. It must not block.
+	PeerAddr func(id string) (addr string, ok bool)
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.
@@ -103,12 +115,15 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
-	adv, err := net.ResolveTCPAddr("tcp", c.AdvertiseAddr)
+	host, port, err := net.SplitHostPort(c.AdvertiseAddr)
 	if err != nil {
 		return bad("AdvertiseAddr %q: %v", c.AdvertiseAddr, err)
 	}
-	if adv.IP == nil || adv.IP.IsUnspecified() || adv.Port == 0 {
-		return bad("AdvertiseAddr %q needs a host and a port", c.AdvertiseAddr)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return bad("AdvertiseAddr %q needs a host peers can reach", c.AdvertiseAddr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return bad("AdvertiseAddr %q: bad port", c.AdvertiseAddr)
 	}
 	return nil
 }

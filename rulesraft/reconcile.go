@@ -21,7 +21,8 @@ func maxVoters(alive int) int {
 // sees through gossip. On the leader it
 //   - removes the members in left (graceful leaves; itself last),
 //   - adds alive members missing from the configuration, as voters while
-//     there are fewer than maxVoters and as non-voters after that,
+//     there are fewer than maxVoters and as non-voters after that (and,
+//     without Config.PeerAddr, moves members to the address alive gives),
 //   - promotes alive non-voters while voters are short, and
 //   - when a voter has been missing from alive for longer than
 //     Config.VoterGrace, promotes an alive non-voter and demotes the missing
@@ -102,7 +103,12 @@ func (s *Store) Reconcile(ctx context.Context, alive []Server, left []string) er
 		return nil
 	}
 
-	// 2. Alive members not in the configuration, or at a new address.
+	// 2. Alive members not in the configuration, or at a new address. With
+	// PeerAddr, a member at a new address is left as it is: Raft already
+	// dials it where PeerAddr says, and changing the address of a member
+	// Raft replicates to races in hashicorp/raft v1.8 (the leader rewrites
+	// the follower's record while its replication goroutine reads it:
+	// hashicorp/raft#471, #681).
 	for _, id := range sortedKeys(aliveByID) {
 		sv := aliveByID[id]
 		if leaving[id] {
@@ -110,7 +116,7 @@ func (s *Store) Reconcile(ctx context.Context, alive []Server, left []string) er
 		}
 		m, ok := members[id]
 		switch {
-		case ok && m.Addr == sv.Addr:
+		case ok && (m.Addr == sv.Addr || s.cfg.PeerAddr != nil):
 		case (ok && m.Voter) || (!ok && voters < want):
 			if ok {
 				voters-- // re-added at its new address

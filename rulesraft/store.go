@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +42,7 @@ type Store struct {
 	fsm   *FSM
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	layer *tcpLayer
 	bolt  *raftboltdb.BoltStore
 	snaps *raft.FileSnapshotStore
 
@@ -103,23 +103,19 @@ func Open(cfg Config) (*Store, error) {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: snapshot store: %w", err)
 	}
-	var adv net.Addr
-	if cfg.AdvertiseAddr != "" {
-		if adv, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
-			s.bolt.Close()
-			return nil, fmt.Errorf("rulesraft: advertise address: %w", err)
-		}
-	}
-	layer, err := listenTCP(cfg.BindAddr, adv)
+	layer, err := listenTCP(cfg.BindAddr, cfg.AdvertiseAddr)
 	if err != nil {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: listen: %w", err)
 	}
+	s.layer = layer
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hc,
+
+		ServerAddressProvider: peerAddrs(cfg.PeerAddr),
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -416,6 +412,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.mu.Unlock()
 
+	s.layer.abortDials() // Shutdown waits for RPCs, a dial to a vanished member among them
 	errs := []error{s.raft.Shutdown().Error()}
 	s.wg.Wait()
 	errs = append(errs, s.trans.Close(), s.bolt.Close())

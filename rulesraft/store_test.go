@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -599,8 +602,10 @@ func TestConfigValidate(t *testing.T) {
 		"lease":              func(c *Config) { c.LeaderLeaseTimeout = c.HeartbeatTimeout * 2 },
 		"bind":               func(c *Config) { c.BindAddr = "nonsense" },
 		"bind any":           func(c *Config) { c.BindAddr = "0.0.0.0:7000" },
-		"advertise port 0":   func(c *Config) { c.AdvertiseAddr = "10.0.0.1:0" },
+		"advertise no port":  func(c *Config) { c.AdvertiseAddr = "10.0.0.1" },
+		"advertise bad port": func(c *Config) { c.AdvertiseAddr = "10.0.0.1:http" },
 		"advertise any host": func(c *Config) { c.AdvertiseAddr = "0.0.0.0:7000" },
+		"advertise no host":  func(c *Config) { c.AdvertiseAddr = ":7000" },
 		"grace":              func(c *Config) { c.VoterGrace = 0 },
 	}
 	for name, mut := range cases {
@@ -610,11 +615,197 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
 	}
-	c := good
-	c.BindAddr, c.AdvertiseAddr = "0.0.0.0:7000", "10.0.0.1:7000"
-	if err := c.Validate(); err != nil {
-		t.Errorf("bind any with advertise: %v", err)
+	for _, adv := range []string{"10.0.0.1:7000", "10.0.0.1:0", "weir-0.weir-peers.default.svc:7000"} {
+		c := good
+		c.BindAddr, c.AdvertiseAddr = "0.0.0.0:7000", adv
+		if err := c.Validate(); err != nil {
+			t.Errorf("bind any with advertise %s: %v", adv, err)
+		}
 	}
+}
+
+// Every member of the group comes back at a new address at once (a whole
+// StatefulSet rescheduled): no configured address is right any more, so no
+// member could reach another and no leader could be elected to fix the
+// configuration. With PeerAddr telling the current addresses (what the
+// node learns from gossip), Raft dials those: a leader is elected, the
+// rules are intact, and writes reach every member. Reconcile leaves the
+// configured addresses alone (changing them in place races in
+// hashicorp/raft); without PeerAddr it moves them.
+func TestEveryMemberMovedFindsEachOtherByPeerAddr(t *testing.T) {
+	var mu sync.Mutex
+	current := map[string]string{}
+	peerAddr := func(id string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := current[id]
+		return a, ok
+	}
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.PeerAddr = peerAddr
+		cfg.AdvertiseAddr = "localhost:0" // a name: kept as given, resolved at every dial
+	})
+	for _, s := range c.stores {
+		if a := s.Addr(); !strings.HasPrefix(a, "localhost:") || strings.HasSuffix(a, ":0") {
+			t.Fatalf("Addr() = %q, want the advertised name with the bound port", a)
+		}
+	}
+	v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("a", 1), rule("b", 2)}})
+	c.waitVersion(v)
+	old := map[string]string{}
+	for _, s := range c.stores {
+		old[s.ID()] = s.Addr()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgs := c.cfgs
+	c.stores, c.cfgs = nil, nil
+	for _, cfg := range cfgs {
+		cfg.BindAddr = "127.0.0.1:0" // a new port for everyone
+		s := c.open(cfg)
+		mu.Lock()
+		current[s.ID()] = s.Addr()
+		mu.Unlock()
+		if s.Addr() == old[s.ID()] {
+			t.Fatalf("%s came back at its old address %s", s.ID(), s.Addr())
+		}
+	}
+	l := c.leader()
+	var alive []Server
+	for _, s := range c.stores {
+		alive = append(alive, Server{ID: s.ID(), Addr: s.Addr()})
+	}
+	if err := l.Reconcile(context.Background(), alive, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := l.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range conf {
+		if m.Addr != old[m.ID] || !m.Voter {
+			t.Errorf("configuration has %s at %s (voter %v), want it unchanged: %s, a voter", m.ID, m.Addr, m.Voter, old[m.ID])
+		}
+	}
+	v2 := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("c", 3)}})
+	c.waitVersion(v2)
+	for _, s := range c.stores {
+		for _, id := range []string{"a", "b", "c"} {
+			if !hasRule(s.Current(), id) {
+				t.Errorf("%s lacks rule %s after the move", s.ID(), id)
+			}
+		}
+	}
+}
+
+// Close does not wait out a dial to a member whose address vanished (its
+// container or pod is gone, so nothing answers, not even with a reset):
+// Raft's Shutdown waits for its RPCs, and the dial in flight is aborted.
+func TestCloseAbortsDialsToVanishedMembers(t *testing.T) {
+	cfg := testConfig(t, "n1")
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A voter at an address where connections hang (as to an IP nobody
+	// holds any more), so every election asks it for a vote and waits.
+	if err := s.Bootstrap([]Server{{ID: "n1", Addr: s.Addr()}, {ID: "ghost", Addr: blackhole(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 10*time.Second, "an election", func() error {
+		if s.State() != "candidate" {
+			return fmt.Errorf("state %s", s.State())
+		}
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond) // let the vote request's dial start
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %v with a dial to a vanished member in flight; the transport timeout is 10s", took)
+	}
+}
+
+// blackhole returns a loopback address where dials hang: a socket that
+// listens with a backlog of one already taken and never accepts, so the
+// kernel drops further SYNs (a dial waits out its timeout, as to an
+// address nobody holds).
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	c, err := net.DialTimeout("tcp", addr, time.Second) // fills the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if c2, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		c2.Close()
+		t.Skip("this kernel accepts past a full backlog; no blackhole")
+	}
+	return addr
+}
+
+// Without PeerAddr, Reconcile moves a member that came back at a new
+// address: the leader rewrites its address and replicates to it there.
+func TestReconcileMovesAMemberWithoutPeerAddr(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("a", 1)}})
+	c.waitVersion(v)
+	l := c.leader()
+	var moved int
+	for i, s := range c.stores {
+		if s != l {
+			moved = i
+			break
+		}
+	}
+	if err := c.stores[moved].Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.cfgs[moved]
+	cfg.BindAddr = "127.0.0.1:0"
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c.stores[moved] = s
+	var alive []Server
+	for _, st := range c.stores {
+		alive = append(alive, Server{ID: st.ID(), Addr: st.Addr()})
+	}
+	if err := l.Reconcile(context.Background(), alive, nil); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := l.Configuration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range conf {
+		if m.ID == s.ID() && (m.Addr != s.Addr() || !m.Voter) {
+			t.Fatalf("configuration has %s at %s (voter %v), want a voter at %s", m.ID, m.Addr, m.Voter, s.Addr())
+		}
+	}
+	v2 := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("b", 2)}})
+	c.waitVersion(v2)
 }
 
 // TestReadIndex: the leader's read index covers every acknowledged write;

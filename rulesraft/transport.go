@@ -1,6 +1,7 @@
 package rulesraft
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -13,10 +14,16 @@ import (
 // raft.NewTCPTransport, except that it keeps every connection it accepted or
 // dialled and closes them all on Close. Raft's NetworkTransport.Close stops
 // only the listener, which would leave one goroutine per inbound connection
-// blocked in Read for as long as the peer keeps its end open.
+// blocked in Read for as long as the peer keeps its end open. Dials in
+// progress end at abortDials: Raft's Shutdown waits for its RPC goroutines,
+// and a dial to an address that vanished (a member's container or pod
+// gone) would otherwise hold it for the whole dial timeout.
 type tcpLayer struct {
 	ln  net.Listener
 	adv net.Addr
+
+	dials      context.Context
+	abortDials context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -25,15 +32,54 @@ type tcpLayer struct {
 
 var _ raft.StreamLayer = (*tcpLayer)(nil)
 
-func listenTCP(bind string, adv net.Addr) (*tcpLayer, error) {
+// listenTCP listens on bind. The layer's Addr is advertise (port 0: the
+// bound port), or the bound address when advertise is empty.
+func listenTCP(bind, advertise string) (*tcpLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	if adv == nil {
-		adv = ln.Addr()
+	var adv net.Addr = ln.Addr()
+	if advertise != "" {
+		host, port, err := net.SplitHostPort(advertise)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		if port == "0" {
+			_, port, _ = net.SplitHostPort(ln.Addr().String())
+		}
+		adv = advAddr(net.JoinHostPort(host, port))
 	}
-	return &tcpLayer{ln: ln, adv: adv, conns: make(map[net.Conn]struct{})}, nil
+	l := &tcpLayer{ln: ln, adv: adv, conns: make(map[net.Conn]struct{})}
+	l.dials, l.abortDials = context.WithCancel(context.Background())
+	return l, nil
+}
+
+// advAddr is an advertised address, possibly a host name, kept as given.
+type advAddr string
+
+func (a advAddr) Network() string { return "tcp" }
+func (a advAddr) String() string  { return string(a) }
+
+// peerAddrs adapts Config.PeerAddr to Raft's ServerAddressProvider (nil
+// when f is nil: Raft dials the configured addresses).
+func peerAddrs(f func(id string) (string, bool)) raft.ServerAddressProvider {
+	if f == nil {
+		return nil
+	}
+	return addrProvider(f)
+}
+
+type addrProvider func(id string) (string, bool)
+
+// ServerAddr implements raft.ServerAddressProvider: an error makes Raft
+// dial the configured address.
+func (f addrProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := f(string(id)); ok && a != "" {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("rulesraft: no current address known for %s", id)
 }
 
 func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
@@ -58,7 +104,8 @@ func (l *tcpLayer) Accept() (net.Conn, error) {
 
 // Dial implements raft.StreamLayer.
 func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(l.dials, "tcp", string(addr))
 	if err != nil {
 		return nil, fmt.Errorf("rulesraft: dial %s: %w", addr, err)
 	}
@@ -70,6 +117,7 @@ func (l *tcpLayer) Addr() net.Addr { return l.adv }
 
 // Close stops the listener and closes every open connection.
 func (l *tcpLayer) Close() error {
+	l.abortDials()
 	l.mu.Lock()
 	l.closed = true
 	conns := l.conns

@@ -64,13 +64,14 @@ type proc struct {
 	out                      *bytes.Buffer
 }
 
-func startProc(t *testing.T, p *proc, join string, expect int) {
+func startProc(t *testing.T, p *proc, join string, expect int, extra ...string) {
 	t.Helper()
 	args := []string{"node", "--id", p.id, "--data-dir", p.dir, "--http", p.http, "--grpc", p.grpc,
 		"--raft", p.raft, "--gossip", p.gossip, "--bootstrap-expect", fmt.Sprint(expect), "--log-level", "warn"}
 	if join != "" {
 		args = append(args, "--join", join)
 	}
+	args = append(args, extra...)
 	p.out = &bytes.Buffer{}
 	p.cmd = exec.Command(weirBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -49,15 +49,22 @@ type cli struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT or SIGTERM cancels the command's context (a node
+	// leaves gracefully); a second one exits at once. The handler stays
+	// installed: as PID 1 in a container, a signal with its default
+	// disposition would be ignored.
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// After the first signal, restore the default handling so that a
-		// second Ctrl-C kills a process stuck in shutdown.
-		<-ctx.Done()
-		stop()
+		<-sigs
+		cancel()
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "weir: %v again: exiting at once\n", s)
+		os.Exit(exitError)
 	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
-	stop()
+	cancel()
 	os.Exit(code)
 }
 
@@ -137,7 +144,7 @@ func (c *cli) newRoot() *cobra.Command {
 		SilenceErrors: true, // run prints errors, once, in its own form
 		SilenceUsage:  true,
 	},
-		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.benchCmd(),
+		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.echoCmd(), c.benchCmd(), c.healthCmd(),
 		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(),
 		&cobra.Command{
 			Use:   "version",

@@ -28,10 +28,11 @@ import (
 // nodeFlags are the flags of `weir node` and `weir dev`.
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
-	adminToken, pprofAddr                                 string
+	advertise, adminToken, pprofAddr                      string
 	join                                                  []string
 	bootstrapExpect, shards                               int
-	replInterval                                          time.Duration
+	replInterval, leaveTimeout                            time.Duration
+	reflection                                            bool
 	logLevel                                              slog.Level
 }
 
@@ -47,15 +48,22 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.grpcAddr, "grpc", def.GRPCAddr, "gRPC listen address")
 	fs.StringVar(&f.raftAddr, "raft", def.RaftAddr, "Raft listen address")
 	fs.StringVar(&f.gossipAddr, "gossip", def.GossipAddr, "gossip (memberlist) listen address")
-	fs.StringSliceVar(&f.join, "join", nil, "gossip addresses of existing members (comma-separated or repeated)")
+	fs.StringVar(&f.advertise, "advertise", "", "`host` (IP or name) peers and clients reach this node at; the listen addresses may then bind 0.0.0.0")
+	fs.StringSliceVar(&f.join, "join", nil, "gossip addresses (host[:port]) of existing members, comma-separated or repeated; names are resolved at every attempt, retried with backoff until one answers")
 	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "wait for N members, then bootstrap the Raft group once")
 	fs.StringVar(&f.adminToken, "admin-token", "", "token required for rule writes")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.IntVar(&f.shards, "shards", def.Shards, "decision goroutines")
 	fs.DurationVar(&f.replInterval, "replication-interval", def.ReplicationInterval,
 		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions")
-	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "join", "bootstrap-expect",
-		"admin-token", "log-level", "shards", "replication-interval")
+	leave := def.LeaveTimeout
+	if dev {
+		leave = time.Second
+	}
+	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
+	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
+	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
+		"admin-token", "log-level", "shards", "replication-interval", "leave-timeout", "grpc-reflection")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -63,6 +71,8 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg := node.DefaultConfig(f.id)
 	cfg.DataDir = f.dataDir
 	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = f.httpAddr, f.grpcAddr, f.raftAddr, f.gossipAddr
+	cfg.Advertise = f.advertise
+	cfg.GRPCReflection = f.reflection
 	cfg.Join = trimAll(f.join)
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
@@ -71,6 +81,10 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}
 	cfg.ReplicationInterval = f.replInterval
+	if f.leaveTimeout <= 0 {
+		return cfg, usageErr(cmd, "--leave-timeout %s: must be > 0", f.leaveTimeout)
+	}
+	cfg.LeaveTimeout = f.leaveTimeout
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "node: invalid config: "))
@@ -164,13 +178,16 @@ func serve(ctx context.Context, cfg node.Config, ready func(*node.Node) (stop fu
 	}
 	<-ctx.Done()
 	stop()
-	cfg.Logger.Info("shutting down: handing partitions off")
+	cfg.Logger.Info("shutting down: handing partitions off (a second SIGTERM or SIGINT exits at once)", "leave_timeout", cfg.LeaveTimeout)
+	start := time.Now()
 	lctx, cancel := context.WithTimeout(context.Background(), cfg.LeaveTimeout)
 	defer cancel()
 	if err := n.Leave(lctx); err != nil {
 		cfg.Logger.Warn("graceful leave incomplete", "err", err)
 	}
-	return n.Close()
+	err = n.Close()
+	cfg.Logger.Info("stopped", "after", time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 func waitReady(ctx context.Context, n *node.Node) error {
@@ -219,7 +236,6 @@ func (c *cli) devCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfg.LeaveTimeout = time.Second
 		example, err := rules.ParseFile(examples.RulesYAML)
 		if err != nil {
 			return fmt.Errorf("embedded example rules: %w", err)
