@@ -40,11 +40,19 @@
 //
 // Each counter stores, beside its 24-byte bucket.State, an idle deadline:
 // the time after which its state is certainly full again (last decision +
-// Limit.IdleAfter, never moved earlier), so the sweep needs no Limit. Every
-// SweepEvery a shard examines about SweepBudget slots, continuing from
-// where it stopped, and drops counters past their deadline, so a step's
-// pause is bounded. A partition's table shrinks once a quarter full and an
-// emptied partition is deleted, which gives the memory back.
+// Limit.IdleAfter, never moved earlier), so the sweep needs no Limit. A
+// sweep step examines about SweepBudget slots, continuing from where the
+// previous one stopped, and drops counters past their deadline, so a
+// step's pause is bounded. Every SweepEvery a shard runs one step and
+// schedules as many more as it takes to walk all its slots within
+// SweepPass; they run one at a time whenever no request is queued. So
+// however many counters a key flood left behind, each is dropped within
+// about 2*(SweepPass+SweepEvery) (12 s by default) of its idle deadline.
+// A partition's table shrinks once a quarter full and an emptied partition
+// is deleted, which gives the memory to the Go heap; once the shards have
+// freed ReleaseBytes of tables, the engine's releaser goroutine calls
+// debug.FreeOSMemory (at most once per ReleaseEvery), so the process's RSS
+// follows instead of waiting minutes for the runtime's scavenger.
 //
 // # Storage
 //

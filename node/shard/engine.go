@@ -36,6 +36,9 @@ type Stats struct {
 	Queue   []int  // requests waiting in each shard's channel, by shard index
 	Batches uint64 // batches decided since New
 	Items   uint64 // items decided or refunded since New
+	// Releases counts returns of freed memory to the OS
+	// (Config.ReleaseBytes).
+	Releases uint64
 }
 
 // Engine is the in-memory decision engine: Shards goroutines, each the sole
@@ -43,6 +46,7 @@ type Stats struct {
 type Engine struct {
 	cfg    Config
 	shards []*shard
+	rel    *releaser
 	pool   sync.Pool // *request, only ones whose reply was received
 
 	mu      sync.Mutex // guards the lifecycle transitions below
@@ -65,9 +69,11 @@ func New(cfg Config) (*Engine, error) {
 		shards:  make([]*shard, cfg.Shards),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		rel:     newReleaser(&cfg),
 	}
 	for i := range e.shards {
 		e.shards[i] = newShard(&e.cfg)
+		e.shards[i].rel = e.rel
 	}
 	e.pool.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	return e, nil
@@ -88,6 +94,11 @@ func (e *Engine) Start() {
 			s.run(e.quit)
 		}()
 	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.rel.run(e.quit)
+	}()
 	e.started.Store(true)
 }
 
@@ -343,7 +354,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Queue: make([]int, len(e.shards))}
+	st := Stats{Queue: make([]int, len(e.shards)), Releases: e.rel.done.Load()}
 	for i, s := range e.shards {
 		st.Keys += int(s.keys.Load())
 		st.Queue[i] = len(s.in)

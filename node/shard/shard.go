@@ -75,21 +75,25 @@ type shard struct {
 	maxBatch    int
 	sweepEvery  time.Duration
 	sweepBudget int
+	sweepPass   time.Duration
 	importIdle  int64
+	rel         *releaser
 
 	// Owned by the shard goroutine only.
-	parts    map[uint32]*part
-	live     int
-	batch    []*request
-	dirty    []dirtyRef
-	dirtySet dirtySet
-	changes  []replication.State
-	tent     []tentative
-	seen     []bool
-	order    []uint32 // partitions of the current sweep pass
-	cursor   int      // index in order of the partition being swept
-	slotPos  int      // next slot of that partition's table to examine
-	emptyLog []int64
+	parts     map[uint32]*part
+	live      int
+	batch     []*request
+	dirty     []dirtyRef
+	dirtySet  dirtySet
+	changes   []replication.State
+	tent      []tentative
+	seen      []bool
+	order     []uint32 // partitions of the current sweep pass
+	cursor    int      // index in order of the partition being swept
+	slotPos   int      // next slot of that partition's table to examine
+	emptyLog  []int64
+	steps     int   // sweep steps still due before the next tick
+	passSlots int64 // slots and logs the tables had when the current pass began
 
 	// Written by the shard goroutine, read by Stats.
 	keys    atomic.Int64
@@ -105,6 +109,7 @@ func newShard(cfg *Config) *shard {
 		maxBatch:    cfg.MaxBatch,
 		sweepEvery:  cfg.SweepEvery,
 		sweepBudget: cfg.SweepBudget,
+		sweepPass:   cfg.SweepPass,
 		importIdle:  int64(cfg.ImportIdle),
 		parts:       make(map[uint32]*part),
 		emptyLog:    make([]int64, 0),
@@ -115,28 +120,72 @@ func (s *shard) run(quit <-chan struct{}) {
 	t := time.NewTicker(s.sweepEvery)
 	defer t.Stop()
 	for {
+		if s.steps > 0 {
+			// Sweep steps are due: run one whenever no request waits, so
+			// a pause stays one step long.
+			select {
+			case <-quit:
+				return
+			case r := <-s.in:
+				s.take(r)
+			case <-t.C:
+				s.tick()
+			default:
+				s.steps--
+				s.sweepStep()
+			}
+			continue
+		}
 		select {
 		case <-quit:
 			return
 		case r := <-s.in:
-			s.batch = append(s.batch[:0], r)
-		drain:
-			for len(s.batch) < s.maxBatch {
-				select {
-				case r := <-s.in:
-					s.batch = append(s.batch, r)
-				default:
-					break drain
-				}
-			}
-			s.process(s.batch)
-			clear(s.batch)
+			s.take(r)
 		case <-t.C:
-			s.sweep(s.now())
-			s.flush() // the fresh states of counters that idled out
-			s.keys.Store(int64(s.live))
+			s.tick()
 		}
 	}
+}
+
+// take decides r and whatever else is queued, up to maxBatch requests.
+func (s *shard) take(r *request) {
+	s.batch = append(s.batch[:0], r)
+drain:
+	for len(s.batch) < s.maxBatch {
+		select {
+		case r := <-s.in:
+			s.batch = append(s.batch, r)
+		default:
+			break drain
+		}
+	}
+	s.process(s.batch)
+	clear(s.batch)
+}
+
+// tick runs one sweep step and schedules as many more before the next tick
+// as it takes to walk the tables within sweepPass: their slots (as many
+// as when the current pass began, or now, whichever is more), sweepBudget
+// per step, spread over sweepPass/sweepEvery ticks. (Counting the slots
+// visits the partition map, about a thousand entries, once a tick.)
+func (s *shard) tick() {
+	slots := s.passSlots
+	var now int64
+	for _, p := range s.parts {
+		now += int64(len(p.t.slots) + len(p.logs))
+	}
+	slots = max(slots, now)
+	ticks := max(1, int64(s.sweepPass/s.sweepEvery))
+	s.steps = int((slots/int64(s.sweepBudget) + ticks - 1) / ticks) // beyond this one
+	s.sweepStep()
+}
+
+// sweepStep runs one incremental idle-expiry step and reports what it
+// dropped.
+func (s *shard) sweepStep() {
+	s.sweep(s.now())
+	s.flush() // the fresh states of counters that idled out
+	s.keys.Store(int64(s.live))
 }
 
 // process decides one drained batch: one clock read, one OnChange call,
@@ -512,8 +561,10 @@ func (s *shard) sweep(now int64) {
 			}
 			restarted = true
 			s.order = s.order[:0]
-			for pid := range s.parts {
+			s.passSlots = 0
+			for pid, p := range s.parts {
 				s.order = append(s.order, pid)
+				s.passSlots += int64(len(p.t.slots) + len(p.logs))
 			}
 			s.cursor, s.slotPos = 0, 0
 			if len(s.order) == 0 {
@@ -532,7 +583,9 @@ func (s *shard) sweep(now int64) {
 		budget -= s.sweepSlots(pid, p, now, max(budget, 1))
 		if s.slotPos >= len(p.t.slots) {
 			// Partition done: give memory back.
-			p.t.shrink()
+			if freed := p.t.shrink(); freed > 0 && s.rel != nil {
+				s.rel.freed(freed)
+			}
 			if p.live() == 0 {
 				delete(s.parts, pid)
 			}

@@ -122,12 +122,15 @@ func (t *table) resize(capacity int) {
 	}
 }
 
-// shrink gives memory back once the table is at most a quarter full.
-func (t *table) shrink() {
+// shrink gives memory back once the table is at most a quarter full; it
+// returns the bytes of table it let go.
+func (t *table) shrink() int {
+	was := len(t.slots)
 	switch {
 	case t.n == 0:
 		t.resize(0)
 	case len(t.slots) > minTableCap && t.n*4 <= len(t.slots):
 		t.resize(max(minTableCap, t.n*2))
 	}
+	return (was - len(t.slots)) * slotSize
 }
