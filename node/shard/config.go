@@ -50,6 +50,10 @@ type Config struct {
 	// before the engine returns idle memory to the operating system
 	// (debug.FreeOSMemory). Default 64 MiB.
 	ReleaseBytes int64
+	// MaxKeys is the default cap on the live counters of one rule
+	// (Item.Rule) in this engine, for items whose MaxKeys is 0. Default
+	// 1,000,000.
+	MaxKeys int64
 	// ReleaseEvery is the least time between two such returns. Default 10s.
 	ReleaseEvery time.Duration
 }
@@ -66,6 +70,7 @@ func DefaultConfig() Config {
 		ImportIdle:  24 * time.Hour,
 		SweepPass:   5 * time.Second,
 
+		MaxKeys:      1_000_000,
 		ReleaseBytes: 64 << 20,
 		ReleaseEvery: 10 * time.Second,
 	}
@@ -98,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.SweepPass == 0 {
 		c.SweepPass = d.SweepPass
 	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = d.MaxKeys
+	}
 	if c.ReleaseBytes == 0 {
 		c.ReleaseBytes = d.ReleaseBytes
 	}
@@ -126,6 +134,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ImportIdle %v <= 0", ErrInvalidConfig, c.ImportIdle)
 	case c.SweepPass <= 0:
 		return fmt.Errorf("%w: SweepPass %v <= 0", ErrInvalidConfig, c.SweepPass)
+	case c.MaxKeys < 0:
+		return fmt.Errorf("%w: MaxKeys %d < 0", ErrInvalidConfig, c.MaxKeys)
 	case c.ReleaseBytes < 0:
 		return fmt.Errorf("%w: ReleaseBytes %d < 0", ErrInvalidConfig, c.ReleaseBytes)
 	case c.ReleaseEvery <= 0:

@@ -54,10 +54,23 @@
 // debug.FreeOSMemory (at most once per ReleaseEvery), so the process's RSS
 // follows instead of waiting minutes for the runtime's scavenger.
 //
+// # Key cap
+//
+// Each item may name its rule (Item.Rule) and that rule's cap on live keys
+// (Item.MaxKeys, 0: Config.MaxKeys). A shard counts its live counters by
+// rule (a 16-bit rule tag kept in each slot, so expiry counts them out
+// without a lookup) and holds up to ceil(MaxKeys/Shards) per rule. A
+// decision that would store a new counter of a rule at its cap stores
+// nothing and answers Result.KeyCap (not allowed, nothing taken; in a
+// group it denies the group). Existing counters are decided as usual, and
+// the count falls as counters idle out. Imported counters carry no rule
+// until their first decision, which counts them (possibly past the cap).
+//
 // # Storage
 //
 // Per shard: map partition → part. A part holds a linear-probing table of
-// 40-byte slots (id, bucket.State, idle deadline) that grows by half at 4/5
+// 40-byte slots (id, bucket.State, idle deadline in ms with the rule tag
+// in its top 16 bits) that grows by half at 4/5
 // full, i.e. 50 to 75 bytes per counter (Go maps cost 60 to 100 here), and,
 // only if the partition has sliding_log counters, a Go map id → log.
 // Counters whose state is the zero (fresh) State are not stored.

@@ -18,6 +18,14 @@ type Item struct {
 	Cost      int64
 	Refund    bool   // give Cost back instead of taking it
 	Group     uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
+	// Rule names the counter's rule for the per-rule key cap; "" leaves
+	// the counter uncounted and uncapped.
+	Rule string
+	// MaxKeys caps the live counters of Rule in this engine (0:
+	// Config.MaxKeys). A new counter of a rule at its cap is not stored:
+	// its item is answered KeyCap. Each shard holds up to
+	// ceil(MaxKeys/Shards) of them.
+	MaxKeys int64
 }
 
 // Result is the answer for one Item: the bucket's, and whether the item
@@ -27,6 +35,10 @@ type Item struct {
 type Result struct {
 	bucket.Result
 	Voided bool
+	// KeyCap is set when the item was for a new counter of a rule at its
+	// key cap (Item.MaxKeys): Allowed is false, nothing was taken or
+	// stored. Existing counters of the rule are decided as usual.
+	KeyCap bool
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without
@@ -36,6 +48,8 @@ type Stats struct {
 	Queue   []int  // requests waiting in each shard's channel, by shard index
 	Batches uint64 // batches decided since New
 	Items   uint64 // items decided or refunded since New
+	// KeyCapHits counts items refused at their rule's key cap (Result.KeyCap).
+	KeyCapHits uint64
 	// Releases counts returns of freed memory to the OS
 	// (Config.ReleaseBytes).
 	Releases uint64
@@ -360,6 +374,7 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		st.Queue[i] = len(s.in)
 		st.Batches += s.batches.Load()
 		st.Items += s.items.Load()
+		st.KeyCapHits += s.capHits.Load()
 	}
 	return st, nil
 }

@@ -83,6 +83,7 @@ func TestConfig(t *testing.T) {
 		"pass":      func(c *shard.Config) { c.SweepPass = -time.Second },
 		"release":   func(c *shard.Config) { c.ReleaseBytes = -1 },
 		"releaseTo": func(c *shard.Config) { c.ReleaseEvery = -1 },
+		"maxKeys":   func(c *shard.Config) { c.MaxKeys = -1 },
 	} {
 		c := shard.DefaultConfig()
 		mod(&c)
