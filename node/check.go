@@ -195,6 +195,8 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Cost:      it.Cost,
 			Refund:    it.Refund,
 			Group:     group,
+			Rule:      it.Rule,
+			MaxKeys:   cr.rule.MaxKeys,
 		})
 		sc.idx = append(sc.idx, i)
 	}
@@ -229,6 +231,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		sc.unpin(n.handoff)
 		for j, i := range sc.idx {
 			fillResult(&res[i], sc.out[j])
+			if sc.out[j].KeyCap {
+				n.keyCapped(&res[i], items[i].Rule)
+			}
 		}
 	}
 	for _, rc := range calls {
@@ -407,6 +412,17 @@ func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwa
 	// here, that is one more hop: this node's ring owner holds the counters
 	// or knows where they went.
 	return owner, false, false
+}
+
+// keyCapped answers an item the shard refused at its rule's key cap: the
+// node cannot track one more key of the rule, which is answered like an
+// owner that cannot decide (CodeUnavailable), so the rule's fail mode
+// applies at the caller (the SDK: open falls back to its local share,
+// closed denies). Existing keys of the rule are unaffected.
+func (n *Node) keyCapped(r *limit.Result, rule string) {
+	r.Allowed = false
+	r.Code, r.Err = limit.CodeUnavailable, "key_cap: rule "+rule+" holds its max_keys live keys on this node"
+	n.met.keyCapHits.WithLabelValues(rule).Inc()
 }
 
 func fillResult(r *limit.Result, b shard.Result) {
