@@ -45,7 +45,7 @@
 // previous one stopped, and drops counters past their deadline, so a
 // step's pause is bounded. Every SweepEvery a shard runs one step and
 // schedules as many more as it takes to walk all its slots within
-// SweepPass; they run one at a time whenever no request is queued. So
+// SweepPass; they run one at a time between batches. So
 // however many counters a key flood left behind, each is dropped within
 // about 2*(SweepPass+SweepEvery) (12 s by default) of its idle deadline.
 // A partition's table shrinks once a quarter full and an emptied partition

@@ -130,8 +130,11 @@ func (s *shard) run(quit <-chan struct{}) {
 	defer t.Stop()
 	for {
 		if s.steps > 0 {
-			// Sweep steps are due: run one whenever no request waits, so
-			// a pause stays one step long.
+			// Sweep steps are due: one step, then at most one batch, so
+			// they make progress under load and a pause stays one step
+			// long.
+			s.steps--
+			s.sweepStep()
 			select {
 			case <-quit:
 				return
@@ -140,8 +143,6 @@ func (s *shard) run(quit <-chan struct{}) {
 			case <-t.C:
 				s.tick()
 			default:
-				s.steps--
-				s.sweepStep()
 			}
 			continue
 		}
