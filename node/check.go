@@ -32,6 +32,7 @@ type compiledRule struct {
 	rule   rules.Rule
 	limit  bucket.Limit
 	window time.Duration // rule.Period, in whole milliseconds as the wire reports it
+	cap    *shard.KeyCap // the rule's key cap, shared by its shard items
 }
 
 // rules returns the compiled view of the current rule set.
@@ -53,7 +54,8 @@ func (n *Node) rules() *ruleView {
 	if set != nil {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
-			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond)}
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond),
+				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -195,8 +197,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Cost:      it.Cost,
 			Refund:    it.Refund,
 			Group:     group,
-			Rule:      it.Rule,
-			MaxKeys:   cr.rule.MaxKeys,
+			Cap:       cr.cap,
 		})
 		sc.idx = append(sc.idx, i)
 	}

@@ -51,7 +51,7 @@ type Config struct {
 	// (debug.FreeOSMemory). Default 64 MiB.
 	ReleaseBytes int64
 	// MaxKeys is the default cap on the live counters of one rule
-	// (Item.Rule) in this engine, for items whose MaxKeys is 0. Default
+	// (Item.Cap) in this engine, for items whose Cap.MaxKeys is 0. Default
 	// 1,000,000.
 	MaxKeys int64
 	// ReleaseEvery is the least time between two such returns. Default 10s.

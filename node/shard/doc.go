@@ -56,8 +56,8 @@
 //
 // # Key cap
 //
-// Each item may name its rule (Item.Rule) and that rule's cap on live keys
-// (Item.MaxKeys, 0: Config.MaxKeys). A shard counts its live counters by
+// Each item may name its rule and that rule's cap on live keys
+// (Item.Cap, MaxKeys 0: Config.MaxKeys). A shard counts its live counters by
 // rule (a 16-bit rule tag kept in each slot, so expiry counts them out
 // without a lookup) and holds up to ceil(MaxKeys/Shards) per rule. A
 // decision that would store a new counter of a rule at its cap stores

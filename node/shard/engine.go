@@ -18,14 +18,19 @@ type Item struct {
 	Cost      int64
 	Refund    bool   // give Cost back instead of taking it
 	Group     uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
-	// Rule names the counter's rule for the per-rule key cap; "" leaves
-	// the counter uncounted and uncapped.
-	Rule string
-	// MaxKeys caps the live counters of Rule in this engine (0:
-	// Config.MaxKeys). A new counter of a rule at its cap is not stored:
-	// its item is answered KeyCap. Each shard holds up to
-	// ceil(MaxKeys/Shards) of them.
-	MaxKeys int64
+	// Cap names the counter's rule for the per-rule key cap; nil leaves
+	// the counter uncounted and uncapped. (A pointer, shared by every item
+	// of the rule, keeps Item at 72 bytes: items are copied per check.)
+	Cap *KeyCap
+}
+
+// KeyCap is a rule's key cap: the most live counters of Rule this engine
+// holds. A new counter of a rule at its cap is not stored: its item is
+// answered Result.KeyCap. Each shard holds up to ceil(MaxKeys/Shards) of
+// them. The engine only reads it.
+type KeyCap struct {
+	Rule    string
+	MaxKeys int64 // 0: Config.MaxKeys
 }
 
 // Result is the answer for one Item: the bucket's, and whether the item
@@ -36,7 +41,7 @@ type Result struct {
 	bucket.Result
 	Voided bool
 	// KeyCap is set when the item was for a new counter of a rule at its
-	// key cap (Item.MaxKeys): Allowed is false, nothing was taken or
+	// key cap (Item.Cap): Allowed is false, nothing was taken or
 	// stored. Existing counters of the rule are decided as usual.
 	KeyCap bool
 }

@@ -18,7 +18,7 @@ func TestKeyCap(t *testing.T) {
 	l := perSecond(10)
 	item := func(rule string, maxKeys int64, key uint64, cost int64) shard.Item {
 		id := mix(key) ^ uint64(len(rule))
-		return shard.Item{ID: id, Partition: uint32(key % 8), Limit: l, Cost: cost, Rule: rule, MaxKeys: maxKeys}
+		return shard.Item{ID: id, Partition: uint32(key % 8), Limit: l, Cost: cost, Cap: &shard.KeyCap{Rule: rule, MaxKeys: maxKeys}}
 	}
 	check := func(its ...shard.Item) []shard.Result {
 		t.Helper()
@@ -104,18 +104,18 @@ func TestKeyCapImportAndLogs(t *testing.T) {
 		return out[0]
 	}
 	for k := range uint64(2) {
-		if r := decide(shard.Item{ID: mix(k), Partition: 1, Limit: l, Cost: 1, Rule: "r", MaxKeys: 3}); r.KeyCap {
+		if r := decide(shard.Item{ID: mix(k), Partition: 1, Limit: l, Cost: 1, Cap: &shard.KeyCap{Rule: "r", MaxKeys: 3}}); r.KeyCap {
 			t.Fatalf("imported key %d: %+v", k, r)
 		}
 	}
 	lg := slidingLog(5)
-	if r := decide(shard.Item{ID: mix(100), Partition: 1, Limit: lg, Cost: 1, Rule: "r", MaxKeys: 3}); !r.Allowed || r.KeyCap {
+	if r := decide(shard.Item{ID: mix(100), Partition: 1, Limit: lg, Cost: 1, Cap: &shard.KeyCap{Rule: "r", MaxKeys: 3}}); !r.Allowed || r.KeyCap {
 		t.Fatalf("third key (a log): %+v", r)
 	}
-	if r := decide(shard.Item{ID: mix(101), Partition: 1, Limit: lg, Cost: 1, Rule: "r", MaxKeys: 3}); !r.KeyCap {
+	if r := decide(shard.Item{ID: mix(101), Partition: 1, Limit: lg, Cost: 1, Cap: &shard.KeyCap{Rule: "r", MaxKeys: 3}}); !r.KeyCap {
 		t.Fatalf("fourth key (a log): %+v, want KeyCap", r)
 	}
-	if r := decide(shard.Item{ID: mix(5), Partition: 1, Limit: l, Cost: 1, Rule: "r", MaxKeys: 3}); !r.KeyCap {
+	if r := decide(shard.Item{ID: mix(5), Partition: 1, Limit: l, Cost: 1, Cap: &shard.KeyCap{Rule: "r", MaxKeys: 3}}); !r.KeyCap {
 		t.Fatalf("fifth key: %+v, want KeyCap", r)
 	}
 }
@@ -129,7 +129,7 @@ func TestKeyCapAcrossShards(t *testing.T) {
 	allowed := 0
 	out := make([]shard.Result, 1)
 	for k := range uint64(1000) {
-		it := shard.Item{ID: mix(k), Partition: uint32(k % 64), Limit: l, Cost: 1, Rule: "r", MaxKeys: 100}
+		it := shard.Item{ID: mix(k), Partition: uint32(k % 64), Limit: l, Cost: 1, Cap: &shard.KeyCap{Rule: "r", MaxKeys: 100}}
 		if err := e.Check(ctxT(t), []shard.Item{it}, out); err != nil {
 			t.Fatal(err)
 		}

@@ -373,12 +373,12 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []i
 }
 
 // capped reports whether the rule tagged tag is at its key cap on this
-// shard: Item.MaxKeys (or Config.MaxKeys) split evenly over the shards.
+// shard: Item.Cap.MaxKeys (or Config.MaxKeys) split evenly over the shards.
 func (s *shard) capped(tag uint16, it *Item) bool {
 	if tag == 0 {
 		return false
 	}
-	m := it.MaxKeys
+	m := it.Cap.MaxKeys
 	if m <= 0 {
 		m = s.maxKeys
 	}
@@ -438,8 +438,8 @@ func (s *shard) one(it *Item, now int64) Result {
 			lg, res = bucket.DecideLog(le.log, it.Limit, it.Cost, now)
 		}
 		var tag uint16
-		if it.Rule != "" && le.tag == 0 && len(lg) > 0 {
-			tag = s.tags.get(it.Rule)
+		if it.Cap != nil && le.tag == 0 && len(lg) > 0 {
+			tag = s.tags.get(it.Cap.Rule)
 			if !ok && s.capped(tag, it) {
 				return s.keyCap(it.Limit)
 			}
@@ -465,8 +465,8 @@ func (s *shard) one(it *Item, now int64) Result {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
 	var tag uint16
-	if it.Rule != "" && ns != (bucket.State{}) && (i < 0 || p.t.slots[i].meta>>tagShift == 0) {
-		tag = s.tags.get(it.Rule)
+	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || p.t.slots[i].meta>>tagShift == 0) {
+		tag = s.tags.get(it.Cap.Rule)
 		if i < 0 && s.capped(tag, it) {
 			return s.keyCap(it.Limit)
 		}
@@ -497,8 +497,8 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
 		out[j] = Result{Result: res}
-		if it.Rule != "" && t.tag == 0 && t.old.tag == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
-			t.tag = s.tags.get(it.Rule)
+		if it.Cap != nil && t.tag == 0 && t.old.tag == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
+			t.tag = s.tags.get(it.Cap.Rule)
 			if !t.existed && s.capped(t.tag, it) {
 				out[j] = s.keyCap(it.Limit)
 			}
