@@ -86,8 +86,8 @@
 //
 // # Time and cancellation
 //
-// Close stops and joins every shard goroutine; calls made afterwards, and
-// calls still waiting, return ErrClosed. A Check whose ctx ends returns
-// ctx.Err(); a shard skips a request whose ctx already ended, but the parts
-// of a call that were decided before stay decided.
+// Close stops and joins every shard goroutine and the releaser; calls made
+// afterwards, and calls still waiting, return ErrClosed. A Check whose ctx
+// ends returns ctx.Err(); a shard skips a request whose ctx already ended,
+// but the parts of a call that were decided before stay decided.
 package shard
