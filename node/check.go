@@ -32,6 +32,7 @@ type compiledRule struct {
 	rule   rules.Rule
 	limit  bucket.Limit
 	window time.Duration // rule.Period, in whole milliseconds as the wire reports it
+	cap    *shard.KeyCap // the rule's key cap, shared by its shard items
 }
 
 // rules returns the compiled view of the current rule set.
@@ -53,7 +54,8 @@ func (n *Node) rules() *ruleView {
 	if set != nil {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
-			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond)}
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond),
+				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -210,6 +212,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Cost:      it.Cost,
 			Refund:    it.Refund,
 			Group:     group,
+			Cap:       cr.cap,
 		})
 		sc.idx = append(sc.idx, i)
 	}
@@ -244,6 +247,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		sc.unpin(n.handoff)
 		for j, i := range sc.idx {
 			fillResult(&res[i], sc.out[j])
+			if sc.out[j].KeyCap {
+				n.keyCapped(&res[i], items[i].Rule)
+			}
 		}
 	}
 	for _, rc := range calls {
@@ -422,6 +428,17 @@ func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwa
 	// here, that is one more hop: this node's ring owner holds the counters
 	// or knows where they went.
 	return owner, false, false
+}
+
+// keyCapped answers an item the shard refused at its rule's key cap: the
+// node cannot track one more key of the rule, which is answered like an
+// owner that cannot decide (CodeUnavailable), so the rule's fail mode
+// applies at the caller (the SDK: open falls back to its local share,
+// closed denies). Existing keys of the rule are unaffected.
+func (n *Node) keyCapped(r *limit.Result, rule string) {
+	r.Allowed = false
+	r.Code, r.Err = limit.CodeUnavailable, "key_cap: rule "+rule+" holds its max_keys live keys on this node"
+	n.met.keyCapHits.WithLabelValues(rule).Inc()
 }
 
 func fillResult(r *limit.Result, b shard.Result) {

@@ -265,3 +265,50 @@ func TestGroupVoidedAcrossNodes(t *testing.T) {
 		t.Errorf("remote key after the voided group: %d left, want 100 (its tokens given back)", r[0].Remaining)
 	}
 }
+
+// A rule at its max_keys on the owner refuses new keys as unavailable
+// (code unavailable, "key_cap" reason: the rule's fail mode applies at the
+// caller), counts them in weir_shard_key_cap_hits_total, and keeps
+// deciding the keys it holds.
+func TestCheckKeyCap(t *testing.T) {
+	c := testcluster.New(t, 1)
+	c.ApplyRules(`
+rules:
+  - id: capped
+    match: {route: /c, method: GET}
+    key: apikey
+    rate: 1
+    period: 1h
+    burst: 3
+    max_keys: 1
+`)
+	nd := c.Nodes[0]
+	var held []string
+	refused := 0
+	for k := range 20 {
+		key := fmt.Sprintf("apikey:c%d", k)
+		res := make([]limit.Result, 1)
+		if err := nd.Check(context.Background(), []limit.Item{{Key: key, Rule: "capped", Cost: 1}}, res); err != nil {
+			t.Fatal(err)
+		}
+		switch r := res[0]; {
+		case r.Allowed:
+			held = append(held, key)
+		case r.Code == limit.CodeUnavailable && strings.HasPrefix(r.Err, "key_cap"):
+			refused++
+		default:
+			t.Fatalf("key %s: %+v", key, r)
+		}
+	}
+	// Each shard holds ceil(1/shards) = 1 key of the rule.
+	if len(held) < 1 || len(held) > 8 || len(held)+refused != 20 {
+		t.Fatalf("%d keys held, %d refused", len(held), refused)
+	}
+	res := make([]limit.Result, 1)
+	if err := nd.Check(context.Background(), []limit.Item{{Key: held[0], Rule: "capped", Cost: 1}}, res); err != nil || !res[0].Allowed {
+		t.Fatalf("a held key at the cap: %+v, %v", res[0], err)
+	}
+	if m := scrape(t, nd.HTTPAddr()); !strings.Contains(m, fmt.Sprintf("weir_shard_key_cap_hits_total{rule=\"capped\"} %d\n", refused)) {
+		t.Errorf("metrics lack weir_shard_key_cap_hits_total{rule=\"capped\"} %d", refused)
+	}
+}

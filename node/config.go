@@ -60,6 +60,11 @@ type Config struct {
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
 	Shards int
+	// MaxKeys is the default cap on one rule's live keys on this node, for
+	// rules without max_keys (0: 1,000,000). A new key beyond it is not
+	// tracked: its check is answered unavailable, so the rule's fail mode
+	// applies (docs/design.md, key floods).
+	MaxKeys int64
 
 	// ReplicationInterval is how often changed counters are shipped.
 	ReplicationInterval time.Duration
@@ -159,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards < 1 {
 		return fmt.Errorf("%w: shards must be >= 1", ErrConfig)
+	}
+	if c.MaxKeys < 0 {
+		return fmt.Errorf("%w: max keys must be >= 0", ErrConfig)
 	}
 	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 || c.ResolveTimeout < 0 {
 		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)

@@ -18,6 +18,7 @@ type metrics struct {
 	members         prometheus.Gauge
 	ringVersion     prometheus.Gauge
 	partitionsOwned prometheus.Gauge
+	keyCapHits      *prometheus.CounterVec
 
 	checkChildren sync.Map // rule id → *[nDecisions]prometheus.Counter of checks
 }
@@ -41,8 +42,11 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
 		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Ring identity: a 32-bit hash of the ring's members and config, equal on every node that agrees on the ring."}),
 		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
+		keyCapHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_shard_key_cap_hits_total", Help: "Checks for a new key refused because its rule holds max_keys live keys on this node.",
+		}, []string{"rule"}),
 	}
-	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned)
+	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned, m.keyCapHits)
 	return m
 }
 

@@ -39,6 +39,23 @@ type Config struct {
 	// again is kept: the engine does not know its limit, so it cannot
 	// compute its real idle deadline until the next decision. Default 24h.
 	ImportIdle time.Duration
+	// SweepPass bounds how long a full sweep pass takes: each shard runs
+	// as many extra steps (between batches, one step at a time) as it takes
+	// to examine every slot of its tables about once per SweepPass, so a
+	// counter is dropped within about 2*(SweepPass + SweepEvery) of its
+	// idle deadline (the walk may just have passed it), however many
+	// counters there are. Default 5s.
+	SweepPass time.Duration
+	// ReleaseBytes is how many bytes of tables the sweep must have freed
+	// before the engine returns idle memory to the operating system
+	// (debug.FreeOSMemory). Default 64 MiB.
+	ReleaseBytes int64
+	// MaxKeys is the default cap on the live counters of one rule
+	// (Item.Cap) in this engine, for items whose Cap.MaxKeys is 0. Default
+	// 1,000,000.
+	MaxKeys int64
+	// ReleaseEvery is the least time between two such returns. Default 10s.
+	ReleaseEvery time.Duration
 }
 
 // DefaultConfig returns the defaults described on Config.
@@ -51,6 +68,11 @@ func DefaultConfig() Config {
 		SweepEvery:  time.Second,
 		SweepBudget: 16384,
 		ImportIdle:  24 * time.Hour,
+		SweepPass:   5 * time.Second,
+
+		MaxKeys:      1_000_000,
+		ReleaseBytes: 64 << 20,
+		ReleaseEvery: 10 * time.Second,
 	}
 }
 
@@ -78,6 +100,18 @@ func (c Config) withDefaults() Config {
 	if c.ImportIdle == 0 {
 		c.ImportIdle = d.ImportIdle
 	}
+	if c.SweepPass == 0 {
+		c.SweepPass = d.SweepPass
+	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = d.MaxKeys
+	}
+	if c.ReleaseBytes == 0 {
+		c.ReleaseBytes = d.ReleaseBytes
+	}
+	if c.ReleaseEvery == 0 {
+		c.ReleaseEvery = d.ReleaseEvery
+	}
 	return c
 }
 
@@ -98,6 +132,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SweepBudget %d < 1", ErrInvalidConfig, c.SweepBudget)
 	case c.ImportIdle <= 0:
 		return fmt.Errorf("%w: ImportIdle %v <= 0", ErrInvalidConfig, c.ImportIdle)
+	case c.SweepPass <= 0:
+		return fmt.Errorf("%w: SweepPass %v <= 0", ErrInvalidConfig, c.SweepPass)
+	case c.MaxKeys < 0:
+		return fmt.Errorf("%w: MaxKeys %d < 0", ErrInvalidConfig, c.MaxKeys)
+	case c.ReleaseBytes < 0:
+		return fmt.Errorf("%w: ReleaseBytes %d < 0", ErrInvalidConfig, c.ReleaseBytes)
+	case c.ReleaseEvery <= 0:
+		return fmt.Errorf("%w: ReleaseEvery %v <= 0", ErrInvalidConfig, c.ReleaseEvery)
 	}
 	return nil
 }

@@ -40,16 +40,37 @@
 //
 // Each counter stores, beside its 24-byte bucket.State, an idle deadline:
 // the time after which its state is certainly full again (last decision +
-// Limit.IdleAfter, never moved earlier), so the sweep needs no Limit. Every
-// SweepEvery a shard examines about SweepBudget slots, continuing from
-// where it stopped, and drops counters past their deadline, so a step's
-// pause is bounded. A partition's table shrinks once a quarter full and an
-// emptied partition is deleted, which gives the memory back.
+// Limit.IdleAfter, never moved earlier), so the sweep needs no Limit. A
+// sweep step examines about SweepBudget slots, continuing from where the
+// previous one stopped, and drops counters past their deadline, so a
+// step's pause is bounded. Every SweepEvery a shard runs one step and
+// schedules as many more as it takes to walk all its slots within
+// SweepPass; they run one at a time between batches. So
+// however many counters a key flood left behind, each is dropped within
+// about 2*(SweepPass+SweepEvery) (12 s by default) of its idle deadline.
+// A partition's table shrinks once a quarter full and an emptied partition
+// is deleted, which gives the memory to the Go heap; once the shards have
+// freed ReleaseBytes of tables, the engine's releaser goroutine calls
+// debug.FreeOSMemory (at most once per ReleaseEvery), so the process's RSS
+// follows instead of waiting minutes for the runtime's scavenger.
+//
+// # Key cap
+//
+// Each item may name its rule and that rule's cap on live keys
+// (Item.Cap, MaxKeys 0: Config.MaxKeys). A shard counts its live counters by
+// rule (a 16-bit rule tag kept in each slot, so expiry counts them out
+// without a lookup) and holds up to ceil(MaxKeys/Shards) per rule. A
+// decision that would store a new counter of a rule at its cap stores
+// nothing and answers Result.KeyCap (not allowed, nothing taken; in a
+// group it denies the group). Existing counters are decided as usual, and
+// the count falls as counters idle out. Imported counters carry no rule
+// until their first decision, which counts them (possibly past the cap).
 //
 // # Storage
 //
 // Per shard: map partition → part. A part holds a linear-probing table of
-// 40-byte slots (id, bucket.State, idle deadline) that grows by half at 4/5
+// 40-byte slots (id, bucket.State, idle deadline in ms with the rule tag
+// in its top 16 bits) that grows by half at 4/5
 // full, i.e. 50 to 75 bytes per counter (Go maps cost 60 to 100 here), and,
 // only if the partition has sliding_log counters, a Go map id → log.
 // Counters whose state is the zero (fresh) State are not stored.
@@ -65,8 +86,8 @@
 //
 // # Time and cancellation
 //
-// Close stops and joins every shard goroutine; calls made afterwards, and
-// calls still waiting, return ErrClosed. A Check whose ctx ends returns
-// ctx.Err(); a shard skips a request whose ctx already ended, but the parts
-// of a call that were decided before stay decided.
+// Close stops and joins every shard goroutine and the releaser; calls made
+// afterwards, and calls still waiting, return ErrClosed. A Check whose ctx
+// ends returns ctx.Err(); a shard skips a request whose ctx already ended,
+// but the parts of a call that were decided before stay decided.
 package shard

@@ -18,6 +18,19 @@ type Item struct {
 	Cost      int64
 	Refund    bool   // give Cost back instead of taking it
 	Group     uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
+	// Cap names the counter's rule for the per-rule key cap; nil leaves
+	// the counter uncounted and uncapped. (A pointer, shared by every item
+	// of the rule, keeps Item at 72 bytes: items are copied per check.)
+	Cap *KeyCap
+}
+
+// KeyCap is a rule's key cap: the most live counters of Rule this engine
+// holds. A new counter of a rule at its cap is not stored: its item is
+// answered Result.KeyCap. Each shard holds up to ceil(MaxKeys/Shards) of
+// them. The engine only reads it.
+type KeyCap struct {
+	Rule    string
+	MaxKeys int64 // 0: Config.MaxKeys
 }
 
 // Result is the answer for one Item: the bucket's, and whether the item
@@ -27,6 +40,10 @@ type Item struct {
 type Result struct {
 	bucket.Result
 	Voided bool
+	// KeyCap is set when the item was for a new counter of a rule at its
+	// key cap (Item.Cap): Allowed is false, nothing was taken or
+	// stored. Existing counters of the rule are decided as usual.
+	KeyCap bool
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without
@@ -36,6 +53,11 @@ type Stats struct {
 	Queue   []int  // requests waiting in each shard's channel, by shard index
 	Batches uint64 // batches decided since New
 	Items   uint64 // items decided or refunded since New
+	// KeyCapHits counts items refused at their rule's key cap (Result.KeyCap).
+	KeyCapHits uint64
+	// Releases counts returns of freed memory to the OS
+	// (Config.ReleaseBytes).
+	Releases uint64
 }
 
 // Engine is the in-memory decision engine: Shards goroutines, each the sole
@@ -43,6 +65,7 @@ type Stats struct {
 type Engine struct {
 	cfg    Config
 	shards []*shard
+	rel    *releaser
 	pool   sync.Pool // *request, only ones whose reply was received
 
 	mu      sync.Mutex // guards the lifecycle transitions below
@@ -65,9 +88,11 @@ func New(cfg Config) (*Engine, error) {
 		shards:  make([]*shard, cfg.Shards),
 		quit:    make(chan struct{}),
 		stopped: make(chan struct{}),
+		rel:     newReleaser(&cfg),
 	}
 	for i := range e.shards {
 		e.shards[i] = newShard(&e.cfg)
+		e.shards[i].rel = e.rel
 	}
 	e.pool.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	return e, nil
@@ -88,6 +113,11 @@ func (e *Engine) Start() {
 			s.run(e.quit)
 		}()
 	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.rel.run(e.quit)
+	}()
 	e.started.Store(true)
 }
 
@@ -343,12 +373,13 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Queue: make([]int, len(e.shards))}
+	st := Stats{Queue: make([]int, len(e.shards)), Releases: e.rel.done.Load()}
 	for i, s := range e.shards {
 		st.Keys += int(s.keys.Load())
 		st.Queue[i] = len(s.in)
 		st.Batches += s.batches.Load()
 		st.Items += s.items.Load()
+		st.KeyCapHits += s.capHits.Load()
 	}
 	return st, nil
 }

@@ -80,6 +80,10 @@ func TestConfig(t *testing.T) {
 		"sweep":     func(c *shard.Config) { c.SweepEvery = -time.Second },
 		"budget":    func(c *shard.Config) { c.SweepBudget = -1 },
 		"importTTL": func(c *shard.Config) { c.ImportIdle = -1 },
+		"pass":      func(c *shard.Config) { c.SweepPass = -time.Second },
+		"release":   func(c *shard.Config) { c.ReleaseBytes = -1 },
+		"releaseTo": func(c *shard.Config) { c.ReleaseEvery = -1 },
+		"maxKeys":   func(c *shard.Config) { c.MaxKeys = -1 },
 	} {
 		c := shard.DefaultConfig()
 		mod(&c)

@@ -3,7 +3,11 @@ package shard_test
 import (
 	"context"
 	"flag"
+	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +139,104 @@ func mix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+var (
+	floodKeys   = flag.Int("floodkeys", 1_000_000, "distinct keys TestFloodMemoryReturns floods a node with")
+	floodSettle = flag.Duration("floodsettle", 0, "how long TestFloodMemoryReturns waits after expiry before it reports RSS again (measurement only)")
+)
+
+// rssKiB is the process's resident set (Linux; 0 elsewhere), for the log.
+func rssKiB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+func heapInuse() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// TestFloodMemoryReturns floods an engine with default sweep settings with
+// -floodkeys unique keys, lets them all pass their idle deadline, and
+// checks that the live heap is back near its baseline within the bound the
+// engine promises, 2*(SweepPass+SweepEvery) = 12 s after the deadline, however
+// many keys there were (the 15.5M-key flood of issue 12 took minutes).
+func TestFloodMemoryReturns(t *testing.T) {
+	n := *floodKeys
+	clk := newClock()
+	e, err := shard.New(shard.Config{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	defer e.Close()
+	ctx := context.Background()
+	base, baseRSS := heapInuse(), rssKiB()
+
+	const batch = 256
+	items := make([]shard.Item, batch)
+	out := make([]shard.Result, batch)
+	l := perSecond(10)
+	for i := 0; i < n; i += batch {
+		k := min(batch, n-i)
+		for j := range k {
+			id := mix(uint64(i + j))
+			items[j] = shard.Item{ID: id, Partition: uint32(id % memPartitions), Limit: l, Cost: 1}
+		}
+		if err := e.Check(ctx, items[:k], out[:k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peak, peakRSS := heapInuse(), rssKiB()
+	if got := keys(t, e); got != n {
+		t.Fatalf("Keys = %d, want %d", got, n)
+	}
+
+	clk.Add(time.Minute) // every key is past its idle deadline
+	began := time.Now()
+	d := shard.DefaultConfig()
+	bound := 2 * (d.SweepPass + d.SweepEvery)
+	testwait.For(t, bound+5*time.Second, "every key to idle out", func() error {
+		if k := keys(t, e); k != 0 {
+			return fmt.Errorf("%d keys left", k)
+		}
+		return nil
+	})
+	took := time.Since(began)
+	final := heapInuse()
+	t.Logf("RSS %d KiB before, %d KiB flooded, %d KiB after expiry (%d releases)", baseRSS, peakRSS, rssKiB(), stats(t, e).Releases)
+	if *floodSettle > 0 {
+		time.Sleep(*floodSettle) // a measurement, not a wait for a condition
+		t.Logf("RSS %d KiB %v later (%d releases)", rssKiB(), *floodSettle, stats(t, e).Releases)
+	}
+	t.Logf("%d keys: heap in use %d KiB before, %d KiB flooded, %d KiB %v after the deadline",
+		n, base>>10, peak>>10, final>>10, took.Round(100*time.Millisecond))
+	if took > bound {
+		t.Errorf("keys took %v to idle out, bound %v", took, bound)
+	}
+	if limit := 2*base + 8<<20; final > limit {
+		t.Errorf("heap in use %d after expiry, want <= %d (2x baseline %d + 8 MiB)", final, limit, base)
+	}
+}
+
+func stats(t *testing.T, e *shard.Engine) shard.Stats {
+	t.Helper()
+	st, err := e.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -37,6 +37,7 @@ type request struct {
 type logEntry struct {
 	log  []int64
 	idle int64
+	tag  uint16 // rule tag (ruleTags)
 }
 
 // part holds one partition's counters. Only the owning shard goroutine
@@ -66,6 +67,8 @@ type tentative struct {
 	s       bucket.State
 	lg      []int64
 	idle    int64
+	tag     uint16 // rule tag to give the counter (0: keep what it has)
+	old     logEntry
 }
 
 type shard struct {
@@ -75,26 +78,34 @@ type shard struct {
 	maxBatch    int
 	sweepEvery  time.Duration
 	sweepBudget int
+	sweepPass   time.Duration
 	importIdle  int64
+	rel         *releaser
+	maxKeys     int64 // Config.MaxKeys
+	nShards     int64
 
 	// Owned by the shard goroutine only.
-	parts    map[uint32]*part
-	live     int
-	batch    []*request
-	dirty    []dirtyRef
-	dirtySet dirtySet
-	changes  []replication.State
-	tent     []tentative
-	seen     []bool
-	order    []uint32 // partitions of the current sweep pass
-	cursor   int      // index in order of the partition being swept
-	slotPos  int      // next slot of that partition's table to examine
-	emptyLog []int64
+	parts     map[uint32]*part
+	live      int
+	batch     []*request
+	dirty     []dirtyRef
+	dirtySet  dirtySet
+	changes   []replication.State
+	tent      []tentative
+	seen      []bool
+	order     []uint32 // partitions of the current sweep pass
+	cursor    int      // index in order of the partition being swept
+	slotPos   int      // next slot of that partition's table to examine
+	emptyLog  []int64
+	steps     int // sweep steps still due before the next tick
+	tags      ruleTags
+	passSlots int64 // slots and logs the tables had when the current pass began
 
 	// Written by the shard goroutine, read by Stats.
 	keys    atomic.Int64
 	batches atomic.Uint64
 	items   atomic.Uint64
+	capHits atomic.Uint64
 }
 
 func newShard(cfg *Config) *shard {
@@ -105,7 +116,10 @@ func newShard(cfg *Config) *shard {
 		maxBatch:    cfg.MaxBatch,
 		sweepEvery:  cfg.SweepEvery,
 		sweepBudget: cfg.SweepBudget,
+		sweepPass:   cfg.SweepPass,
 		importIdle:  int64(cfg.ImportIdle),
+		maxKeys:     cfg.MaxKeys,
+		nShards:     int64(cfg.Shards),
 		parts:       make(map[uint32]*part),
 		emptyLog:    make([]int64, 0),
 	}
@@ -115,28 +129,73 @@ func (s *shard) run(quit <-chan struct{}) {
 	t := time.NewTicker(s.sweepEvery)
 	defer t.Stop()
 	for {
+		if s.steps > 0 {
+			// Sweep steps are due: one step, then at most one batch, so
+			// they make progress under load and a pause stays one step
+			// long.
+			s.steps--
+			s.sweepStep()
+			select {
+			case <-quit:
+				return
+			case r := <-s.in:
+				s.take(r)
+			case <-t.C:
+				s.tick()
+			default:
+			}
+			continue
+		}
 		select {
 		case <-quit:
 			return
 		case r := <-s.in:
-			s.batch = append(s.batch[:0], r)
-		drain:
-			for len(s.batch) < s.maxBatch {
-				select {
-				case r := <-s.in:
-					s.batch = append(s.batch, r)
-				default:
-					break drain
-				}
-			}
-			s.process(s.batch)
-			clear(s.batch)
+			s.take(r)
 		case <-t.C:
-			s.sweep(s.now())
-			s.flush() // the fresh states of counters that idled out
-			s.keys.Store(int64(s.live))
+			s.tick()
 		}
 	}
+}
+
+// take decides r and whatever else is queued, up to maxBatch requests.
+func (s *shard) take(r *request) {
+	s.batch = append(s.batch[:0], r)
+drain:
+	for len(s.batch) < s.maxBatch {
+		select {
+		case r := <-s.in:
+			s.batch = append(s.batch, r)
+		default:
+			break drain
+		}
+	}
+	s.process(s.batch)
+	clear(s.batch)
+}
+
+// tick runs one sweep step and schedules as many more before the next tick
+// as it takes to walk the tables within sweepPass: their slots (as many
+// as when the current pass began, or now, whichever is more), sweepBudget
+// per step, spread over sweepPass/sweepEvery ticks. (Counting the slots
+// visits the partition map, about a thousand entries, once a tick.)
+func (s *shard) tick() {
+	slots := s.passSlots
+	var now int64
+	for _, p := range s.parts {
+		now += int64(len(p.t.slots) + len(p.logs))
+	}
+	slots = max(slots, now)
+	ticks := max(1, int64(s.sweepPass/s.sweepEvery))
+	s.steps = int((slots/int64(s.sweepBudget) + ticks - 1) / ticks) // beyond this one
+	s.sweepStep()
+}
+
+// sweepStep runs one incremental idle-expiry step and reports what it
+// dropped.
+func (s *shard) sweepStep() {
+	s.sweep(s.now())
+	s.flush() // the fresh states of counters that idled out
+	s.keys.Store(int64(s.live))
 }
 
 // process decides one drained batch: one clock read, one OnChange call,
@@ -230,35 +289,54 @@ func idleAt(l bucket.Limit, now int64) int64 { return max(1, now+int64(l.IdleAft
 // putCounter stores the new state of a counter (deleting it when fresh).
 // i is the counter's index in its partition's table, or -1 if it is not
 // stored; it must still be valid (no insert or removal since the lookup).
-func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64) {
+// tag is the rule tag to give a new counter, or an existing one that has
+// none (0: none).
+func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64, tag uint16) {
 	k := dirtyKey{id: id}
 	if i >= 0 {
 		p := s.parts[pid]
 		sl := &p.t.slots[i]
 		switch {
 		case ns == (bucket.State{}):
+			s.tags.dec(sl.tag())
 			p.t.remove(i)
 			s.live--
 			s.markDirty(pid, k)
 		case ns != sl.s:
-			sl.s, sl.idle = ns, max(sl.idle, idle)
+			sl.s = ns
+			s.touch(sl, idle, tag)
 			s.markDirty(pid, k)
 		default:
-			sl.idle = max(sl.idle, idle)
+			s.touch(sl, idle, tag)
 		}
 		return
 	}
 	if ns == (bucket.State{}) {
 		return
 	}
-	s.partFor(pid).t.insert(slot{id: id, s: ns, idle: idle})
+	s.partFor(pid).t.insert(slot{id: id, s: ns, meta: packMeta(tag, idle)})
+	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
 }
 
+// touch moves a stored counter's idle deadline later (never earlier) and
+// gives it tag if it has none.
+func (s *shard) touch(sl *slot, idle int64, tag uint16) {
+	m := sl.meta
+	if dl := uint64(deadlineMs(idle)); dl > m&deadlineMask {
+		m = m&^deadlineMask | dl
+	}
+	if tag != 0 && m>>tagShift == 0 {
+		m |= uint64(tag) << tagShift
+		s.tags.inc(tag)
+	}
+	sl.meta = m
+}
+
 // putLog stores the new log of a sliding_log counter (deleting it when
-// empty).
-func (s *shard) putLog(pid uint32, id uint64, existed bool, oldIdle int64, lg []int64, idle int64, changed bool) {
+// empty). old is the stored entry (if existed); tag as for putCounter.
+func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []int64, idle int64, changed bool, tag uint16) {
 	k := dirtyKey{id: id, log: true}
 	if len(lg) == 0 {
 		if existed {
@@ -267,6 +345,7 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, oldIdle int64, lg []
 			if len(p.logs) == 0 {
 				p.logs = nil // Go maps never shrink
 			}
+			s.tags.dec(old.tag)
 			s.live--
 			s.markDirty(pid, k)
 		}
@@ -277,15 +356,40 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, oldIdle int64, lg []
 		p.logs = make(map[uint64]logEntry)
 	}
 	if existed {
-		p.logs[id] = logEntry{log: lg, idle: max(oldIdle, idle)}
+		if old.tag == 0 && tag != 0 {
+			old.tag = tag
+			s.tags.inc(tag)
+		}
+		p.logs[id] = logEntry{log: lg, idle: max(old.idle, idle), tag: old.tag}
 		if changed {
 			s.markDirty(pid, k)
 		}
 		return
 	}
-	p.logs[id] = logEntry{log: lg, idle: idle}
+	p.logs[id] = logEntry{log: lg, idle: idle, tag: tag}
+	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
+}
+
+// capped reports whether the rule tagged tag is at its key cap on this
+// shard: Item.Cap.MaxKeys (or Config.MaxKeys) split evenly over the shards.
+func (s *shard) capped(tag uint16, it *Item) bool {
+	if tag == 0 {
+		return false
+	}
+	m := it.Cap.MaxKeys
+	if m <= 0 {
+		m = s.maxKeys
+	}
+	return s.tags.live[tag] >= (m+s.nShards-1)/s.nShards
+}
+
+// keyCap is the answer for a new key refused at its rule's key cap: not
+// allowed, nothing taken, nothing stored.
+func (s *shard) keyCap(l bucket.Limit) Result {
+	s.capHits.Add(1)
+	return Result{Result: bucket.Result{Limit: l.Capacity()}, KeyCap: true}
 }
 
 func (s *shard) check(items []Item, out []Result, now int64) {
@@ -293,7 +397,7 @@ func (s *shard) check(items []Item, out []Result, now int64) {
 	for i := range items {
 		it := &items[i]
 		if it.Group == 0 || it.Refund {
-			out[i] = Result{Result: s.one(it, now)}
+			out[i] = s.one(it, now)
 			continue
 		}
 		if seen == nil {
@@ -315,7 +419,7 @@ func (s *shard) seenBuf(n int) []bool {
 }
 
 // one decides (or refunds) a single item against the stored counter.
-func (s *shard) one(it *Item, now int64) bucket.Result {
+func (s *shard) one(it *Item, now int64) Result {
 	p := s.parts[it.Partition]
 	if it.Limit.Algorithm == bucket.SlidingLog {
 		var le logEntry
@@ -333,9 +437,16 @@ func (s *shard) one(it *Item, now int64) bucket.Result {
 		} else {
 			lg, res = bucket.DecideLog(le.log, it.Limit, it.Cost, now)
 		}
+		var tag uint16
+		if it.Cap != nil && le.tag == 0 && len(lg) > 0 {
+			tag = s.tags.get(it.Cap.Rule)
+			if !ok && s.capped(tag, it) {
+				return s.keyCap(it.Limit)
+			}
+		}
 		changed := it.Refund || res.Allowed || len(lg) != oldLen
-		s.putLog(it.Partition, it.ID, ok, le.idle, lg, idleAt(it.Limit, now), changed)
-		return res
+		s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag)
+		return Result{Result: res}
 	}
 	i := -1
 	var old bucket.State
@@ -353,8 +464,15 @@ func (s *shard) one(it *Item, now int64) bucket.Result {
 	} else {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
-	s.putCounter(it.Partition, it.ID, i, ns, idleAt(it.Limit, now))
-	return res
+	var tag uint16
+	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || p.t.slots[i].meta>>tagShift == 0) {
+		tag = s.tags.get(it.Cap.Rule)
+		if i < 0 && s.capped(tag, it) {
+			return s.keyCap(it.Limit)
+		}
+	}
+	s.putCounter(it.Partition, it.ID, i, ns, idleAt(it.Limit, now), tag)
+	return Result{Result: res}
 }
 
 // group decides every non-refund item of items[first]'s group on copies of
@@ -379,7 +497,13 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
 		out[j] = Result{Result: res}
-		all = all && res.Allowed
+		if it.Cap != nil && t.tag == 0 && t.old.tag == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
+			t.tag = s.tags.get(it.Cap.Rule)
+			if !t.existed && s.capped(t.tag, it) {
+				out[j] = s.keyCap(it.Limit)
+			}
+		}
+		all = all && out[j].Allowed
 	}
 	if !all {
 		// Nothing is taken: report every item as denied, the allowed ones
@@ -398,18 +522,18 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 	for i := range s.tent {
 		t := &s.tent[i]
 		if t.key.log {
-			var oldIdle int64
+			var old logEntry
 			if t.existed {
-				oldIdle = s.parts[t.pid].logs[t.key.id].idle
+				old = s.parts[t.pid].logs[t.key.id]
 			}
-			s.putLog(t.pid, t.key.id, t.existed, oldIdle, t.lg, t.idle, true)
+			s.putLog(t.pid, t.key.id, t.existed, old, t.lg, t.idle, true, t.tag)
 		} else {
 			// Look up again: earlier commits may have moved slots.
 			i := -1
 			if p := s.parts[t.pid]; p != nil {
 				i = p.t.find(t.key.id)
 			}
-			s.putCounter(t.pid, t.key.id, i, t.s, t.idle)
+			s.putCounter(t.pid, t.key.id, i, t.s, t.idle, t.tag)
 		}
 	}
 	clear(s.tent)
@@ -428,11 +552,11 @@ func (s *shard) tentFor(it *Item) *tentative {
 	if p := s.parts[it.Partition]; p != nil {
 		if k.log {
 			if le, ok := p.logs[it.ID]; ok {
-				t.existed = true
+				t.existed, t.old.tag = true, le.tag
 				t.lg = append([]int64(nil), le.log...) // DecideLog may reuse its input
 			}
 		} else if i := p.t.find(it.ID); i >= 0 {
-			t.existed, t.s = true, p.t.slots[i].s
+			t.existed, t.s, t.old.tag = true, p.t.slots[i].s, p.t.slots[i].tag()
 		}
 	}
 	s.tent = append(s.tent, t)
@@ -447,7 +571,7 @@ func (s *shard) export(r *request) {
 			continue
 		}
 		for _, sl := range p.t.slots {
-			if sl.idle != 0 {
+			if sl.meta != 0 {
 				out = append(out, replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C})
 			}
 		}
@@ -474,7 +598,7 @@ func (s *shard) importStates(states []replication.State, now int64) {
 					continue
 				}
 			}
-			s.putLog(st.Partition, st.ID, false, 0, append([]int64(nil), st.Log...), idle, true)
+			s.putLog(st.Partition, st.ID, false, logEntry{}, append([]int64(nil), st.Log...), idle, true, 0)
 			continue
 		}
 		ns := bucket.State{A: st.A, B: st.B, C: st.C}
@@ -484,7 +608,7 @@ func (s *shard) importStates(states []replication.State, now int64) {
 		if p != nil && p.t.find(st.ID) >= 0 {
 			continue
 		}
-		s.putCounter(st.Partition, st.ID, -1, ns, idle)
+		s.putCounter(st.Partition, st.ID, -1, ns, idle, 0)
 	}
 }
 
@@ -492,6 +616,12 @@ func (s *shard) drop(parts []uint32) {
 	for _, pid := range parts {
 		if p := s.parts[pid]; p != nil {
 			s.live -= p.live()
+			for i := range p.t.slots {
+				s.tags.dec(p.t.slots[i].tag())
+			}
+			for _, le := range p.logs {
+				s.tags.dec(le.tag)
+			}
 			delete(s.parts, pid)
 		}
 	}
@@ -512,8 +642,11 @@ func (s *shard) sweep(now int64) {
 			}
 			restarted = true
 			s.order = s.order[:0]
-			for pid := range s.parts {
+			s.tags.reap()
+			s.passSlots = 0
+			for pid, p := range s.parts {
 				s.order = append(s.order, pid)
+				s.passSlots += int64(len(p.t.slots) + len(p.logs))
 			}
 			s.cursor, s.slotPos = 0, 0
 			if len(s.order) == 0 {
@@ -532,7 +665,9 @@ func (s *shard) sweep(now int64) {
 		budget -= s.sweepSlots(pid, p, now, max(budget, 1))
 		if s.slotPos >= len(p.t.slots) {
 			// Partition done: give memory back.
-			p.t.shrink()
+			if freed := p.t.shrink(); freed > 0 && s.rel != nil {
+				s.rel.freed(freed)
+			}
 			if p.live() == 0 {
 				delete(s.parts, pid)
 			}
@@ -547,10 +682,12 @@ func (s *shard) sweep(now int64) {
 // at the same index; entries it misses are found by the next pass.)
 func (s *shard) sweepSlots(pid uint32, p *part, now int64, budget int) int {
 	i, examined := s.slotPos, 0
+	nowMs := now / 1e6 // deadlines are rounded up: dropped no earlier than their ns deadline
 	for i < len(p.t.slots) && examined < budget {
 		examined++
-		if idle := p.t.slots[i].idle; idle != 0 && idle <= now {
-			s.expired(replication.State{Partition: pid, ID: p.t.slots[i].id})
+		if sl := &p.t.slots[i]; sl.meta != 0 && sl.deadline() <= nowMs {
+			s.expired(replication.State{Partition: pid, ID: sl.id})
+			s.tags.dec(sl.tag())
 			p.t.remove(i)
 			s.live--
 			continue
@@ -566,6 +703,7 @@ func (s *shard) sweepLogs(pid uint32, p *part, now int64) int {
 	for id, le := range p.logs {
 		if le.idle <= now {
 			s.expired(replication.State{Partition: pid, ID: id, Log: s.emptyLog})
+			s.tags.dec(le.tag)
 			delete(p.logs, id)
 			s.live--
 		}

@@ -6,12 +6,39 @@ import (
 	"github.com/weirlimit/weir/bucket"
 )
 
-// slot is one counter in a table: 40 bytes, no per-slot metadata. A slot
-// with idle == 0 is empty; stored counters always have idle >= 1.
+// slot is one counter in a table: 40 bytes, no per-slot metadata beyond
+// meta, which packs the idle deadline (unix milliseconds, rounded up, in
+// the low 48 bits: after it the state is certainly fresh again) and the
+// counter's rule tag (high 16 bits, 0: none; see ruleTags). A slot with
+// meta == 0 is empty; stored counters always have a deadline >= 1.
 type slot struct {
 	id   uint64
 	s    bucket.State
-	idle int64 // unix ns after which s is certainly fresh again
+	meta uint64
+}
+
+const (
+	tagShift     = 48
+	deadlineMask = 1<<tagShift - 1
+)
+
+func (sl *slot) deadline() int64 { return int64(sl.meta & deadlineMask) }
+func (sl *slot) tag() uint16     { return uint16(sl.meta >> tagShift) }
+
+// packMeta builds a slot's meta from a rule tag and an idle deadline in
+// unix ns (rounded up to the millisecond, at least 1).
+func packMeta(tag uint16, idle int64) uint64 {
+	return uint64(tag)<<tagShift | uint64(deadlineMs(idle))
+}
+
+// deadlineMs rounds an idle deadline in ns up to milliseconds, within
+// [1, deadlineMask], so a slot is never dropped before its deadline.
+func deadlineMs(idle int64) int64 {
+	ms := idle / 1e6
+	if ms*1e6 < idle {
+		ms++
+	}
+	return min(max(ms, 1), deadlineMask)
 }
 
 const (
@@ -50,7 +77,7 @@ func (t *table) find(id uint64) int {
 	}
 	for i := t.home(id); ; {
 		switch {
-		case t.slots[i].idle == 0:
+		case t.slots[i].meta == 0:
 			return -1
 		case t.slots[i].id == id:
 			return i
@@ -72,7 +99,7 @@ func (t *table) insert(sl slot) {
 
 func (t *table) place(sl slot) {
 	i := t.home(sl.id)
-	for t.slots[i].idle != 0 {
+	for t.slots[i].meta != 0 {
 		if i++; i == len(t.slots) {
 			i = 0
 		}
@@ -89,7 +116,7 @@ func (t *table) remove(i int) {
 		if j++; j == n {
 			j = 0
 		}
-		if t.slots[j].idle == 0 {
+		if t.slots[j].meta == 0 {
 			break
 		}
 		// The entry at j may fill the hole at i unless its home lies
@@ -116,18 +143,21 @@ func (t *table) resize(capacity int) {
 	old := t.slots
 	t.slots = make([]slot, capacity)
 	for i := range old {
-		if old[i].idle != 0 {
+		if old[i].meta != 0 {
 			t.place(old[i])
 		}
 	}
 }
 
-// shrink gives memory back once the table is at most a quarter full.
-func (t *table) shrink() {
+// shrink gives memory back once the table is at most a quarter full; it
+// returns the bytes of table it let go.
+func (t *table) shrink() int {
+	was := len(t.slots)
 	switch {
 	case t.n == 0:
 		t.resize(0)
 	case len(t.slots) > minTableCap && t.n*4 <= len(t.slots):
 		t.resize(max(minTableCap, t.n*2))
 	}
+	return (was - len(t.slots)) * slotSize
 }

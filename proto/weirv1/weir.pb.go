@@ -737,12 +737,14 @@ type Rule struct {
 	Algorithm string                 `protobuf:"bytes,4,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
 	Rate      int64                  `protobuf:"varint,5,opt,name=rate,proto3" json:"rate,omitempty"`
 	// Go duration string, e.g. "1s", "1m", "24h".
-	Period        string `protobuf:"bytes,6,opt,name=period,proto3" json:"period,omitempty"`
-	Burst         int64  `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
-	FailMode      string `protobuf:"bytes,8,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
-	Timeout       string `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	Shadow        bool   `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
-	Lease         int64  `protobuf:"varint,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	Period   string `protobuf:"bytes,6,opt,name=period,proto3" json:"period,omitempty"`
+	Burst    int64  `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
+	FailMode string `protobuf:"bytes,8,opt,name=fail_mode,json=failMode,proto3" json:"fail_mode,omitempty"`
+	Timeout  string `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Shadow   bool   `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Lease    int64  `protobuf:"varint,11,opt,name=lease,proto3" json:"lease,omitempty"`
+	// Most live keys of the rule one node holds (0: the node's default).
+	MaxKeys       int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +852,13 @@ func (x *Rule) GetShadow() bool {
 func (x *Rule) GetLease() int64 {
 	if x != nil {
 		return x.Lease
+	}
+	return 0
+}
+
+func (x *Rule) GetMaxKeys() int64 {
+	if x != nil {
+		return x.MaxKeys
 	}
 	return 0
 }
@@ -2468,7 +2477,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\x93\x02\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xae\x02\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -2481,7 +2490,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\atimeout\x18\t \x01(\tR\atimeout\x12\x16\n" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12\x14\n" +
-	"\x05lease\x18\v \x01(\x03R\x05lease\"\x94\x01\n" +
+	"\x05lease\x18\v \x01(\x03R\x05lease\x12\x19\n" +
+	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\"\x94\x01\n" +
 	"\bOverride\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +

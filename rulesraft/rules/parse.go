@@ -218,9 +218,11 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.bool(v, name, &r.Shadow)
 		case "lease":
 			d.int(v, name, &r.Lease)
+		case "max_keys":
+			d.int(v, name, &r.MaxKeys)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys)")
 		}
 	}
 	return r, lines, bad

@@ -61,7 +61,7 @@ func TestParseFileListsEveryProblemWithLines(t *testing.T) {
 		{7, "rules[1].id", `"bad rate": may hold only letters, digits and . _ : -`},
 		{8, "rules[1].match.method", `"get": must be "*" or an uppercase HTTP method such as GET`},
 		{10, "rules[1].rate", "must be > 0"},
-		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease)"},
+		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys)"},
 		{13, "rules[2].id", `duplicate id "ok" (first used by rules[0] at line 2)`},
 		{15, "rules[2].match.route", `"/v1/{id": segment "{id" must be a whole {param}`},
 		{17, "rules[2].key", `unknown key type "cookie" (want apikey | user | ip | global | header:<Name>)`},
@@ -302,5 +302,19 @@ func TestParseFileOneDocumentWithMarkers(t *testing.T) {
 	_, err = ParseFile([]byte("rules: []\n---\nrules: []\n"))
 	if err == nil || !strings.Contains(err.Error(), "line 2: a second YAML document") {
 		t.Fatalf("err = %v, want the line of the second document", err)
+	}
+}
+
+func TestParseMaxKeys(t *testing.T) {
+	rs, err := ParseFile([]byte("rules:\n  - {id: a, match: {route: /a}, key: ip, rate: 5, period: 1s, max_keys: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].MaxKeys != 1000 {
+		t.Fatalf("MaxKeys = %d, want 1000", rs[0].MaxKeys)
+	}
+	ps := parseProblems(t, "rules:\n  - {id: a, match: {route: /a}, key: ip, rate: 5, period: 1s, max_keys: -1}\n")
+	if len(ps) != 1 || ps[0].Field != "rules[0].max_keys" {
+		t.Fatalf("problems %+v, want one on rules[0].max_keys", ps)
 	}
 }

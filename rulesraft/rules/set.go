@@ -158,6 +158,7 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("timeout", a.Timeout, b.Timeout)
 	cs.add("shadow", a.Shadow, b.Shadow)
 	cs.add("lease", a.Lease, b.Lease)
+	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
 	return cs
 }
 

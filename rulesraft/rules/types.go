@@ -49,6 +49,11 @@ type Rule struct {
 	Timeout   Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	Shadow    bool     `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 	Lease     int64    `json:"lease,omitempty" yaml:"lease,omitempty"`
+	// MaxKeys caps the live keys (counters) of this rule on each node: a
+	// check for a new key beyond it is not tracked and is answered by the
+	// rule's fail mode (see docs/design.md, key floods). 0 means the
+	// node's default.
+	MaxKeys int64 `json:"max_keys,omitempty" yaml:"max_keys,omitempty"`
 }
 
 // Match selects the requests a rule applies to. Route is exact, may hold

@@ -186,6 +186,10 @@ func (r Rule) check(ps *problems) {
 		ps.add("lease", "%d is over the rate (%d), all a %s window holds", r.Lease, r.Rate, alg)
 	}
 
+	if r.MaxKeys < 0 {
+		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
+	}
+
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {
 		if err := r.Limit().Validate(MaxLogLimit); err != nil {

@@ -76,6 +76,7 @@ func TestRuleValidateProblems(t *testing.T) {
 		{"lease over burst", func(r *Rule) { r.Lease = 21 }, "lease", "over the burst (20)"},
 		{"lease over implied burst", func(r *Rule) { r.Burst, r.Lease = 0, 11 }, "lease", "over the burst (10)"},
 		{"lease over window rate", func(r *Rule) { r.Algorithm, r.Lease = AlgFixedWindow, 15 }, "lease", "over the rate (10)"},
+		{"max_keys negative", func(r *Rule) { r.MaxKeys = -1 }, "max_keys", "must be >= 0"},
 		{"sliding_log over cap", func(r *Rule) { r.Algorithm, r.Rate, r.Burst = AlgSlidingLog, MaxLogLimit+1, 0 }, "rate", "sliding_log"},
 	}
 	for _, tt := range tests {

@@ -23,6 +23,7 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Timeout:   durationString(r.Timeout),
 		Shadow:    r.Shadow,
 		Lease:     r.Lease,
+		MaxKeys:   r.MaxKeys,
 	}
 }
 
@@ -77,6 +78,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		FailMode:  p.GetFailMode(),
 		Shadow:    p.GetShadow(),
 		Lease:     p.GetLease(),
+		MaxKeys:   p.GetMaxKeys(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}

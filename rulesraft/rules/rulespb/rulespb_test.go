@@ -24,6 +24,7 @@ func sampleRule() rules.Rule {
 		Timeout:   rules.Duration(5 * time.Millisecond),
 		Shadow:    true,
 		Lease:     2,
+		MaxKeys:   50_000,
 	}
 }
 
