@@ -53,30 +53,52 @@ func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.Err
 
 // watchQuorum samples every 100 ms how long this node has known no Raft
 // leader (Node.leaderlessFor), and marks the quorum regained
-// (Node.regained) when a leader is known again after quorumLostAfter
-// without one. After a network split, the side that spent it without a
-// leader had no quorum, and the other side may have served its partitions
-// meanwhile (see changeRing).
+// (Node.regained) when this node comes back from being cut off: after
+// quorumLostAfter without a leader, it asks its peers every
+// leaveProbeEvery whether they answer, and once none did, the first answer
+// (the network is back) or a leader known again counts. Raft alone would
+// say so late: the leader backs off from a follower it could not reach, up
+// to tens of seconds. After a network split, the side that spent it
+// without a leader had no quorum, and the other side may have served its
+// partitions meanwhile (see changeRing). A long election among reachable
+// peers is not a cut: they answer throughout.
 func (n *Node) watchQuorum() {
 	const every = 100 * time.Millisecond
 	var (
 		seen bool          // a leader was known once (startup is not a loss)
 		run  time.Duration // the current stretch without a leader
+		cut  bool          // in this stretch, no peer answered
+		done bool          // regained already marked in this stretch
 	)
-	n.every(every, func() bool {
-		if id, _ := n.store.Leader(); id == "" {
-			if seen {
-				run += every
-				n.leaderlessFor.Store(int64(run))
-			}
-			return false
-		}
-		if run >= quorumLostAfter {
+	regain := func() {
+		if !done {
 			n.regained.Store(true)
 			n.signalChanged()
+			done = true
 		}
-		seen, run = true, 0
-		n.leaderlessFor.Store(0)
+	}
+	n.every(every, func() bool {
+		if id, _ := n.store.Leader(); id != "" {
+			if run >= quorumLostAfter {
+				regain()
+			}
+			seen, run, cut, done = true, 0, false, false
+			n.leaderlessFor.Store(0)
+			return false
+		}
+		if !seen {
+			return false
+		}
+		run += every
+		n.leaderlessFor.Store(int64(run))
+		if run >= quorumLostAfter && !done && run%leaveProbeEvery == 0 {
+			switch answers := n.peerAnswers(n.ctx); {
+			case !answers:
+				cut = true
+			case cut:
+				regain()
+			}
+		}
 		return false
 	})
 }
