@@ -31,6 +31,7 @@ type nodeFlags struct {
 	advertise, adminToken, pprofAddr                      string
 	join                                                  []string
 	bootstrapExpect, shards                               int
+	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
 	reflection                                            bool
 	logLevel                                              slog.Level
@@ -54,6 +55,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.adminToken, "admin-token", "", "token required for rule writes")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.IntVar(&f.shards, "shards", def.Shards, "decision goroutines")
+	fs.Int64Var(&f.maxKeys, "max-keys", 0, "default cap on one rule's live keys on this node, for rules without max_keys (0: 1,000,000); a new key beyond it is answered unavailable (key_cap)")
 	fs.DurationVar(&f.replInterval, "replication-interval", def.ReplicationInterval,
 		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions")
 	leave := def.LeaveTimeout
@@ -63,7 +65,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
-		"admin-token", "log-level", "shards", "replication-interval", "leave-timeout", "grpc-reflection")
+		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -77,6 +79,7 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
 	cfg.Shards = f.shards
+	cfg.MaxKeys = f.maxKeys
 	if f.replInterval <= 0 {
 		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}
