@@ -188,15 +188,7 @@ func TestCheckWithoutRingIsUnavailable(t *testing.T) {
 	}
 }
 
-const groupRules = `
-rules:
-  - id: three
-    match: {route: /t, method: GET}
-    key: apikey
-    rate: 1
-    period: 1h
-    burst: 3
-  - id: big
+const groupRules = checkRules + `  - id: big
     match: {route: /b, method: GET}
     key: apikey
     rate: 1

@@ -22,13 +22,17 @@ var memKeys = flag.Int("memkeys", 100_000, "distinct counters TestMemoryPerKey i
 // keys spread over partitions as the ring spreads them.
 const memPartitions = 1024
 
-func heapAlloc() uint64 {
+// memStats reads the heap after two collections (the second frees what
+// the first's finalizers released).
+func memStats() runtime.MemStats {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms
 }
+
+func heapAlloc() uint64 { return memStats().HeapAlloc }
 
 // TestMemoryPerKey inserts -memkeys distinct counters, reports the heap
 // bytes they cost, lets them idle out and reports how much came back.
@@ -161,13 +165,7 @@ func rssKiB() int {
 	return 0
 }
 
-func heapInuse() uint64 {
-	var ms runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
+func heapInuse() uint64 { return memStats().HeapInuse }
 
 // TestFloodMemoryReturns floods an engine with default sweep settings with
 // -floodkeys unique keys, lets them all pass their idle deadline, and
