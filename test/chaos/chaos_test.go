@@ -118,9 +118,9 @@ type faultRun struct {
 }
 
 type event struct {
-	at      time.Time
-	allowed bool
-	cutSide bool // decided by the node cut off (cut fault)
+	sent, at time.Time // the check was sent at sent and answered at at
+	allowed  bool
+	cutSide  bool // decided by the node cut off (cut fault)
 }
 
 // keysFor picks n keys named prefix-i: a third owned by target, a third
@@ -186,8 +186,9 @@ func (f *faultRun) startLoads(t *testing.T, sdk *client.Client) {
 		f.g.goFunc(func() {
 			pace(f.g.ctx, hotEvery, maxChecks, func() {
 				if n := f.c.pick(); n != nil {
+					sent := time.Now()
 					if ok, err := f.c.check(n, "apikey:"+k, "chaos.hot"); err == nil {
-						f.record(k, event{time.Now(), ok, false})
+						f.record(k, event{sent, time.Now(), ok, false})
 					}
 				}
 			})
@@ -196,8 +197,9 @@ func (f *faultRun) startLoads(t *testing.T, sdk *client.Client) {
 		f.g.goFunc(func() {
 			pace(f.g.ctx, 2*hotEvery, maxChecks, func() {
 				if n := f.cutOff.Load(); n != nil {
+					sent := time.Now()
 					if ok, err := f.c.check(n, "apikey:"+k, "chaos.hot"); err == nil {
-						f.record(k, event{time.Now(), ok, true})
+						f.record(k, event{sent, time.Now(), ok, true})
 					}
 				}
 			})
@@ -348,6 +350,30 @@ func measure(t *testing.T, c *cluster, sdk *client.Client, name, keys string, ta
 	return f.r
 }
 
+// majorityAllowance is what the majority may admit on the hot keys
+// between cut and healed: per key, what refilled since the last check
+// known to be denied before the cut (the bucket held less than one token
+// then) plus the replication window (2). Counting from the denial rather
+// than from the cut keeps a stalled client, whose bucket filled up
+// before the cut, from failing the run; a key with no denial before the
+// cut may have held its whole burst.
+func (f *faultRun) majorityAllowance(cut, healed time.Time) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var allow float64
+	for _, k := range f.hot {
+		keyAllow := hotBurst + hotRate*healed.Sub(cut).Seconds() + 2
+		for _, e := range slices.Backward(f.events[k]) {
+			if !e.allowed && !e.cutSide && e.at.Before(cut) {
+				keyAllow = 1 + hotRate*healed.Sub(e.sent).Seconds() + 2
+				break
+			}
+		}
+		allow += keyAllow
+	}
+	return allow
+}
+
 // hotDuring sums the admissions between from and to on the hot keys keep
 // selects, by the cut side or the others.
 func (f *faultRun) hotDuring(from, to time.Time, cutSide bool, keep func(k string) bool) float64 {
@@ -457,7 +483,7 @@ func faultCut(t *testing.T, c *cluster) func(f *faultRun) {
 		all := func(string) bool { return true }
 		T := healed.Sub(cut).Seconds()
 		f.r.cutAdmitted = f.hotDuring(cut, healed, false, all)
-		f.r.cutAllow = float64(len(f.hot)) * (hotRate*T + 2)
+		f.r.cutAllow = f.majorityAllowance(cut, healed)
 		copies := func(k string) bool { return f.hotCopy[k] }
 		f.r.cutSideCopy = f.hotDuring(cut, healed, true, copies)
 		f.r.cutAllowCopy = float64(len(f.hot)*2/3) * (hotRate*T + 2)

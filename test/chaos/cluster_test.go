@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -57,10 +59,16 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		writes: &http.Client{Timeout: 5 * time.Second}}
 	t.Cleanup(func() {
 		if t.Failed() {
+			// The logs go to files, so that the failures stay the last
+			// lines of the output (CI shows its tail).
+			dir, err := os.MkdirTemp("", run+"-logs-")
 			for _, n := range c.nodes {
-				out, _ := docker("logs", "--tail", "40", n.name)
-				t.Logf("--- last logs of %s:\n%s", n.name, out)
+				out, _ := docker("logs", n.name)
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dir, n.id+".log"), []byte(out), 0o644)
+				}
 			}
+			t.Logf("the nodes' logs: %s (%v)", dir, err)
 		}
 		removeByLabel(t, label, run)
 		if left, _ := docker("ps", "-aq", "--filter", "label="+label+"="+run); left != "" {
