@@ -33,24 +33,66 @@ type HistoryEntry struct {
 // version is one immutable state of the rule set. Rules and overrides are
 // held by pointer so consecutive versions share every rule they did not
 // change, and a slice that did not change at all is shared whole.
+//
+// The head (the current version) holds its lists flat, for the commands
+// to work on; a version that is no longer the head is compacted into
+// pieces shared with its neighbours (pieces.go), so the kept history
+// costs memory in proportion to what each version changed.
 type version struct {
 	HistoryEntry
 	prev      uint64            // the version this one was made from (0: none)
-	rules     []*rules.Rule     // sorted by ID; never mutated once published
-	overrides []*rules.Override // sorted by Rule, Key; never mutated once published
+	rules     []*rules.Rule     // sorted by ID; never mutated once published; nil once compacted
+	overrides []*rules.Override // sorted by Rule, Key; never mutated once published; nil once compacted
+
+	compacted  bool
+	rulePieces pieces[rules.Rule]
+	ovPieces   pieces[rules.Override]
+}
+
+func ruleKey(r *rules.Rule) string           { return r.ID }
+func overrideKeyOf(o *rules.Override) string { return o.Rule + "\x00" + o.Key }
+
+// lists returns v's rules and overrides, flat. They must not be modified.
+func (v *version) lists() ([]*rules.Rule, []*rules.Override) {
+	if !v.compacted {
+		return v.rules, v.overrides
+	}
+	return v.rulePieces.flat(), v.ovPieces.flat()
+}
+
+// compact returns v stored in pieces, sharing those of like (a
+// neighbour in the history, or nil). v itself is not changed: a reader
+// may hold it.
+func (v *version) compact(like *version) *version {
+	if v.compacted {
+		return v
+	}
+	var lr pieces[rules.Rule]
+	var lo pieces[rules.Override]
+	if like != nil && like.compacted {
+		lr, lo = like.rulePieces, like.ovPieces
+	}
+	return &version{
+		HistoryEntry: v.HistoryEntry,
+		prev:         v.prev,
+		compacted:    true,
+		rulePieces:   toPieces(v.rules, ruleKey, lr),
+		ovPieces:     toPieces(v.overrides, overrideKeyOf, lo),
+	}
 }
 
 func (v *version) set() *rules.Set {
 	s := &rules.Set{Version: v.Version}
-	if len(v.rules) > 0 {
-		s.Rules = make([]rules.Rule, len(v.rules))
-		for i, r := range v.rules {
+	rs, ovs := v.lists()
+	if len(rs) > 0 {
+		s.Rules = make([]rules.Rule, len(rs))
+		for i, r := range rs {
 			s.Rules[i] = *r
 		}
 	}
-	if len(v.overrides) > 0 {
-		s.Overrides = make([]rules.Override, len(v.overrides))
-		for i, o := range v.overrides {
+	if len(ovs) > 0 {
+		s.Overrides = make([]rules.Override, len(ovs))
+		for i, o := range ovs {
 			s.Overrides[i] = *o
 		}
 	}
@@ -158,6 +200,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	f.hist = append(f.hist, next)
+	compactBeforeHead(f.hist)
 	if over := len(f.hist) - f.limit; over > 0 {
 		n := copy(f.hist, f.hist[over:])
 		clear(f.hist[n:])
@@ -166,6 +209,20 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.publishLocked(next)
 	f.mu.Unlock()
 	return Result{Version: next.Version}
+}
+
+// compactBeforeHead compacts the version before the head of hist (the
+// head until now), sharing the pieces of the one before it.
+func compactBeforeHead(hist []*version) {
+	n := len(hist)
+	if n < 2 {
+		return
+	}
+	var like *version
+	if n >= 3 {
+		like = hist[n-3]
+	}
+	hist[n-2] = hist[n-2].compact(like)
 }
 
 // publishLocked makes v the current state and wakes every waiter.
@@ -198,7 +255,7 @@ func transition(head *version, c Command, idx uint64, at time.Time, lookup func(
 	case OpRollback:
 		var old *version
 		if old, err = lookup(c.Version); err == nil {
-			rs, ovs = old.rules, old.overrides
+			rs, ovs = old.lists()
 			summary = fmt.Sprintf("rollback to version %d", c.Version)
 		}
 	case OpNoop:
@@ -267,43 +324,59 @@ func keepOverridesOf(ovs []*rules.Override, rs []*rules.Rule) []*rules.Override 
 }
 
 func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, string, error) {
-	cur := make([]rules.Rule, len(head.rules))
-	for i, r := range head.rules {
-		cur[i] = *r
-	}
-	merged, err := rules.Merge(cur, c.Rules, c.ReplaceAll)
+	// Only the rules given are normalized and validated (Merge over an
+	// empty set); the head's rules are shared by pointer, so a write
+	// costs time in proportion to what it changes, not to the set.
+	given, err := rules.Merge(nil, c.Rules, c.ReplaceAll)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	old := make(map[string]*rules.Rule, len(head.rules))
-	for _, r := range head.rules {
-		old[r.ID] = r
+	var base []*rules.Rule
+	if !c.ReplaceAll {
+		base = head.rules
 	}
-
 	var added, changed, removed []string
-	rs := make([]*rules.Rule, len(merged))
-	same := len(merged) == len(head.rules)
-	for i := range merged {
-		r := merged[i]
-		p, ok := old[r.ID]
+	rs := make([]*rules.Rule, 0, len(base)+len(given))
+	i, j := 0, 0
+	for i < len(base) || j < len(given) {
 		switch {
-		case ok && *p == r:
-			rs[i] = p
-		case ok:
-			rs[i] = &r
-			changed = append(changed, r.ID)
-		default:
-			rs[i] = &r
-			added = append(added, r.ID)
+		case j == len(given) || (i < len(base) && base[i].ID < given[j].ID):
+			rs = append(rs, base[i])
+			i++
+		case i == len(base) || given[j].ID < base[i].ID:
+			if p, ok := findRule(head.rules, given[j].ID); ok && *head.rules[p] == given[j] {
+				rs = append(rs, head.rules[p]) // replace all, unchanged
+			} else {
+				rs = append(rs, &given[j])
+				if ok {
+					changed = append(changed, given[j].ID)
+				} else {
+					added = append(added, given[j].ID)
+				}
+			}
+			j++
+		default: // the same id
+			if *base[i] == given[j] {
+				rs = append(rs, base[i])
+			} else {
+				rs = append(rs, &given[j])
+				changed = append(changed, given[j].ID)
+			}
+			i++
+			j++
 		}
-		same = same && rs[i] == head.rules[i]
 	}
-	for _, r := range head.rules {
-		if _, ok := findRule(rs, r.ID); !ok {
-			removed = append(removed, r.ID)
+	if err := rules.CheckCount(len(rs)); err != nil {
+		return nil, nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if c.ReplaceAll {
+		for _, r := range head.rules {
+			if _, ok := findRule(rs, r.ID); !ok {
+				removed = append(removed, r.ID)
+			}
 		}
 	}
-	if same {
+	if slices.Equal(rs, head.rules) {
 		rs = head.rules
 	}
 	slices.Sort(added)

@@ -290,13 +290,15 @@ func TestFSMHistoryBoundAndSharing(t *testing.T) {
 	// The unchanged rule is one allocation shared by every kept version.
 	h.f.mu.RLock()
 	defer h.f.mu.RUnlock()
-	first := h.f.hist[0].rules[0]
+	r0, _ := h.f.hist[0].lists()
+	r1, _ := h.f.hist[1].lists()
 	for _, v := range h.f.hist {
-		if v.rules[0] != first || v.rules[0].ID != "keep" {
+		rs, _ := v.lists()
+		if rs[0] != r0[0] || rs[0].ID != "keep" {
 			t.Fatalf("version %d does not share rule keep", v.Version)
 		}
 	}
-	if h.f.hist[0].rules[1] == h.f.hist[1].rules[1] {
+	if r0[1] == r1[1] {
 		t.Fatalf("changed rule x shared between versions")
 	}
 }
@@ -307,8 +309,11 @@ func TestFSMNoChangeSharesSlices(t *testing.T) {
 	h.mustApply(Command{Op: OpSetOverride, Override: &rules.Override{Rule: "a", Key: "k", Rate: 2}})
 	h.f.mu.RLock()
 	defer h.f.mu.RUnlock()
-	if &h.f.hist[0].rules[0] != &h.f.hist[1].rules[0] {
-		t.Fatalf("an override change copied the rule slice")
+	if !h.f.hist[0].compacted || h.f.hist[1].compacted {
+		t.Fatalf("the version before the head is not compacted, or the head is")
+	}
+	if h.f.hist[0].rulePieces[0] != h.f.hist[1].compact(h.f.hist[0]).rulePieces[0] {
+		t.Fatalf("an override change copied the rules")
 	}
 }
 
@@ -369,7 +374,9 @@ func TestFSMSnapshotRestore(t *testing.T) {
 		}
 	}
 	// Restored versions share unchanged rules again.
-	if g.hist[0].rules[0] != g.hist[1].rules[0] {
+	g0, _ := g.hist[0].lists()
+	g1, _ := g.hist[1].lists()
+	if g0[0] != g1[0] {
 		t.Fatalf("restore lost sharing of rule a between versions 1 and 2")
 	}
 	// The restored FSM goes on applying (versions continue from the log).

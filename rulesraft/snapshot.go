@@ -107,13 +107,15 @@ func patch[T any](prev []*T, put []T, del []overrideKey, key func(*T) overrideKe
 
 func encodeSnapshot(hist []*version) snapshotFile {
 	f := snapshotFile{Format: snapshotFormat, Versions: make([]snapshotVersion, len(hist))}
-	prev := &version{}
+	var prevRules []*rules.Rule
+	var prevOverrides []*rules.Override
 	for i, v := range hist {
 		sv := snapshotVersion{HistoryEntry: v.HistoryEntry, Prev: v.prev}
-		sv.PutRules, sv.DelRules = diffRules(prev.rules, v.rules)
-		sv.PutOverrides, sv.DelOverrides = diff(prev.overrides, v.overrides, overrideID)
+		rs, ovs := v.lists()
+		sv.PutRules, sv.DelRules = diffRules(prevRules, rs)
+		sv.PutOverrides, sv.DelOverrides = diff(prevOverrides, ovs, overrideID)
 		f.Versions[i] = sv
-		prev = v
+		prevRules, prevOverrides = rs, ovs
 	}
 	return f
 }
@@ -148,6 +150,7 @@ func (f snapshotFile) decode() ([]*version, error) {
 			overrides:    patch(prev.overrides, sv.PutOverrides, sv.DelOverrides, overrideID),
 		}
 		hist = append(hist, v)
+		compactBeforeHead(hist)
 		prev = v
 	}
 	return hist, nil

@@ -21,6 +21,12 @@ const (
 	ReservedID = "history"
 	// MaxOverrideKeyLen is the longest limited key an override may name.
 	MaxOverrideKeyLen = 256
+	// MaxRules is the most rules one rule set holds. Every node keeps the
+	// current set compiled in memory and a write costs time in proportion
+	// to it (see docs/design.md, "Large rule sets").
+	MaxRules = 10_000
+	// MaxOverrides is the most overrides one rule set holds.
+	MaxOverrides = 100_000
 )
 
 // Default values Normalize fills in.
@@ -97,6 +103,9 @@ func (r Rule) Validate() error {
 // problem is listed, not only the first.
 func Validate(rs []Rule) error {
 	var ps problems
+	if len(rs) > MaxRules {
+		ps.add("rules", "%d rules; a rule set holds at most %d", len(rs), MaxRules)
+	}
 	seen := make(map[string]int, len(rs))
 	for i, r := range rs {
 		ps.prefix = indexPrefix(i)
