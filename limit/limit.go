@@ -86,6 +86,10 @@ const (
 	// CodeUnavailable: the owner could not be reached or has no answer
 	// yet; the caller applies the rule's fail mode.
 	CodeUnavailable
+	// CodeKeyCap: the item's rule holds its max_keys live keys on the
+	// owner and the key is new; like CodeUnavailable, the caller applies
+	// the rule's fail mode.
+	CodeKeyCap
 )
 
 // String names the code as the HTTP API reports it.
@@ -99,6 +103,8 @@ func (c ErrorCode) String() string {
 		return "invalid_argument"
 	case CodeUnavailable:
 		return "unavailable"
+	case CodeKeyCap:
+		return "key_cap"
 	}
 	return "internal"
 }

@@ -431,13 +431,13 @@ func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwa
 }
 
 // keyCapped answers an item the shard refused at its rule's key cap: the
-// node cannot track one more key of the rule, which is answered like an
-// owner that cannot decide (CodeUnavailable), so the rule's fail mode
-// applies at the caller (the SDK: open falls back to its local share,
+// node cannot track one more key of the rule. It has a code of its own
+// (CodeKeyCap), treated like an owner that cannot decide, so the rule's
+// fail mode applies at the caller (the SDK: open falls back to its local share,
 // closed denies). Existing keys of the rule are unaffected.
 func (n *Node) keyCapped(r *limit.Result, rule string) {
 	r.Allowed = false
-	r.Code, r.Err = limit.CodeUnavailable, "key_cap: rule "+rule+" holds its max_keys live keys on this node"
+	r.Code, r.Err = limit.CodeKeyCap, "key_cap: rule "+rule+" holds its max_keys live keys on this node"
 	n.met.keyCapHits.WithLabelValues(rule).Inc()
 }
 

@@ -258,8 +258,8 @@ func TestGroupVoidedAcrossNodes(t *testing.T) {
 	}
 }
 
-// A rule at its max_keys on the owner refuses new keys as unavailable
-// (code unavailable, "key_cap" reason: the rule's fail mode applies at the
+// A rule at its max_keys on the owner refuses new keys with their own code
+// (key_cap, handled like unavailable: the rule's fail mode applies at the
 // caller), counts them in weir_shard_key_cap_hits_total, and keeps
 // deciding the keys it holds.
 func TestCheckKeyCap(t *testing.T) {
@@ -286,7 +286,7 @@ rules:
 		switch r := res[0]; {
 		case r.Allowed:
 			held = append(held, key)
-		case r.Code == limit.CodeUnavailable && strings.HasPrefix(r.Err, "key_cap"):
+		case r.Code == limit.CodeKeyCap && strings.HasPrefix(r.Err, "key_cap"):
 			refused++
 		default:
 			t.Fatalf("key %s: %+v", key, r)

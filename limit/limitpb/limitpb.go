@@ -128,6 +128,8 @@ func CodeToProto(c limit.ErrorCode) weirv1.ErrorCode {
 		return weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE
 	case limit.CodeInvalid:
 		return weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+	case limit.CodeKeyCap:
+		return weirv1.ErrorCode_ERROR_CODE_KEY_CAP
 	}
 	return weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
 }
@@ -142,6 +144,8 @@ func CodeFromProto(c weirv1.ErrorCode) limit.ErrorCode {
 		return limit.CodeUnknownRule
 	case weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
 		return limit.CodeInvalid
+	case weirv1.ErrorCode_ERROR_CODE_KEY_CAP:
+		return limit.CodeKeyCap
 	}
 	return limit.CodeUnavailable
 }

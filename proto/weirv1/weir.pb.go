@@ -31,6 +31,10 @@ const (
 	ErrorCode_ERROR_CODE_UNKNOWN_RULE     ErrorCode = 1
 	ErrorCode_ERROR_CODE_INVALID_ARGUMENT ErrorCode = 2
 	ErrorCode_ERROR_CODE_UNAVAILABLE      ErrorCode = 3
+	// The item's rule holds its max_keys live keys on the owner, and the key
+	// is a new one: it was not decided (the rule's fail mode applies at the
+	// caller, as for UNAVAILABLE). Existing keys of the rule are unaffected.
+	ErrorCode_ERROR_CODE_KEY_CAP ErrorCode = 5
 )
 
 // Enum value maps for ErrorCode.
@@ -40,12 +44,14 @@ var (
 		1: "ERROR_CODE_UNKNOWN_RULE",
 		2: "ERROR_CODE_INVALID_ARGUMENT",
 		3: "ERROR_CODE_UNAVAILABLE",
+		5: "ERROR_CODE_KEY_CAP",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":      0,
 		"ERROR_CODE_UNKNOWN_RULE":     1,
 		"ERROR_CODE_INVALID_ARGUMENT": 2,
 		"ERROR_CODE_UNAVAILABLE":      3,
+		"ERROR_CODE_KEY_CAP":          5,
 	}
 )
 
@@ -2603,12 +2609,13 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to*\x9d\x01\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to*\xb5\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x02\x12\x1a\n" +
-	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\xd3\x01\n" +
+	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\x12\x16\n" +
+	"\x12ERROR_CODE_KEY_CAP\x10\x05\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\xd3\x01\n" +
 	"\aLimiter\x126\n" +
 	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
 	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
