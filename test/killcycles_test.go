@@ -1,10 +1,8 @@
 package test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -34,47 +32,13 @@ func TestKillCyclesLoseNoWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	weirBin(t)
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = &proc{id: fmt.Sprintf("k%d", i+1), dir: t.TempDir(),
-			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
-	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.stop(syscall.SIGKILL)
-		}
-	})
-	for i, p := range procs {
-		join := ""
-		if i > 0 {
-			join = procs[0].gossip
-		}
-		startProc(t, p, join, 3)
-	}
-	hc := &http.Client{Timeout: 3 * time.Second}
+	procs, hc := startProcs(t, "k")
 	leaderOf := func() *proc {
-		for _, p := range procs {
-			if p.cmd == nil {
-				continue
-			}
-			if c, err := clusterInfo(p.http); err == nil && c.Leader != "" {
-				for _, q := range procs {
-					if q.id == c.Leader && q.cmd != nil {
-						return q
-					}
-				}
-			}
+		if i := leaderIndex(procs); i >= 0 {
+			return procs[i]
 		}
 		return nil
 	}
-	testwait.For(t, 30*time.Second, "a leader", func() error {
-		if leaderOf() == nil {
-			return fmt.Errorf("no leader")
-		}
-		return nil
-	})
-
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	acked := map[string]uint64{} // rule id -> the version its write answered
 	cycles := killCycles()
@@ -89,7 +53,7 @@ func TestKillCyclesLoseNoWrite(t *testing.T) {
 			if p.cmd == nil {
 				return fmt.Errorf("%s is down", p.id)
 			}
-			v, err := putRuleVersion(hc, p.http, id)
+			v, err := putBody(hc, p.http, id, fmt.Sprintf(`{"match":{"route":"/%s"},"key":"ip","rate":5,"period":"1s"}`, id))
 			version = v
 			return err
 		})
@@ -129,30 +93,6 @@ func TestKillCyclesLoseNoWrite(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// putRule writes one rule through addr and returns the version the write
-// answered.
-func putRuleVersion(hc *http.Client, addr, id string) (uint64, error) {
-	body := fmt.Sprintf(`{"match":{"route":"/%s"},"key":"ip","rate":5,"period":"1s"}`, id)
-	req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/v1/rules/"+id, bytes.NewBufferString(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		return 0, fmt.Errorf("PUT %s: %d %s", id, resp.StatusCode, b)
-	}
-	var out struct {
-		Version uint64 `json:"version"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil || out.Version == 0 {
-		return 0, fmt.Errorf("PUT %s: answer %s: %v", id, b, err)
-	}
-	return out.Version, nil
 }
 
 // localRules reads the rule ids and version a node holds itself (a stale,

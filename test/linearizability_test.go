@@ -1,0 +1,435 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/weirlimit/weir/internal/testwait"
+)
+
+// The versioned rule, as a sequential object: one rule ("lin") whose rate
+// the writes set, and the rule-set version the last write made.
+//
+// A write that answered is {Value} -> {Version}: its version is after
+// every earlier one. A write that failed (timeout, leader gone) may or may
+// not have happened: it is recorded with an unknown outcome and a return
+// time of "never", so the checker may place it anywhere after its call or
+// nowhere observable. A read is {} -> {Version, Value}: it sees the last
+// write's value and version.
+type linInput struct {
+	write bool
+	value int64
+}
+
+type linOutput struct {
+	unknown bool // a write whose answer never came
+	version uint64
+	value   int64
+}
+
+type linState struct {
+	version uint64
+	value   int64
+	exact   bool // version is the last write's; false after an unknown write: a read then sees a later one
+}
+
+var versionedRule = porcupine.Model{
+	Init: func() any { return linState{} },
+	Step: func(st, in, out any) (bool, any) {
+		s, i, o := st.(linState), in.(linInput), out.(linOutput)
+		switch {
+		case i.write && o.unknown:
+			return true, linState{version: s.version, value: i.value, exact: false}
+		case i.write:
+			return o.version > s.version, linState{version: o.version, value: i.value, exact: true}
+		case s.exact:
+			return o.value == s.value && o.version == s.version, s
+		default:
+			return o.value == s.value && o.version > s.version, s
+		}
+	},
+	DescribeOperation: func(in, out any) string {
+		i, o := in.(linInput), out.(linOutput)
+		if i.write {
+			if o.unknown {
+				return fmt.Sprintf("write(%d) -> ?", i.value)
+			}
+			return fmt.Sprintf("write(%d) -> v%d", i.value, o.version)
+		}
+		return fmt.Sprintf("read() -> v%d %d", o.version, o.value)
+	},
+}
+
+// Rule writes and reads from three clients through random nodes of three
+// `weir node` processes, while the leader is SIGKILLed and restarted three
+// times: the history of writes (with the versions they answered) and reads
+// (with the version and value they saw) is linearizable, checked by
+// porcupine against the versioned rule above. Reads are the default ones
+// (read-your-writes through the leader's read index).
+func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	procs, hc := startProcs(t, "l")
+	var v0 uint64
+	testwait.For(t, 20*time.Second, "the first write", func() (err error) {
+		v0, err = putRate(hc, procs[0].http, 1)
+		return err
+	})
+	model := versionedRule
+	model.Init = func() any { return linState{version: v0, value: 1, exact: true} }
+
+	var (
+		mu      sync.Mutex
+		ops     []porcupine.Operation
+		next    = int64(1) // the last value written: every write is unique
+		alive   = make([]bool, len(procs))
+		stop    = make(chan struct{})
+		clients sync.WaitGroup
+	)
+	for i := range alive {
+		alive[i] = true
+	}
+	begin := time.Now()
+	now := func() int64 { return int64(time.Since(begin)) }
+	pick := func(rng *rand.Rand) *proc {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			if i := rng.IntN(len(procs)); alive[i] {
+				return procs[i]
+			}
+		}
+	}
+	for c := range 3 {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			for n := 0; n < 400; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := pick(rng)
+				op := porcupine.Operation{ClientId: c, Call: now()}
+				if rng.IntN(2) == 0 {
+					mu.Lock()
+					next++
+					v := next
+					mu.Unlock()
+					op.Input = linInput{write: true, value: v}
+					ver, err := putRate(hc, p.http, v)
+					op.Return = now()
+					op.Output = linOutput{version: ver}
+					if err != nil {
+						op.Output, op.Return = linOutput{unknown: true}, math.MaxInt64
+						time.Sleep(100 * time.Millisecond) // no leader yet, most likely: pace the retries
+					}
+				} else {
+					op.Input = linInput{}
+					ver, v, err := getRate(hc, p.http)
+					if err != nil {
+						continue // a failed read changed nothing
+					}
+					op.Return = now()
+					op.Output = linOutput{version: ver, value: v}
+				}
+				mu.Lock()
+				ops = append(ops, op)
+				mu.Unlock()
+				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // pace
+			}
+		}()
+	}
+	// The faults: SIGKILL the leader, restart it 0.5 s later; three times.
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	kills := 0
+	for kills < 3 {
+		time.Sleep(time.Second + time.Duration(rng.IntN(500))*time.Millisecond)
+		i := leaderIndex(procs)
+		if i < 0 {
+			continue
+		}
+		mu.Lock()
+		alive[i] = false
+		mu.Unlock()
+		procs[i].stop(syscall.SIGKILL)
+		time.Sleep(500 * time.Millisecond)
+		startProc(t, procs[i], procs[(i+1)%len(procs)].gossip, 3)
+		mu.Lock()
+		alive[i] = true
+		mu.Unlock()
+		kills++
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	clients.Wait()
+
+	// An unanswered write whose value no read saw can always be placed
+	// at the very end of the history (its return is "never"), where
+	// nothing observes it: leaving it out changes no verdict and keeps
+	// the search small.
+	seen := map[int64]bool{}
+	for _, op := range ops {
+		if !op.Input.(linInput).write {
+			seen[op.Output.(linOutput).value] = true
+		}
+	}
+	writes, unknown, dropped := 0, 0, 0
+	kept := ops[:0]
+	for _, op := range ops {
+		if i := op.Input.(linInput); i.write {
+			writes++
+			if op.Output.(linOutput).unknown {
+				unknown++
+				if !seen[i.value] {
+					dropped++
+					continue
+				}
+			}
+		}
+		kept = append(kept, op)
+	}
+	ops = kept
+	t.Logf("%d operations (%d writes, %d of them unanswered, %d of those seen by a read), %d leader kills", len(ops)+dropped, writes, unknown, unknown-dropped, kills)
+	if writes-unknown < 10 || len(ops)-writes < 10 {
+		t.Fatalf("too few answered operations to check: %d writes, %d reads", writes-unknown, len(ops)-writes)
+	}
+	res, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
+	if res != porcupine.Ok {
+		path := t.TempDir() + "/history.html"
+		if res == porcupine.Illegal {
+			if err := porcupine.VisualizePath(model, info, path); err == nil {
+				t.Logf("visualization: %s", path)
+			}
+		}
+		t.Fatalf("rule history is not linearizable: %v", res)
+	}
+}
+
+// The model refuses what a stale read would show: a read of the value
+// before an acknowledged write, after that write returned.
+func TestVersionedRuleModelCatchesStaleRead(t *testing.T) {
+	model := versionedRule
+	model.Init = func() any { return linState{version: 5, value: 1, exact: true} }
+	ok := []porcupine.Operation{
+		{ClientId: 0, Input: linInput{write: true, value: 2}, Call: 0, Output: linOutput{version: 7}, Return: 10},
+		{ClientId: 1, Input: linInput{}, Call: 5, Output: linOutput{version: 5, value: 1}, Return: 8}, // concurrent: either
+		{ClientId: 1, Input: linInput{}, Call: 11, Output: linOutput{version: 7, value: 2}, Return: 12},
+		{ClientId: 2, Input: linInput{write: true, value: 3}, Call: 13, Output: linOutput{unknown: true}, Return: math.MaxInt64},
+		{ClientId: 1, Input: linInput{}, Call: 14, Output: linOutput{version: 7, value: 2}, Return: 15}, // not applied yet
+		{ClientId: 1, Input: linInput{}, Call: 16, Output: linOutput{version: 9, value: 3}, Return: 17}, // applied now
+	}
+	if !porcupine.CheckOperations(model, ok) {
+		t.Fatal("a linearizable history was refused")
+	}
+	stale := append(ok[:3:3], porcupine.Operation{ClientId: 2, Input: linInput{}, Call: 13, Output: linOutput{version: 5, value: 1}, Return: 14})
+	if porcupine.CheckOperations(model, stale) {
+		t.Fatal("a stale read after an acknowledged write was accepted")
+	}
+	backwards := append(ok[:1:1], porcupine.Operation{ClientId: 1, Input: linInput{write: true, value: 9}, Call: 11, Output: linOutput{version: 6}, Return: 12})
+	if porcupine.CheckOperations(model, backwards) {
+		t.Fatal("a write answering an older version than an earlier write was accepted")
+	}
+}
+
+// One key's checks from three clients through all three nodes, on a rule
+// that refills 1 a hour (so, within the test, a counter): every answer
+// (allowed, remaining) is linearizable against the bucket model.
+func TestChecksLinearizableAgainstTheBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	procs, hc := startProcs(t, "b")
+	const burst = 150
+	body := fmt.Sprintf(`{"match":{"route":"/lin"},"key":"apikey","rate":1,"period":"1h","burst":%d}`, burst)
+	var version uint64
+	testwait.For(t, 20*time.Second, "the rule", func() (err error) {
+		version, err = putBody(hc, procs[0].http, "linbucket", body)
+		return err
+	})
+	type in struct{}
+	type out struct {
+		allowed   bool
+		remaining int64
+	}
+	model := porcupine.Model{
+		Init: func() any { return int64(burst) },
+		Step: func(st, _, o any) (bool, any) {
+			left, r := st.(int64), o.(out)
+			if left >= 1 {
+				return r.allowed && r.remaining == left-1, left - 1
+			}
+			return !r.allowed && r.remaining == 0, left
+		},
+		DescribeOperation: func(_, o any) string { return fmt.Sprintf("check -> %+v", o.(out)) },
+	}
+	var (
+		mu  sync.Mutex
+		ops []porcupine.Operation
+		wg  sync.WaitGroup
+	)
+	begin := time.Now()
+	for c := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 70 { // 210 checks: the burst, then denials
+				p := procs[(c+n)%len(procs)]
+				call := int64(time.Since(begin))
+				ok, rem, err := checkRemaining(hc, p.http, "apikey:lin", "linbucket", version)
+				ret := int64(time.Since(begin))
+				if err != nil {
+					t.Errorf("check through %s: %v", p.id, err)
+					return
+				}
+				mu.Lock()
+				ops = append(ops, porcupine.Operation{ClientId: c, Input: in{}, Call: call, Output: out{ok, rem}, Return: ret})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if res := porcupine.CheckOperationsTimeout(model, ops, time.Minute); res != porcupine.Ok {
+		t.Fatalf("one key's checks are not linearizable against the bucket: %v (%d checks)", res, len(ops))
+	}
+}
+
+// startProcs starts three `weir node` processes (ids prefix1..3) and waits
+// for a leader.
+func startProcs(t *testing.T, prefix string) ([]*proc, *http.Client) {
+	t.Helper()
+	weirBin(t)
+	procs := make([]*proc, 3)
+	for i := range procs {
+		procs[i] = &proc{id: fmt.Sprintf("%s%d", prefix, i+1), dir: t.TempDir(),
+			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.stop(syscall.SIGKILL)
+		}
+	})
+	for i, p := range procs {
+		join := ""
+		if i > 0 {
+			join = procs[0].gossip
+		}
+		startProc(t, p, join, 3)
+	}
+	testwait.For(t, 30*time.Second, "a leader", func() error {
+		if leaderIndex(procs) < 0 {
+			return fmt.Errorf("no leader")
+		}
+		for _, p := range procs {
+			if err := ready(p.http); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return procs, &http.Client{Timeout: 3 * time.Second}
+}
+
+// leaderIndex is the index of the running process the others call leader,
+// or -1.
+func leaderIndex(procs []*proc) int {
+	for _, p := range procs {
+		if p.cmd == nil {
+			continue
+		}
+		if c, err := clusterInfo(p.http); err == nil && c.Leader != "" {
+			for i, q := range procs {
+				if q.id == c.Leader && q.cmd != nil {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func putRate(hc *http.Client, addr string, rate int64) (uint64, error) {
+	return putBody(hc, addr, "lin", fmt.Sprintf(`{"match":{"route":"/lin"},"key":"ip","rate":%d,"period":"1s"}`, rate))
+}
+
+func putBody(hc *http.Client, addr, id, body string) (uint64, error) {
+	req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/v1/rules/"+id, bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
+		return 0, fmt.Errorf("PUT %s: %d %s", id, resp.StatusCode, b)
+	}
+	var out struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.Version == 0 {
+		return 0, fmt.Errorf("PUT %s: answer %s: %v", id, b, err)
+	}
+	return out.Version, nil
+}
+
+func getRate(hc *http.Client, addr string) (uint64, int64, error) {
+	resp, err := hc.Get("http://" + addr + "/v1/rules/lin")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET: %d", resp.StatusCode)
+	}
+	var out struct {
+		Version uint64 `json:"version"`
+		Read    string `json:"read"`
+		Rule    struct {
+			Rate int64 `json:"rate"`
+		} `json:"rule"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, 0, err
+	}
+	if out.Read != "consistent" {
+		return 0, 0, fmt.Errorf("read %q, want consistent", out.Read)
+	}
+	return out.Version, out.Rule.Rate, nil
+}
+
+func checkRemaining(hc *http.Client, addr, key, rule string, minVersion uint64) (bool, int64, error) {
+	body := fmt.Sprintf(`{"key":%q,"rule":%q,"min_rule_version":%d}`, key, rule, minVersion)
+	resp, err := hc.Post("http://"+addr+"/v1/limits/check", "application/json", strings.NewReader(body))
+	if err != nil {
+		return false, 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Allowed   bool   `json:"allowed"`
+		Remaining int64  `json:"remaining"`
+		Error     string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return false, 0, err
+	}
+	if (resp.StatusCode != 200 && resp.StatusCode != 429) || r.Error != "" {
+		return false, 0, fmt.Errorf("%s: %d %s", addr, resp.StatusCode, r.Error)
+	}
+	return r.Allowed, r.Remaining, nil
+}
