@@ -65,7 +65,12 @@
 // sliding window reads it at the window's start, its most conservative
 // point); SlidingLog treats now as its newest entry. RetryAfter and
 // ResetAfter are measured from the caller's now, so they include the time
-// until its clock catches up.
+// until its clock catches up. The other way, a state read on a clock ahead
+// of its writer's would see that much more time passed: Later moves it
+// onto the reader's clock first (nodes do this for every counter state
+// they receive). A window keeps its state's own grid once started (the
+// windows of a fresh state start on the period's grid), so a state moved
+// by Later rolls exactly when its writer's would.
 //
 // A state written under another limit (a rule edit) is read under the new
 // one and never counts as more than empty: a bucket deficit is capped at

@@ -4,7 +4,8 @@ import "time"
 
 // FixedWindow state words:
 //
-//	A  start of the window the count belongs to (ns, a multiple of Period)
+//	A  start of the window the count belongs to (ns; a multiple of Period
+//	   for a state started fresh, see fixedRoll)
 //	B  tokens taken in that window (0 after a refund: A still marks the
 //	   latest window seen)
 //	C  unused (0)
@@ -15,18 +16,21 @@ type fixedWin struct {
 
 // fixedRoll brings s to now. A clock that went back into an earlier window
 // stays in the state's window (no time elapsed).
+//
+// A fresh state starts on the period's grid. After that the state keeps
+// its own grid: a window ends Period after its start, and the next starts
+// there. A start off the grid (a state written under another limit, or
+// read on a clock ahead of its writer's, see Later) thus keeps its count
+// until its own window ends.
 func fixedRoll(s State, l Limit, now int64) fixedWin {
 	p := int64(l.Period)
 	if s == (State{}) {
 		return fixedWin{start: windowStart(now, p)}
 	}
-	ws := windowStart(now, p)
-	if ws > s.A {
-		return fixedWin{start: ws}
+	if now < s.A+p { // same window, or a clock gone back
+		return fixedWin{start: s.A, count: min(max(s.B, 0), l.Rate)}
 	}
-	// Same window (or a start that is not aligned to this period: a state
-	// written under another limit; keep its count until its window ends).
-	return fixedWin{start: s.A, count: min(max(s.B, 0), l.Rate)}
+	return fixedWin{start: s.A + (now-s.A)/p*p}
 }
 
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
@@ -66,7 +70,7 @@ func fixedRefund(s State, l Limit, cost int64, now int64) State {
 
 // SlidingWindow state words:
 //
-//	A  start of the current window (ns, a multiple of Period)
+//	A  start of the current window (ns; as for FixedWindow)
 //	B  tokens taken in the current window
 //	C  tokens taken in the previous window [A-Period, A)
 //
@@ -88,16 +92,15 @@ func slidingRoll(s State, l Limit, now int64) slidingWin {
 		return slidingWin{start: windowStart(now, p), eff: now}
 	}
 	eff := max(now, s.A)
-	ws := windowStart(eff, p)
 	cur, prev := min(max(s.B, 0), l.Rate), min(max(s.C, 0), l.Rate)
-	switch {
-	case ws <= s.A:
-		// Same window (or a start not aligned to this period, see fixedRoll).
+	// The state keeps its own grid, as in fixedRoll.
+	switch e := eff - s.A; {
+	case e < p:
 		return slidingWin{start: s.A, cur: cur, prev: prev, eff: eff}
-	case uint64(ws)-uint64(s.A) < 2*uint64(p):
-		return slidingWin{start: ws, prev: cur, eff: eff}
+	case e < 2*p:
+		return slidingWin{start: s.A + p, prev: cur, eff: eff}
 	default:
-		return slidingWin{start: ws, eff: eff}
+		return slidingWin{start: s.A + e/p*p, eff: eff}
 	}
 }
 

@@ -187,7 +187,7 @@ func New(cfg Config) (*Node, error) {
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now
 	hc.Logger = n.log.With("component", "handoff")
-	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{n.peers}, n.replicas, n.repl)
+	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{pool: n.peers, now: cfg.Now}, n.replicas, n.repl)
 	if err != nil {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}

@@ -58,7 +58,7 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 
 // Replicate stores counter copies shipped by an owner.
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
-	s.n.replicas.Apply(req.From, statesFromProto(req.States))
+	s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs()))
 	return &weirv1.ReplicateResponse{}, nil
 }
 
@@ -66,7 +66,7 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.ReplicateRequest, weirv1.ReplicateResponse]) error {
 	ack := &weirv1.ReplicateResponse{}
 	return checkstream.Each(stream, func(req *weirv1.ReplicateRequest) *weirv1.ReplicateResponse {
-		s.n.replicas.Apply(req.From, statesFromProto(req.States))
+		s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs()))
 		return ack
 	})
 }
@@ -83,7 +83,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	case err != nil:
 		return nil, grpcErr(err)
 	}
-	resp := &weirv1.HandoffResponse{Held: r.Held, States: statesToProto(r.States), Copies: statesToProto(r.Copies)}
+	resp := &weirv1.HandoffResponse{Held: r.Held, States: statesToProto(r.States), Copies: statesToProto(r.Copies), SentAtNs: s.n.now()}
 	for _, m := range r.Moved {
 		resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: m.Partition, To: m.To})
 	}
@@ -91,7 +91,10 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 }
 
 // peerHandoff is the puller's side of the hand-off on the wire.
-type peerHandoff struct{ pool *peerPool }
+type peerHandoff struct {
+	pool *peerPool
+	now  func() int64 // this node's clock (Config.Now)
+}
 
 var _ replication.Peers = peerHandoff{}
 
@@ -104,7 +107,10 @@ func (p peerHandoff) Handoff(ctx context.Context, addr string, req replication.H
 	if err != nil {
 		return replication.HandoffReply{}, err
 	}
+	now := p.now()
 	out := replication.HandoffReply{Held: resp.Held, States: statesFromProto(resp.States), Copies: statesFromProto(resp.Copies)}
+	onOurClock(out.States, resp.GetSentAtNs(), now)
+	onOurClock(out.Copies, resp.GetSentAtNs(), now)
 	for _, m := range resp.Moved {
 		if m != nil {
 			out.Moved = append(out.Moved, replication.Moved{Partition: m.Partition, To: m.To})
@@ -167,7 +173,7 @@ func (t *peerTransport) Replicate(ctx context.Context, to, from string, states [
 		t.streams[to] = rs
 	}
 	t.mu.Unlock()
-	req := &weirv1.ReplicateRequest{From: from, States: statesToProto(states)}
+	req := &weirv1.ReplicateRequest{From: from, States: statesToProto(states), SentAtNs: t.n.now()}
 	if rs.legacy.Active() {
 		_, err := weirv1.NewPeerClient(conn).Replicate(ctx, req)
 		return err

@@ -2153,10 +2153,13 @@ func (x *CounterState) GetLog() []int64 {
 }
 
 type ReplicateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
-	RingVersion   uint64                 `protobuf:"varint,2,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
-	States        []*CounterState        `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	From        string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	RingVersion uint64                 `protobuf:"varint,2,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
+	States      []*CounterState        `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
+	// The sender's clock (unix ns) when it sent the states: a receiver whose
+	// clock is ahead moves the states' times that much later (bucket.Later).
+	SentAtNs      int64 `protobuf:"varint,4,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2210,6 +2213,13 @@ func (x *ReplicateRequest) GetStates() []*CounterState {
 		return x.States
 	}
 	return nil
+}
+
+func (x *ReplicateRequest) GetSentAtNs() int64 {
+	if x != nil {
+		return x.SentAtNs
+	}
+	return 0
 }
 
 type ReplicateResponse struct {
@@ -2319,7 +2329,10 @@ type HandoffResponse struct {
 	Moved []*Moved `protobuf:"bytes,3,rep,name=moved,proto3" json:"moved,omitempty"`
 	// Replica copies this node keeps of any asked partition: used only when
 	// no live node holds a partition's counters.
-	Copies        []*CounterState `protobuf:"bytes,4,rep,name=copies,proto3" json:"copies,omitempty"`
+	Copies []*CounterState `protobuf:"bytes,4,rep,name=copies,proto3" json:"copies,omitempty"`
+	// The holder's clock (unix ns) when it answered; see
+	// ReplicateRequest.sent_at_ns.
+	SentAtNs      int64 `protobuf:"varint,5,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2380,6 +2393,13 @@ func (x *HandoffResponse) GetCopies() []*CounterState {
 		return x.Copies
 	}
 	return nil
+}
+
+func (x *HandoffResponse) GetSentAtNs() int64 {
+	if x != nil {
+		return x.SentAtNs
+	}
+	return 0
 }
 
 type Moved struct {
@@ -2590,23 +2610,27 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x01a\x18\x03 \x01(\x03R\x01a\x12\f\n" +
 	"\x01b\x18\x04 \x01(\x03R\x01b\x12\f\n" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
-	"\x03log\x18\x06 \x03(\x03R\x03log\"x\n" +
+	"\x03log\x18\x06 \x03(\x03R\x03log\"\x96\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +
-	"\x06states\x18\x03 \x03(\v2\x15.weir.v1.CounterStateR\x06states\"\x13\n" +
+	"\x06states\x18\x03 \x03(\v2\x15.weir.v1.CounterStateR\x06states\x12\x1c\n" +
+	"\n" +
+	"sent_at_ns\x18\x04 \x01(\x03R\bsentAtNs\"\x13\n" +
 	"\x11ReplicateResponse\"c\n" +
 	"\x0eHandoffRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\rR\n" +
 	"partitions\x12!\n" +
-	"\fring_version\x18\x03 \x01(\x04R\vringVersion\"\xa9\x01\n" +
+	"\fring_version\x18\x03 \x01(\x04R\vringVersion\"\xc7\x01\n" +
 	"\x0fHandoffResponse\x12-\n" +
 	"\x06states\x18\x01 \x03(\v2\x15.weir.v1.CounterStateR\x06states\x12\x12\n" +
 	"\x04held\x18\x02 \x03(\rR\x04held\x12$\n" +
 	"\x05moved\x18\x03 \x03(\v2\x0e.weir.v1.MovedR\x05moved\x12-\n" +
-	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\"5\n" +
+	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\x12\x1c\n" +
+	"\n" +
+	"sent_at_ns\x18\x05 \x01(\x03R\bsentAtNs\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to*\xb5\x01\n" +

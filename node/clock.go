@@ -1,0 +1,38 @@
+package node
+
+import (
+	"github.com/weirlimit/weir/bucket"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/replication"
+)
+
+// onOurClock moves counter states written on a peer's clock onto this
+// node's: sentAt is the peer's clock when it sent them, now this node's
+// when they arrived. When this clock is ahead (now > sentAt, which also
+// counts the time in flight), every state's times move that much later
+// (bucket.Later), so the skew is not read as time passed and grants no
+// token. When it is behind, the states are kept as they are: the bucket
+// reads the peer's later times as no time passed. A peer that sent no
+// clock (sentAt 0) is trusted as is.
+func onOurClock(states []replication.State, sentAt, now int64) {
+	if sentAt == 0 || now <= sentAt {
+		return
+	}
+	d := now - sentAt
+	for i := range states {
+		st := &states[i]
+		if st.Log != nil {
+			st.Log = bucket.LaterLog(st.Log, d)
+			continue
+		}
+		b := bucket.Later(bucket.State{A: st.A, B: st.B, C: st.C}, d)
+		st.A, st.B, st.C = b.A, b.B, b.C
+	}
+}
+
+// statesOnOurClock is statesFromProto, then onOurClock.
+func (n *Node) statesOnOurClock(in []*weirv1.CounterState, sentAt int64) []replication.State {
+	states := statesFromProto(in)
+	onOurClock(states, sentAt, n.now())
+	return states
+}
