@@ -161,7 +161,7 @@ func (f *faultRun) spendHeld(t *testing.T) {
 		for range heldBurst + 1 {
 			n := f.c.pick()
 			ok, err := f.c.check(n, "apikey:"+k, "chaos.held")
-			for tries := 0; err != nil && tries < 20; tries++ {
+			for tries := 0; err != nil && tries < 60; tries++ { // up to 6 s
 				time.Sleep(100 * time.Millisecond) // retry pace
 				ok, err = f.c.check(f.c.pick(), "apikey:"+k, "chaos.held")
 			}
@@ -317,7 +317,7 @@ func measure(t *testing.T, c *cluster, sdk *client.Client, name, keys string, ta
 			ok, err := c.check(n, "apikey:"+k, "chaos.held")
 			// Right after a heal a peer connection may take a few seconds
 			// to come back (see docs/operations.md): ask again.
-			for tries := 0; err != nil && tries < 20; tries++ {
+			for tries := 0; err != nil && tries < 60; tries++ { // up to 15 s
 				time.Sleep(250 * time.Millisecond) // retry pace
 				ok, err = c.check(n, "apikey:"+k, "chaos.held")
 			}
