@@ -52,6 +52,7 @@ type Source struct {
 
 	mu    sync.Mutex // serializes reloads
 	stamp [3]fileStamp
+	pin   *Identity // set by Pin: every reload must name it
 }
 
 type material struct {
@@ -95,6 +96,15 @@ func New(files Files, cluster string, log *slog.Logger) (*Source, error) {
 	return s, nil
 }
 
+// Pin requires every certificate loaded from now on to name the current
+// identity: a node's certificate must keep naming its --id.
+func (s *Source) Pin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.cur.Load().id
+	s.pin = &id
+}
+
 // Identity is the identity the current certificate names.
 func (s *Source) Identity() Identity { return s.current().id }
 
@@ -136,6 +146,9 @@ func (s *Source) load() (*material, error) {
 	}
 	if id.Cluster != s.cluster {
 		return nil, fmt.Errorf("%w: certificate %s names cluster %q, this process is in %q (--cluster-name)", ErrConfig, s.files.Cert, id.Cluster, s.cluster)
+	}
+	if s.pin != nil && id != *s.pin {
+		return nil, fmt.Errorf("%w: certificate %s names %s; this process is %s", ErrConfig, s.files.Cert, id, *s.pin)
 	}
 	pemCA, err := os.ReadFile(s.files.CA)
 	if err != nil {
