@@ -450,4 +450,3 @@ func TestTLSNodeCertForAnotherIDCannotJoin(t *testing.T) {
 		}
 	}
 }
-
