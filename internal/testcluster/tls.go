@@ -131,3 +131,19 @@ func (c *Cluster) httpClient() (*http.Client, string) {
 	}
 	return c.admin, "https://"
 }
+
+// RotateCA makes a new CA and writes the old and the new one together
+// into the CA file, so both are trusted while certificates move to the new
+// one; later certificates (Files) come from the new CA.
+func (p *PKI) RotateCA() {
+	p.T.Helper()
+	ca, err := tlsconf.NewCA(p.Cluster, 24*time.Hour)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	bundle := append(append([]byte{}, p.CA.CertPEM...), ca.CertPEM...)
+	if err := tlsconf.WriteFileAtomic(p.Dir+"/"+tlsconf.CAFile, bundle, 0o644); err != nil {
+		p.T.Fatal(err)
+	}
+	p.CA = ca
+}

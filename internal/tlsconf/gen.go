@@ -176,16 +176,18 @@ func (ca *CA) WriteCert(dir string, id Identity, hosts []string, validity time.D
 		return "", "", err
 	}
 	cert, key = CertFiles(dir, id)
-	if err := writeAtomic(key, kp, 0o600); err != nil {
+	if err := WriteFileAtomic(key, kp, 0o600); err != nil {
 		return "", "", err
 	}
-	if err := writeAtomic(cert, cp, 0o644); err != nil {
+	if err := WriteFileAtomic(cert, cp, 0o644); err != nil {
 		return "", "", err
 	}
 	return cert, key, nil
 }
 
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
+// WriteFileAtomic writes data to path through a temporary file and a
+// rename, so a process reloading path reads a whole file.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err != nil {
 		return err
