@@ -67,7 +67,8 @@ type fileStamp struct {
 }
 
 // New loads files. cluster is the trust domain every peer's identity must
-// name; log receives reloads and refusals (nil: discarded).
+// name (empty: the one this process's certificate names); log receives
+// reloads and refusals (nil: discarded).
 func New(files Files, cluster string, log *slog.Logger) (*Source, error) {
 	if err := files.Validate(); err != nil {
 		return nil, err
@@ -75,7 +76,7 @@ func New(files Files, cluster string, log *slog.Logger) (*Source, error) {
 	if !files.Set() {
 		return nil, fmt.Errorf("%w: no TLS files", ErrConfig)
 	}
-	if !validPart(cluster) {
+	if cluster != "" && !validPart(cluster) {
 		return nil, fmt.Errorf("%w: cluster name %q: want letters, digits, '.', '-' or '_'", ErrConfig, cluster)
 	}
 	if log == nil {
@@ -143,6 +144,9 @@ func (s *Source) load() (*material, error) {
 	id, err := FromCert(leaf)
 	if err != nil {
 		return nil, fmt.Errorf("%w: certificate %s: %v", ErrConfig, s.files.Cert, err)
+	}
+	if s.cluster == "" {
+		s.cluster = id.Cluster // New with no cluster: the certificate's
 	}
 	if id.Cluster != s.cluster {
 		return nil, fmt.Errorf("%w: certificate %s names cluster %q, this process is in %q (--cluster-name)", ErrConfig, s.files.Cert, id.Cluster, s.cluster)
@@ -287,6 +291,9 @@ func (s *Source) verifyChain(raw [][]byte, usage x509.ExtKeyUsage, roles []Role)
 	id, err := FromCert(leaf)
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	if s.cluster == "" {
+		s.cluster = id.Cluster // New with no cluster: the certificate's
 	}
 	if id.Cluster != s.cluster {
 		return Identity{}, fmt.Errorf("%w: %s names cluster %q, not %q", ErrRefused, id, id.Cluster, s.cluster)
