@@ -88,7 +88,9 @@ func (n *Node) secureHTTP(srv *http.Server) {
 		srv.Handler = n.authz.Middleware(srv.Handler)
 	}
 	if n.tls != nil {
-		srv.TLSConfig = n.tls.ServerConfig()
+		// Callers without a certificate reach /healthz and /readyz only
+		// (node/authz).
+		srv.TLSConfig = n.tls.ServerConfigOptionalClient()
 		srv.ErrorLog = stdlog.New(tlsconf.ErrorLog(n.log.With("component", "http")), "", 0)
 	}
 }

@@ -93,9 +93,17 @@ func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
 	if _, err := foreign.HTTPClient(tlsconf.RoleAdmin, "a").Get("https://" + n.HTTPAddr() + "/v1/rules"); err == nil {
 		t.Error("HTTPS with a foreign CA's certificate was served")
 	}
+	// Without a client certificate, only the probes answer.
 	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
-	if _, err := noCert.Get("https://" + n.HTTPAddr() + "/healthz"); err == nil {
-		t.Error("HTTPS without a client certificate was served")
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/v1/rules": 401, "/metrics": 401, "/v1/limits/apikey:a": 401, "/v1/cluster": 401} {
+		resp, err := noCert.Get("https://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatalf("HTTPS %s without a client certificate: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("HTTPS %s without a client certificate: %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 	resp, err := c.PKI.HTTPClient(tlsconf.RoleGateway, "g1").Get("https://" + n.HTTPAddr() + "/v1/rules")
 	if err != nil {

@@ -227,6 +227,24 @@ func (s *Source) ServerConfig(roles ...Role) *tls.Config {
 	}
 }
 
+// ServerConfigOptionalClient is ServerConfig for a listener that also
+// answers callers without a certificate (the HTTP API, whose /healthz and
+// /readyz serve load balancers and kubelets): a certificate, when given,
+// must still be from the cluster CA and name one of roles, and the layer
+// above refuses everything else to a caller without one.
+func (s *Source) ServerConfigOptionalClient(roles ...Role) *tls.Config {
+	c := s.ServerConfig(roles...)
+	c.ClientAuth = tls.RequestClientCert
+	verify := c.VerifyPeerCertificate
+	c.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return nil
+		}
+		return verify(raw, chains)
+	}
+	return c
+}
+
 // ClientConfig presents this process's certificate and requires TLS 1.3
 // and a server certificate from the cluster CA naming one of roles (any
 // role when none is given).

@@ -136,6 +136,7 @@ const (
 	write                 // admin or node
 	read                  // any role or the token
 	checks                // like open, and refunds need a node
+	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
 )
 
 func grpcClass(method string) class {
@@ -159,6 +160,9 @@ func grpcClass(method string) class {
 
 // decide reports nil when c may call an endpoint of class cl.
 func (a *Authorizer) decide(c Caller, cl class) error {
+	if cl == probe {
+		return nil
+	}
 	if a.cfg.TLS && !c.Any() {
 		// Unreachable through a TLS listener (every verified certificate
 		// names a role), but never open by mistake.
@@ -273,6 +277,9 @@ func (s *stream) RecvMsg(m any) error {
 // httpClass is what an HTTP request needs.
 func httpClass(r *http.Request) class {
 	p := r.URL.Path
+	if (p == "/healthz" || p == "/readyz") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		return probe
+	}
 	rules := p == "/v1/rules" || strings.HasPrefix(p, "/v1/rules/") || strings.HasPrefix(p, "/v1/rules:")
 	overrides := p == "/v1/overrides"
 	if !rules && !overrides {

@@ -21,8 +21,13 @@
 //   - reads of rules, overrides and history (gRPC ListRules, GetRule,
 //     History; HTTP GET /v1/rules..., /v1/overrides): any role or the
 //     token, once TLS or a token is configured.
-//   - everything else (Limiter, Watch, Cluster, health, /metrics): any
-//     role under TLS (every TLS caller has one); open without TLS.
+//   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
+//     client certificate (load balancers, kubelet probes); the HTTP
+//     listener asks for a certificate but does not require one, and a
+//     certificate given must still verify.
+//   - everything else (Limiter, Watch, Cluster, gRPC health, /metrics):
+//     any role under TLS (every verified certificate names one; a caller
+//     without one is refused); open without TLS.
 //
 // Without TLS, NodeProof and a token, everything is open, as before (weir
 // dev, loopback test clusters). The interceptors put the caller into the
