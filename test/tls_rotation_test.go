@@ -186,3 +186,62 @@ func TestTLSCertificateRotation(t *testing.T) {
 	}
 	t.Logf("%d checks during the rotation, none lost", done)
 }
+
+// TestTLSLeaseRefundRefusedQuietly: under TLS a gateway may not refund, so
+// the SDK's first refused lease refund stops it sending more, and the
+// refusal is not counted as a sick node (with BreakerFailures 1, one
+// counted failure would open the breaker and send checks to the fail
+// mode).
+func TestTLSLeaseRefundRefusedQuietly(t *testing.T) {
+	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true})
+	c.ApplyRules(`rules:
+  - id: lease.r
+    match: {route: /x, method: GET, plan: "*"}
+    key: apikey
+    algorithm: token_bucket
+    rate: 1000
+    period: 1s
+    burst: 1000000
+    fail_mode: closed
+    timeout: 2s
+    lease: 50
+`)
+	cfg := client.DefaultConfig()
+	cfg.Cluster, cfg.GatewayID = c.GRPCAddrs(), "g1"
+	cfg.TLS = c.PKI.ClientTLS(tlsconf.RoleGateway, "g1")
+	cfg.LeaseTTL = 100 * time.Millisecond
+	cfg.BreakerFailures = 1
+	gw, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := gw.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := func(n int) {
+		t.Helper()
+		for i := range n {
+			d, err := gw.CheckKey(ctx, "apikey:hot", 1, "lease.r")
+			if err != nil || !d.Allowed {
+				t.Fatalf("check %d: allowed=%v status=%d err=%v", i, d.Allowed, d.Status, err)
+			}
+		}
+	}
+	check(200)
+	if gw.Stats().LeaseHits == 0 {
+		t.Fatal("no lease was taken; the test checks nothing")
+	}
+	// Let the leases expire and the janitor try to give them back, twice.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		check(10)
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := gw.Stats()
+	if st.BreakerOpens != 0 || st.Fallbacks != 0 || st.LeaseRefunds != 0 {
+		t.Fatalf("breaker opens %d, fail-mode decisions %d, refunds accepted %d; want 0, 0, 0", st.BreakerOpens, st.Fallbacks, st.LeaseRefunds)
+	}
+}
