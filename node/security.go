@@ -157,6 +157,13 @@ func (n *Node) admitted(members map[string]member) (out map[string]member, wait 
 		a.pending[id] = true
 		n.goFunc(func() { n.verifyMember(id, m.GRPC) })
 	}
+	// Verified members are kept when they leave gossip (a member back
+	// at the same address is admitted at once); failures are forgotten.
+	for id := range a.retry {
+		if _, ok := members[id]; !ok && !a.pending[id] {
+			delete(a.retry, id)
+		}
+	}
 	return out, wait
 }
 
