@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +59,12 @@ func tlsCreds(cfg *tls.Config) credentials.TransportCredentials { return credent
 // port, the HTTP port and the Raft port; a certificate from the cluster
 // CA is served.
 func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
-	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true})
+	logs := &logBuffer{}
+	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true, Config: func(cfg *node.Config) {
+		if cfg.ID == "n1" {
+			cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		}
+	}})
 	n := c.Live()[0]
 	foreign := testcluster.NewPKI(t, "weir") // same cluster name, another CA
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -67,6 +74,9 @@ func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
 	for name, creds := range map[string]credentials.TransportCredentials{
 		"plaintext":  insecure.NewCredentials(),
 		"foreign CA": tlsCreds(foreign.ClientTLS(tlsconf.RoleNode, "n2")),
+		// A client that trusts any server, so the node judges its certificate.
+		"foreign CA, trusting": tlsCreds(&tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true,
+			GetClientCertificate: foreign.ClientTLS(tlsconf.RoleNode, "n2").GetClientCertificate}),
 	} {
 		cc := grpcConn(t, n.GRPCAddr(), creds)
 		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unavailable {
@@ -150,6 +160,41 @@ func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
 		t.Fatalf("Raft over TLS with a node certificate: %v", err)
 	}
 	conn.Close()
+
+	// Every refusal was logged, with its reason.
+	testwait.For(t, 10*time.Second, "the refusals in n1's log", func() error {
+		out := logs.String()
+		for _, want := range []string{
+			`msg="tls: refused a connection" node=n1 component=grpc`, // plaintext and foreign CA on gRPC
+			`msg="http: http: TLS handshake error`,                   // plaintext or foreign CA on HTTP
+			`msg="raft: refused a connection: TLS handshake failed"`,
+			`is not signed by this cluster's CA`,
+			`role gateway may not connect here`, // the gateway certificate on Raft
+		} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("no %q in the log", want)
+			}
+		}
+		return nil
+	})
+}
+
+// logBuffer is a log sink safe for concurrent writers.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func isTimeout(err error) bool {
