@@ -187,15 +187,25 @@ func (c *Cluster) ApplyRules(yaml string) uint64 {
 	c.T.Helper()
 	n := c.Live()[0]
 	hc, scheme := c.httpClient()
-	resp, err := hc.Post(scheme+n.HTTPAddr()+"/v1/rules:apply", "application/yaml", bytes.NewBufferString(yaml))
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
+	var body []byte
+	// A leader change under a loaded machine answers not_leader: retried
+	// (applying the same file again changes nothing).
+	testwait.For(c.T, 15*time.Second, "a Raft leader to apply the rules", func() error {
+		resp, err := hc.Post(scheme+n.HTTPAddr()+"/v1/rules:apply", "application/yaml", bytes.NewBufferString(yaml))
+		if err != nil {
+			c.T.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte(`"code":"not_leader"`)):
+			return fmt.Errorf("apply: %d %s", resp.StatusCode, body)
+		}
 		c.T.Fatalf("apply: %d %s", resp.StatusCode, body)
-	}
+		return nil
+	})
 	var out struct {
 		Version uint64 `json:"version"`
 	}
