@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +18,7 @@ import (
 // favoured by sitting next to an owner. Each gateway has its own
 // keep-alive http.Client keeping up to conns idle connections per node
 // (size it to the gateway's callers).
-func HTTPFactory(addrs []string, conns int) Factory {
+func HTTPFactory(addrs []string, conns int, tc *tls.Config) Factory {
 	return func(i int) (Target, error) {
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("%w: no HTTP addresses", ErrInput)
@@ -26,8 +27,12 @@ func HTTPFactory(addrs []string, conns int) Factory {
 		tr.MaxIdleConns = max(conns, 1) * len(addrs)
 		tr.MaxIdleConnsPerHost = max(conns, 1)
 		g := &httpGateway{hc: &http.Client{Transport: tr}}
+		scheme := "http://"
+		if tc != nil {
+			tr.TLSClientConfig, scheme = tc, "https://"
+		}
 		for j := range addrs {
-			g.urls = append(g.urls, "http://"+addrs[(i+j)%len(addrs)]+"/v1/limits/check")
+			g.urls = append(g.urls, scheme+addrs[(i+j)%len(addrs)]+"/v1/limits/check")
 		}
 		return g, nil
 	}

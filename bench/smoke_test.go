@@ -31,10 +31,10 @@ func TestSmokeOneNode(t *testing.T) {
 		Rules: []RuleSpec{{ID: "smoke.lease", Rate: 1, Period: time.Hour, Burst: 100, Lease: 20}}}
 	yaml := exact.RulesYAML() + mw.RulesYAML()[len("rules:\n"):] + lease.RulesYAML()[len("rules:\n"):]
 	ids := append(append(exact.RuleIDs(), mw.RuleIDs()...), lease.RuleIDs()...)
-	if err := ApplyRules(ctx, n.HTTPAddr(), yaml, ids, []string{n.GRPCAddr()}); err != nil {
+	if err := ApplyRules(ctx, n.HTTPAddr(), yaml, ids, []string{n.GRPCAddr()}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := ReadCluster(ctx, []string{n.GRPCAddr()})
+	cl, err := ReadCluster(ctx, []string{n.GRPCAddr()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestSmokeOneNode(t *testing.T) {
 	for _, tc := range []struct {
 		target string
 		f      Factory
-	}{{TargetSDK, sdk}, {TargetHTTP, HTTPFactory(cl.HTTPAddrs(), 4)}} {
+	}{{TargetSDK, sdk}, {TargetHTTP, HTTPFactory(cl.HTTPAddrs(), 4, nil)}} {
 		c := cfg
 		c.Target, c.KeyPrefix = tc.target, tc.target+":"
 		r := run(c, exact, tc.f)
@@ -113,7 +113,7 @@ func TestSDKFallbackIsAnError(t *testing.T) {
 	defer cancel()
 	sc := Scenario{Name: "gone", Keys: 1, Cost: 1, Timeout: 2 * time.Second,
 		Rules: []RuleSpec{{ID: "gone", Rate: 1, Period: time.Hour, Burst: 100}}}
-	if err := ApplyRules(ctx, n.HTTPAddr(), sc.RulesYAML(), sc.RuleIDs(), []string{n.GRPCAddr()}); err != nil {
+	if err := ApplyRules(ctx, n.HTTPAddr(), sc.RulesYAML(), sc.RuleIDs(), []string{n.GRPCAddr()}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	g, err := SDKFactory(ctx, []string{n.GRPCAddr()}, SDKOptions{GatewayPrefix: "gone"})(0)

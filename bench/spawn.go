@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +18,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/weirlimit/weir/internal/tlsconf"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -72,13 +75,25 @@ type Spawned struct {
 	mu    sync.Mutex
 	nodes []*SpawnedNode
 	seq   int
+
+	// With SpawnOptions.TLS: the cluster CA, and the client configs of a
+	// gateway (checks) and an admin (rules); nil otherwise.
+	ca                   *tlsconf.CA
+	GatewayTLS, AdminTLS *tls.Config
+}
+
+// SpawnOptions choose how a spawned cluster runs.
+type SpawnOptions struct {
+	// TLS: a fresh CA, a node certificate per node (--tls-*), and gateway
+	// and admin certificates for the bench's own connections.
+	TLS bool
 }
 
 // SpawnCluster starts n `weir node` processes of binary bin on loopback
 // (free ports, temporary data dirs, --bootstrap-expect n, all joining the
 // first's gossip address), and waits until each answers /readyz and sees n
 // members. Child output goes to logw (may be nil).
-func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer) (*Spawned, error) {
+func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts SpawnOptions) (*Spawned, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrInput, n)
 	}
@@ -87,6 +102,12 @@ func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer) (*Spaw
 		return nil, err
 	}
 	s := &Spawned{bin: bin, log: logw, dir: dir}
+	if opts.TLS {
+		if err := s.makeTLS(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("%w: certificates: %v", ErrSpawn, err)
+		}
+	}
 	for i := 0; i < n; i++ {
 		if _, err := s.start(n); err != nil {
 			s.Close()
@@ -122,6 +143,13 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 		"--raft", nd.Raft, "--gossip", nd.Gossip, "--log-level", "warn"}
 	if bootstrapExpect > 0 {
 		args = append(args, "--bootstrap-expect", strconv.Itoa(bootstrapExpect))
+	}
+	if s.ca != nil {
+		f, err := s.issue(tlsconf.RoleNode, nd.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+		}
+		args = append(args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
 	}
 	for _, o := range s.nodes {
 		if o != nil {
@@ -173,10 +201,10 @@ func (s *Spawned) WaitStable(ctx context.Context, want int, d time.Duration) err
 				return fmt.Errorf("%w: node %s exited", ErrSpawn, n.ID)
 			default:
 			}
-			if err := httpOK(ctx, http.MethodGet, "http://"+n.HTTP+"/readyz", ""); err != nil {
+			if err := httpOK(ctx, s.AdminTLS, http.MethodGet, "/readyz", n.HTTP, ""); err != nil {
 				return err
 			}
-			m, err := members(ctx, n.GRPC)
+			m, err := members(ctx, n.GRPC, s.GatewayTLS)
 			if err != nil {
 				return err
 			}
@@ -239,17 +267,18 @@ func (s *Spawned) Close() {
 
 // ApplyRules posts a rules file to a node's HTTP API (retrying until the
 // Raft group has a leader) and then waits until every gRPC address in
-// grpcAddrs knows every rule id.
-func ApplyRules(ctx context.Context, httpAddr string, yaml string, ruleIDs []string, grpcAddrs []string) error {
+// grpcAddrs knows every rule id. admin and gateway are the TLS configs of
+// the two calls (nil: plaintext).
+func ApplyRules(ctx context.Context, httpAddr string, yaml string, ruleIDs []string, grpcAddrs []string, admin, gateway *tls.Config) error {
 	err := poll(ctx, 30*time.Second, func() error {
-		return httpOK(ctx, http.MethodPost, "http://"+httpAddr+"/v1/rules:apply", yaml)
+		return httpOK(ctx, admin, http.MethodPost, "/v1/rules:apply", httpAddr, yaml)
 	})
 	if err != nil {
 		return err
 	}
 	return poll(ctx, 30*time.Second, func() error {
 		for _, a := range grpcAddrs {
-			if err := knowsRules(ctx, a, ruleIDs); err != nil {
+			if err := knowsRules(ctx, a, ruleIDs, gateway); err != nil {
 				return err
 			}
 		}
@@ -258,8 +287,8 @@ func ApplyRules(ctx context.Context, httpAddr string, yaml string, ruleIDs []str
 }
 
 // knowsRules peeks (cost 0) every rule on addr; an unknown rule is an error.
-func knowsRules(ctx context.Context, addr string, ids []string) error {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func knowsRules(ctx context.Context, addr string, ids []string, tc *tls.Config) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds(tc)))
 	if err != nil {
 		return err
 	}
@@ -282,8 +311,16 @@ func knowsRules(ctx context.Context, addr string, ids []string) error {
 	return nil
 }
 
-func members(ctx context.Context, addr string) (*weirv1.MembersResponse, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// creds are TLS over tc, or plaintext when tc is nil.
+func creds(tc *tls.Config) credentials.TransportCredentials {
+	if tc == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(tc)
+}
+
+func members(ctx context.Context, addr string, tc *tls.Config) (*weirv1.MembersResponse, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds(tc)))
 	if err != nil {
 		return nil, err
 	}
@@ -293,10 +330,17 @@ func members(ctx context.Context, addr string) (*weirv1.MembersResponse, error) 
 	return weirv1.NewClusterClient(cc).Members(cctx, &weirv1.MembersRequest{})
 }
 
-// httpOK sends body (if any, as YAML) to url and wants a 200 within 2 s.
-func httpOK(ctx context.Context, method, url, body string) error {
+// httpOK sends body (if any, as YAML) to path on host (HTTPS with tc when
+// set) and wants a 200 within 2 s.
+func httpOK(ctx context.Context, tc *tls.Config, method, path, host, body string) error {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	hc, url := http.DefaultClient, "http://"+host+path
+	if tc != nil {
+		tr := &http.Transport{TLSClientConfig: tc}
+		defer tr.CloseIdleConnections()
+		hc, url = &http.Client{Transport: tr}, "https://"+host+path
+	}
 	req, err := http.NewRequestWithContext(cctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return err
@@ -304,7 +348,7 @@ func httpOK(ctx context.Context, method, url, body string) error {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/yaml")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -384,4 +428,40 @@ func SpawnRedis(ctx context.Context, logw io.Writer) (*RedisProc, error) {
 func (p *RedisProc) Close() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+// makeTLS makes the spawned cluster's CA and the bench's own gateway and
+// admin certificates under the cluster's directory.
+func (s *Spawned) makeTLS() error {
+	ca, err := tlsconf.NewCA("weir", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := ca.WriteCA(s.tlsDir()); err != nil {
+		return err
+	}
+	s.ca = ca
+	for _, c := range []struct {
+		role tlsconf.Role
+		dst  **tls.Config
+	}{{tlsconf.RoleGateway, &s.GatewayTLS}, {tlsconf.RoleAdmin, &s.AdminTLS}} {
+		f, err := s.issue(c.role, "bench")
+		if err != nil {
+			return err
+		}
+		src, err := tlsconf.New(f, "weir", nil)
+		if err != nil {
+			return err
+		}
+		*c.dst = src.ClientConfig()
+	}
+	return nil
+}
+
+func (s *Spawned) tlsDir() string { return s.dir + "/tls" }
+
+// issue writes a certificate for role/name from the cluster CA.
+func (s *Spawned) issue(role tlsconf.Role, name string) (tlsconf.Files, error) {
+	cert, key, err := s.ca.WriteCert(s.tlsDir(), tlsconf.Identity{Cluster: "weir", Role: role, Name: name}, []string{"127.0.0.1"}, 24*time.Hour)
+	return tlsconf.Files{Cert: cert, Key: key, CA: s.tlsDir() + "/" + tlsconf.CAFile}, err
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,6 +21,8 @@ type SDKOptions struct {
 	InFlight, MaxBatch int
 	// ReadyTimeout bounds the wait for a client's first rule set.
 	ReadyTimeout time.Duration
+	// TLS, when set, is every client's TLS config (a gateway certificate).
+	TLS *tls.Config
 }
 
 // SDKFactory returns a Factory whose gateway i is its own client.Client
@@ -31,6 +34,7 @@ func SDKFactory(ctx context.Context, seeds []string, o SDKOptions) Factory {
 		cfg := client.DefaultConfig()
 		cfg.Cluster = seeds
 		cfg.GatewayID = o.GatewayPrefix + "-" + strconv.Itoa(i)
+		cfg.TLS = o.TLS
 		if o.InFlight > 0 {
 			cfg.InFlight = o.InFlight
 		}
@@ -102,13 +106,13 @@ type Cluster struct {
 
 // ReadCluster asks the seeds (gRPC addresses), in turn, for the member
 // list and builds the ring the nodes use.
-func ReadCluster(ctx context.Context, seeds []string) (*Cluster, error) {
+func ReadCluster(ctx context.Context, seeds []string, tc *tls.Config) (*Cluster, error) {
 	if len(seeds) == 0 {
 		return nil, fmt.Errorf("%w: no cluster addresses", ErrInput)
 	}
 	var last error
 	for _, a := range seeds {
-		resp, err := members(ctx, a)
+		resp, err := members(ctx, a, tc)
 		if err != nil {
 			last = err
 			continue

@@ -27,6 +27,10 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	// noRefunds: a node refused a lease refund (a cluster with TLS takes
+	// refunds from nodes only), so unspent lease tokens come back by
+	// refill instead, and no more refunds are sent.
+	noRefunds atomic.Bool
 
 	rules    atomic.Pointer[ruleState]
 	view     atomic.Pointer[memberView]

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,6 +98,10 @@ type Config struct {
 	// (checks and watches) instead of a plain TCP dial; addr is host:port.
 	// Tests use it to cut links; a deployment may route through a proxy.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// TLS, when set, makes every connection to a node TLS with this
+	// config (a cluster with --tls-*: a gateway certificate from the
+	// cluster CA; see docs/security.md). Nil: plaintext.
+	TLS *tls.Config
 }
 
 // UntilRules is the policy for decisions asked before the client holds a

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/checkstream"
@@ -90,7 +91,11 @@ func newNodeConn(c *Client, addr string) (*nodeConn, error) {
 // dial makes a (lazily connecting) gRPC client for addr, through
 // Config.Dial when set.
 func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcwin.DialOptions()...)
+	creds := insecure.NewCredentials()
+	if c.cfg.TLS != nil {
+		creds = credentials.NewTLS(c.cfg.TLS)
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, grpcwin.DialOptions()...)
 	if c.cfg.Dial != nil {
 		opts = append(opts, grpc.WithContextDialer(c.cfg.Dial))
 	}

@@ -97,11 +97,19 @@
 // burst) is cached for one window, at least 1s. Only this gateway's view:
 // a raised override reaches a blocked key when its retry-after ends.
 //
+// # TLS
+//
+// Config.TLS makes every connection to the nodes TLS with that config: for
+// a cluster with mutual TLS, a gateway certificate from the cluster CA
+// (docs/security.md). Nil is plaintext.
+//
 // # Leases and their accuracy
 //
 // For a rule with lease N > 0 the client takes N tokens in one item (cost
 // N) and spends them locally for LeaseTTL (1s); unspent tokens are given
-// back with a refund item when the lease expires and on Close. When fewer
+// back with a refund item when the lease expires and on Close (a cluster
+// with TLS takes refunds from nodes only: after the first refusal the
+// client sends none and unspent tokens come back by refill). When fewer
 // than N are left, it asks again for a single token in the same request.
 // Because lease tokens are taken from the owner's bucket before they are
 // spent, leases do not over-admit against the owner's counter: admitted ≤

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -173,13 +176,22 @@ func (c *Client) refundLeases(ctx context.Context, all bool) {
 	}
 	c.local.lmu.Unlock()
 	for addr, items := range byAddr {
+		if c.noRefunds.Load() {
+			break // the tokens come back by refill anyway
+		}
 		nc, err := c.conn(addr)
 		if err != nil || !nc.allow(now) {
 			continue // the tokens come back by refill anyway
 		}
 		seq := nc.begin()
 		_, err = nc.lc.Check(ctx, &weirv1.CheckRequest{Items: items})
-		nc.record(seq, err == nil, c.now())
+		refused := status.Code(err) == codes.PermissionDenied
+		nc.record(seq, err == nil || refused, c.now()) // a refusal is an answer, not a sick node
+		if refused {
+			c.noRefunds.Store(true)
+			c.cfg.Logger.Info("weir client: the cluster takes lease refunds from nodes only; unspent lease tokens come back by refill", "addr", addr)
+			break
+		}
 		if err != nil {
 			c.cfg.Logger.Debug("weir client: lease refund failed", "addr", addr, "err", err)
 			continue

@@ -54,7 +54,10 @@ func (n *Node) clusterLoop() {
 // the hand-off (which marks the partitions this node gains pending and
 // pulls them) and only then publishes it to the check path.
 func (n *Node) refreshView() {
-	members := n.readMembers()
+	members, wait := n.admitted(n.readMembers())
+	if wait {
+		return // a new member is proving who it is (security.go)
+	}
 	if len(n.cfg.Join) > 0 && !n.joined.Load() && n.view.Load() == nil {
 		// Not joined yet: a solo ring would claim every partition.
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/ring"
 )
 
@@ -56,6 +57,18 @@ type Config struct {
 	BootstrapExpect int
 	// AdminToken, when set, is required for rule writes.
 	AdminToken string
+
+	// ClusterName names the cluster: the trust domain of its certificates,
+	// spiffe://<ClusterName>/<role>/<name> (default "weir").
+	ClusterName string
+	// TLS names this node's certificate and key and the cluster CA. When
+	// set, every listener and connection is mutual TLS 1.3, the
+	// certificate must name node/<ID>, and callers are limited to their
+	// roles (security.go, node/authz, docs/security.md).
+	TLS tlsconf.Files
+	// NodeProof, when set, grants the node role to a caller without a node
+	// certificate (node/authz.Config.NodeProof).
+	NodeProof func(ctx context.Context) (nodeID string, ok bool)
 
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
@@ -131,6 +144,7 @@ func DefaultConfig(id string) Config {
 		LeaveTimeout:         10 * time.Second,
 		ResolveTimeout:       time.Minute,
 		GRPCReflection:       true,
+		ClusterName:          "weir",
 	}
 }
 
@@ -155,6 +169,12 @@ func (c Config) Validate() error {
 		if ip != nil && ip.IsUnspecified() {
 			return fmt.Errorf("%w: advertise %q: want an address peers can reach", ErrConfig, c.Advertise)
 		}
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.ClusterName == "" || strings.ContainsAny(c.ClusterName, "/:@?# ") {
+		return fmt.Errorf("%w: cluster name %q: want a non-empty name without '/', ':' or spaces", ErrConfig, c.ClusterName)
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)

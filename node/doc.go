@@ -24,6 +24,12 @@
 //   - check.go, forward.go: routing and forwarding checks.
 //   - peer.go: the Peer gRPC service and the peer side of replication and
 //     hand-off.
+//   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
+//     and Raft connections, the role policy (node/authz) in front of both
+//     servers, and the admission of members: with TLS a member enters the
+//     view (ring, forwarding, Raft) only after its gRPC port proved, with
+//     a node certificate, that it is node/<its id>. Verifications run on
+//     node goroutines (goFunc); admission.mu guards their maps.
 //
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted

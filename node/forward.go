@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/limit"
@@ -18,7 +17,7 @@ import (
 type peerPool struct {
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
-	opts  []grpc.DialOption // set once by New, before any dial
+	opts  []grpc.DialOption // set once by New, before any dial (credentials included)
 }
 
 func newPeerPool() *peerPool { return &peerPool{conns: map[string]*grpc.ClientConn{}} }
@@ -32,7 +31,7 @@ func (p *peerPool) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, p.opts...)...)
+	c, err := grpc.NewClient(addr, p.opts...)
 	if err != nil {
 		return nil, err
 	}

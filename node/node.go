@@ -22,8 +22,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
@@ -55,6 +57,9 @@ type Node struct {
 	handoff  *replication.Handoff
 	peers    *peerPool
 	met      *metrics
+	tls      *tlsconf.Source   // nil without TLS (security.go)
+	authz    *authz.Authorizer // the role policy (node/authz)
+	admit    *admission        // members that proved they are nodes (TLS)
 
 	grpcSrv       *grpc.Server
 	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
@@ -123,8 +128,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
+	if err := n.setupSecurity(); err != nil {
+		return nil, err
+	}
 	n.peers = newPeerPool()
-	n.peers.opts = peerDialOptions(cfg)
+	n.peers.opts = append(peerDialOptions(cfg), n.peerCreds())
 
 	ok := false
 	defer func() {
@@ -159,6 +167,7 @@ func New(cfg Config) (*Node, error) {
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
+	rc.ServerTLS, rc.ClientTLS = n.raftTLS()
 	n.store, err = rulesraft.Open(rc)
 	if err != nil {
 		return nil, fmt.Errorf("node: rules store: %w", err)
@@ -200,11 +209,12 @@ func New(cfg Config) (*Node, error) {
 		Logger:       n.log.With("component", "api"),
 		Registry:     cfg.Registry,
 		Now:          time.Now,
+		DialOptions:  []grpc.DialOption{n.peerCreds()},
 	}, backend{n})
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
-	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
+	n.grpcSrv = grpc.NewServer(append(grpcwin.ServerOptions(), n.grpcServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 	n.health = health.NewServer()
@@ -220,6 +230,7 @@ func New(cfg Config) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", n.api.Handler())
 	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.secureHTTP(n.httpSrv)
 
 	n.meta = memberMeta{
 		Boot: rand.Uint64() | 1,
@@ -245,7 +256,7 @@ func (n *Node) Start() error {
 		}
 	})
 	n.goFunc(func() {
-		if err := n.httpSrv.Serve(n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.serveHTTP(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})

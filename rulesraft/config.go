@@ -1,6 +1,7 @@
 package rulesraft
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,6 +33,12 @@ type Config struct {
 	// it was added (see Reconcile). Members it does not know are dialled at
 	// their configured address. It must not block.
 	PeerAddr func(id string) (addr string, ok bool)
+	// ServerTLS and ClientTLS, when both set, make the Raft transport
+	// mutual TLS: an accepted connection must complete a handshake with
+	// ServerTLS (which verifies the peer) within TLSHandshakeTimeout or is
+	// closed and logged; a dial completes one with ClientTLS. Nil: plain
+	// TCP.
+	ServerTLS, ClientTLS *tls.Config
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.

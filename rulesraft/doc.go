@@ -13,7 +13,11 @@
 //     snapshots (DataDir/snapshots), TCP transport, leader-only Apply,
 //     Bootstrap, Reconcile (group membership from gossip), Watch. The TCP
 //     stream layer (transport.go) tracks its connections so that Close also
-//     ends Raft's per-connection reader goroutines.
+//     ends Raft's per-connection reader goroutines. With Config.ServerTLS
+//     and ClientTLS it is mutual TLS (transport_tls.go): one accept
+//     goroutine hands each accepted connection to a handshake goroutine
+//     (bounded by TLSHandshakeTimeout, ended by Close), and only those that
+//     pass reach Raft; refusals are logged.
 //   - logger.go: the one adapter from Raft's hclog to *slog.Logger.
 //
 // The rule model itself (Rule, Override, Set, validation, matching) lives in

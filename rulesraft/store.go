@@ -104,6 +104,9 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("rulesraft: snapshot store: %w", err)
 	}
 	layer, err := listenTCP(cfg.BindAddr, cfg.AdvertiseAddr)
+	if err == nil && cfg.ServerTLS != nil && cfg.ClientTLS != nil {
+		layer.useTLS(cfg.ServerTLS, cfg.ClientTLS, logger)
+	}
 	if err != nil {
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: listen: %w", err)

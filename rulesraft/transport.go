@@ -25,6 +25,8 @@ type tcpLayer struct {
 	dials      context.Context
 	abortDials context.CancelFunc
 
+	tls *tlsState // nil: plain TCP
+
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
@@ -95,6 +97,9 @@ func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
 
 // Accept implements net.Listener.
 func (l *tcpLayer) Accept() (net.Conn, error) {
+	if l.tls != nil {
+		return l.acceptTLS()
+	}
 	c, err := l.ln.Accept()
 	if err != nil {
 		return nil, err
@@ -108,6 +113,11 @@ func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	c, err := d.DialContext(l.dials, "tcp", string(addr))
 	if err != nil {
 		return nil, fmt.Errorf("rulesraft: dial %s: %w", addr, err)
+	}
+	if l.tls != nil {
+		if c, err = l.dialTLS(c, addr, timeout); err != nil {
+			return nil, err
+		}
 	}
 	return l.track(c)
 }
@@ -127,6 +137,7 @@ func (l *tcpLayer) Close() error {
 	for c := range conns {
 		c.Close()
 	}
+	l.closeTLS()
 	return err
 }
 

@@ -60,6 +60,10 @@ var rules = []depRule{
 	{pkg: "ring", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "replication", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "rulesraft", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "internal/tlsconf", required: true, never: []string{module + "/node", module + "/rulesraft", module + "/client", module + "/replication"},
+		why: "TLS files, identities and the CA know nothing of the cluster they secure"},
+	{pkg: "node/authz", required: true, never: []string{module + "/node/api", module + "/rulesraft", module + "/replication"},
+		why: "the role policy sits in front of the edges and knows no rule or counter"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

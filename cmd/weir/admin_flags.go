@@ -35,6 +35,7 @@ type adminOpts struct {
 	author  string
 	output  string
 	timeout time.Duration
+	tls     tlsFlags
 }
 
 // adminFlags registers --addr, --token, --author, -o and --timeout on cmd.
@@ -47,6 +48,7 @@ func adminFlags(cmd *cobra.Command) *adminOpts {
 	fs.StringVarP(&o.output, "output", "o", outTable, "output `format`: table or json")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "how long to wait for the node")
 	withEnv(fs, "addr", "token", "author")
+	o.tls.register(fs)
 	return o
 }
 
@@ -61,11 +63,23 @@ func (c *cli) client(cmd *cobra.Command, o *adminOpts) (*apiClient, error) {
 	if o.timeout <= 0 {
 		return nil, usageErr(cmd, "--timeout %s: must be > 0", o.timeout)
 	}
-	base, err := normalizeAddr(o.addr)
+	tc, err := o.tls.client(cmd, nil)
+	if err != nil {
+		return nil, err
+	}
+	addr := o.addr
+	if tc != nil && !strings.Contains(addr, "://") {
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		addr = "https://" + addr
+	}
+	base, err := normalizeAddr(addr)
 	if err != nil {
 		return nil, usageErr(cmd, "--addr: %v", err)
 	}
 	cl := newAPIClient(base, o.token, o.timeout)
+	cl.transport.TLSClientConfig = tc
 	cl.author = o.author
 	if cl.author == "" {
 		cl.author = c.defaultAuthor()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	inflight := fs.Int("inflight", 0, "sdk: Check RPCs in flight per gateway and node (0: the SDK's default)")
 	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
+	tlsMode := fs.String("tls", "off", "with --spawn: off, on (mutual TLS everywhere; targets labelled +tls) or both (each target without, then with TLS)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this load generator (its SDK gateways and callers) to `file`")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -94,6 +96,20 @@ func (c *cli) benchCmd() *cobra.Command {
 		if sc.Event != bench.EventNone && useWeir && *spawn == 0 {
 			return usage("scenario %s kills or adds nodes: it needs --spawn", sc.Name)
 		}
+		var tlsRuns []bool
+		switch *tlsMode {
+		case "off":
+			tlsRuns = []bool{false}
+		case "on":
+			tlsRuns = []bool{true}
+		case "both":
+			tlsRuns = []bool{false, true}
+		default:
+			return usage("--tls %q: use off, on or both", *tlsMode)
+		}
+		if *tlsMode != "off" && *spawn == 0 {
+			return usage("--tls %s needs --spawn (the bench makes the certificates)", *tlsMode)
+		}
 		var targets []string
 		if useWeir {
 			for _, t := range trimAll(*target) {
@@ -130,14 +146,16 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 
 		for _, t := range targets {
-			wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway,
-				sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
-			r, err := wb.do(ctx, seeds, *spawn)
-			if err != nil {
-				return fmt.Errorf("%s: %w", t, err)
-			}
-			if err := emit(r); err != nil {
-				return err
+			for _, withTLS := range tlsRuns {
+				wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway, tls: withTLS,
+					sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
+				r, err := wb.do(ctx, seeds, *spawn)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t, err)
+				}
+				if err := emit(r); err != nil {
+					return err
+				}
 			}
 		}
 		if useRedis {
@@ -174,6 +192,7 @@ type weirBench struct {
 	perGateway int
 	sdk        bench.SDKOptions
 	logw       io.Writer
+	tls        bool // spawn the cluster with mutual TLS
 }
 
 // do runs against the cluster at seeds, or against a fresh cluster of
@@ -185,35 +204,44 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		if err != nil {
 			return nil, err
 		}
-		sp, err = bench.SpawnCluster(ctx, bin, spawn, wb.logw)
+		sp, err = bench.SpawnCluster(ctx, bin, spawn, wb.logw, bench.SpawnOptions{TLS: wb.tls})
 		if err != nil {
 			return nil, err
 		}
 		defer sp.Close()
 		seeds = sp.GRPCAddrs()
-		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds); err != nil {
+		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds, sp.AdminTLS, sp.GatewayTLS); err != nil {
 			return nil, err
 		}
 	}
+	var gwTLS *tls.Config
+	if sp != nil {
+		gwTLS = sp.GatewayTLS
+	}
+	label := ""
+	if gwTLS != nil {
+		label = "+tls"
+	}
+	wb.sdk.TLS = gwTLS
 	cfg := wb.cfg
 	cfg.KeyPrefix = wb.run + ":" + wb.target + ":"
 	var factory bench.Factory
 	switch wb.target {
 	case "sdk":
-		cfg.Target, cfg.Leases = bench.TargetSDK, true
+		cfg.Target, cfg.Leases = bench.TargetSDK+label, true
 		factory = bench.SDKFactory(ctx, seeds, wb.sdk)
 	case "http":
-		cfg.Target = bench.TargetHTTP
-		cl, err := bench.ReadCluster(ctx, seeds)
+		cfg.Target = bench.TargetHTTP + label
+		cl, err := bench.ReadCluster(ctx, seeds, gwTLS)
 		if err != nil {
 			return nil, err
 		}
-		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway)
+		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway, gwTLS)
 	}
 	switch wb.sc.Event {
 	case bench.EventKill:
 		cfg.Midway = func(ctx context.Context) error {
-			cl, err := bench.ReadCluster(ctx, seeds)
+			cl, err := bench.ReadCluster(ctx, seeds, gwTLS)
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	untilRules := fs.String("until-rules", string(def.UntilRules), "`policy` while no rule set is held: wait (up to --until-rules-timeout, then deny), deny (503) or allow (no limits)")
 	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
+	var tf tlsFlags
+	tf.register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -79,6 +81,9 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		}
 		logger := slog.New(slog.NewTextHandler(c.stderr, nil))
 		cfg.Logger = logger
+		if cfg.TLS, err = tf.client(cmd, logger); err != nil {
+			return err
+		}
 		reg := prometheus.NewRegistry()
 		cfg.Registry = reg
 		if err := cfg.Validate(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -28,11 +29,21 @@ func (c *cli) healthCmd() *cobra.Command {
 	addr := fs.String("addr", "127.0.0.1:9090", "the node's gRPC `address`")
 	service := fs.String("service", "", "ask about one service (e.g. weir.v1.Limiter) instead of the whole node")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	var tf tlsFlags
+	tf.register(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, _, err := net.SplitHostPort(*addr); err != nil {
 			return usageErr(cmd, "--addr %q: want host:port", *addr)
 		}
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		creds := insecure.NewCredentials()
+		tc, err := tf.client(cmd, nil)
+		if err != nil {
+			return err
+		}
+		if tc != nil {
+			creds = credentials.NewTLS(tc)
+		}
+		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return err
 		}

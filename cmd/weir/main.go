@@ -144,7 +144,7 @@ func (c *cli) newRoot() *cobra.Command {
 		SilenceErrors: true, // run prints errors, once, in its own form
 		SilenceUsage:  true,
 	},
-		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.echoCmd(), c.benchCmd(), c.healthCmd(),
+		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.echoCmd(), c.benchCmd(), c.healthCmd(), c.tlsCmd(),
 		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(),
 		&cobra.Command{
 			Use:   "version",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -35,6 +37,8 @@ type nodeFlags struct {
 	replInterval, leaveTimeout                            time.Duration
 	reflection                                            bool
 	logLevel                                              slog.Level
+	clusterName, adminTokenFile                           string
+	tls                                                   tlsFlags
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -66,6 +70,10 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
+	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "cluster `name`: the trust domain of its certificates (spiffe://<name>/...)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the token required for rule writes (instead of --admin-token, which shows in ps)")
+	withEnv(fs, "cluster-name", "admin-token-file")
+	f.tls.register(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -78,6 +86,18 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg.Join = trimAll(f.join)
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
+	if f.adminTokenFile != "" {
+		if f.adminToken != "" {
+			return cfg, usageErr(cmd, "--admin-token and --admin-token-file: give one")
+		}
+		tok, err := readTokenFile(f.adminTokenFile)
+		if err != nil {
+			return cfg, usageErr(cmd, "--admin-token-file: %v", err)
+		}
+		cfg.AdminToken = tok
+	}
+	cfg.ClusterName = f.clusterName
+	cfg.TLS = f.tls.files()
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
 	if f.replInterval <= 0 {
@@ -223,6 +243,7 @@ func (c *cli) devCmd() *cobra.Command {
 			"and print what to try. Stop with Ctrl-C."}
 	f.register(cmd.Flags(), true)
 	gwAddr := cmd.Flags().String("gateway", "127.0.0.1:8000", `gateway listen address, in front of a built-in echo upstream ("off": none)`)
+	devTLSOn := cmd.Flags().Bool("tls", false, "make a CA and certificates in <data-dir>/tls and run the node and its gateway with mutual TLS")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
 		if f.dataDir == "" {
@@ -235,6 +256,19 @@ func (c *cli) devCmd() *cobra.Command {
 		}
 		f.bootstrapExpect = 1
 		f.join = nil
+		var gwFiles, adminFiles tlsconf.Files
+		if *devTLSOn {
+			if f.tls.files().Set() {
+				return usageErr(cmd, "--tls makes its own certificates; leave out --tls-cert, --tls-key and --tls-ca")
+			}
+			nodeFiles, gw, admin, err := devTLS(f.dataDir, f.id)
+			if err != nil {
+				return fmt.Errorf("dev certificates: %w", err)
+			}
+			f.tls = tlsFlags{cert: nodeFiles.Cert, key: nodeFiles.Key, ca: nodeFiles.CA}
+			f.clusterName = "weir"
+			gwFiles, adminFiles = gw, admin
+		}
 		cfg, err := f.config(cmd)
 		if err != nil {
 			return err
@@ -252,14 +286,22 @@ func (c *cli) devCmd() *cobra.Command {
 				}
 			}
 			if *gwAddr == "off" || *gwAddr == "" {
-				printDevHelp(c.stdout, n, cfg.DataDir, "")
+				printDevHelp(c.stdout, n, cfg.DataDir, "", adminFiles)
 				return func() {}, nil
 			}
-			stop, addr, err := startDevGateway(ctx, n.GRPCAddr(), *gwAddr, cfg.Logger)
+			var gwTLS *tls.Config
+			if gwFiles.Set() {
+				src, err := tlsconf.New(gwFiles, "", cfg.Logger)
+				if err != nil {
+					return nil, err
+				}
+				gwTLS = src.ClientConfig()
+			}
+			stop, addr, err := startDevGateway(ctx, n.GRPCAddr(), *gwAddr, cfg.Logger, gwTLS)
 			if err != nil {
 				return nil, err
 			}
-			printDevHelp(c.stdout, n, cfg.DataDir, addr)
+			printDevHelp(c.stdout, n, cfg.DataDir, addr, adminFiles)
 			return stop, nil
 		})
 	}
@@ -268,7 +310,7 @@ func (c *cli) devCmd() *cobra.Command {
 
 // startDevGateway serves an echo upstream on a free loopback port and a
 // gateway in front of it on listen, checking with the node at grpcAddr.
-func startDevGateway(ctx context.Context, grpcAddr, listen string, logger *slog.Logger) (stop func(), addr string, err error) {
+func startDevGateway(ctx context.Context, grpcAddr, listen string, logger *slog.Logger, tc *tls.Config) (stop func(), addr string, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", fmt.Errorf("dev echo upstream: %w", err)
@@ -276,7 +318,7 @@ func startDevGateway(ctx context.Context, grpcAddr, listen string, logger *slog.
 	echo := &http.Server{Handler: http.HandlerFunc(echoHandler), ReadHeaderTimeout: 10 * time.Second}
 	go echo.Serve(ln)
 	cfg := client.DefaultConfig()
-	cfg.Cluster, cfg.GatewayID, cfg.Logger = []string{grpcAddr}, "dev-gateway", logger
+	cfg.Cluster, cfg.GatewayID, cfg.Logger, cfg.TLS = []string{grpcAddr}, "dev-gateway", logger, tc
 	cfg.Registry = prometheus.NewRegistry()
 	gw, err := startGateway(ctx, cfg, &url.URL{Scheme: "http", Host: ln.Addr().String()}, listen, true)
 	if err != nil {
@@ -307,8 +349,25 @@ func echoHandler(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func printDevHelp(w io.Writer, n *node.Node, dataDir, gateway string) {
+func printDevHelp(w io.Writer, n *node.Node, dataDir, gateway string, admin tlsconf.Files) {
 	h := n.HTTPAddr()
+	if admin.Set() {
+		fmt.Fprintf(w, `weir dev: one node with the example rules is up, with mutual TLS.
+  HTTPS https://%[1]s    gRPC %[2]s    data %[3]s
+
+An admin certificate (the admin commands read WEIR_TLS_*):
+  export WEIR_TLS_CERT=%[4]s WEIR_TLS_KEY=%[5]s WEIR_TLS_CA=%[6]s
+Try:
+  weir rules list --addr %[1]s
+  weir check --addr %[1]s --key ip:203.0.113.7 --rule login.ip   # 5 per minute
+  curl -s --cacert $WEIR_TLS_CA --cert $WEIR_TLS_CERT --key $WEIR_TLS_KEY https://%[1]s/v1/limits/apikey:ak_1
+`, h, n.GRPCAddr(), dataDir, admin.Cert, admin.Key, admin.CA)
+		if gateway != "" {
+			fmt.Fprintf(w, "\nGateway http://%[1]s (plain HTTP for its clients; mutual TLS to the node):\n  curl -si -H 'X-API-Key: ak_1' http://%[1]s/v1/search\n", gateway)
+		}
+		fmt.Fprintln(w, "Stop with Ctrl-C.")
+		return
+	}
 	fmt.Fprintf(w, `weir dev: one node with the example rules is up.
   HTTP  http://%[1]s    gRPC %[2]s    data %[3]s
 

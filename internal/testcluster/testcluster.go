@@ -49,7 +49,11 @@ type Cluster struct {
 	// Faults, when not nil, carries every node's peer links (set by
 	// NewWithFaults; nodes started later are wired too).
 	Faults *Faults
-	seq    int
+	// PKI is the cluster CA when the cluster runs with TLS (NewWith).
+	PKI   *PKI
+	seq   int
+	opts  Options
+	admin *http.Client
 }
 
 // New starts n nodes that bootstrap Raft together and waits until every
@@ -108,7 +112,7 @@ func (c *Cluster) Start(cfg node.Config) *node.Node {
 func (c *Cluster) Add() *node.Node {
 	c.T.Helper()
 	c.seq++
-	cfg := Config(c.T, fmt.Sprintf("n%d", c.seq))
+	cfg := c.config(fmt.Sprintf("n%d", c.seq))
 	cfg.Join = []string{c.Live()[0].GossipAddr()}
 	return c.Start(cfg)
 }
@@ -182,15 +186,26 @@ func InRing(n *node.Node) int {
 func (c *Cluster) ApplyRules(yaml string) uint64 {
 	c.T.Helper()
 	n := c.Live()[0]
-	resp, err := http.Post("http://"+n.HTTPAddr()+"/v1/rules:apply", "application/yaml", bytes.NewBufferString(yaml))
-	if err != nil {
-		c.T.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
+	hc, scheme := c.httpClient()
+	var body []byte
+	// A leader change under a loaded machine answers not_leader: retried
+	// (applying the same file again changes nothing).
+	testwait.For(c.T, 15*time.Second, "a Raft leader to apply the rules", func() error {
+		resp, err := hc.Post(scheme+n.HTTPAddr()+"/v1/rules:apply", "application/yaml", bytes.NewBufferString(yaml))
+		if err != nil {
+			c.T.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte(`"code":"not_leader"`)):
+			return fmt.Errorf("apply: %d %s", resp.StatusCode, body)
+		}
 		c.T.Fatalf("apply: %d %s", resp.StatusCode, body)
-	}
+		return nil
+	})
 	var out struct {
 		Version uint64 `json:"version"`
 	}

@@ -23,7 +23,9 @@
 //   - Every write takes an admin value, which only Server.authorize hands
 //     out: both edges call it as soon as they know the caller (gRPC
 //     metadata, the HTTP Authorization header), so no write skips the
-//     token check. Nothing is applied unless the whole request is valid.
+//     token check. A caller node/authz found to be an admin or a node (a
+//     certificate, or the token) passes it (authz.FromContext); roles are
+//     enforced by node/authz in front of this package. Nothing is applied unless the whole request is valid.
 //   - A write is applied, and stamped (Command.At), only on the leader; a
 //     follower forwards it once, authorization included (a forwarded
 //     request that meets a non-leader fails with FailedPrecondition / HTTP

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -33,7 +34,7 @@ const (
 // grpcCaller reads the caller of a gRPC request from its metadata and peer.
 func grpcCaller(ctx context.Context) caller {
 	md, _ := metadata.FromIncomingContext(ctx)
-	c := caller{auth: md.Get(mdAuthorization), forwarded: len(md.Get(mdForwarded)) > 0, author: "unknown"}
+	c := caller{auth: md.Get(mdAuthorization), forwarded: len(md.Get(mdForwarded)) > 0, author: "unknown", writer: authz.FromContext(ctx).Writer()}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		c.author = "grpc:" + p.Addr.String()
 	}

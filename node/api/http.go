@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -329,7 +330,7 @@ func invalidUTF8At(b []byte) int {
 // httpCaller reads the caller of an HTTP request: its Authorization
 // header, and its address for the history.
 func httpCaller(r *http.Request) caller {
-	c := caller{author: "http:" + r.RemoteAddr}
+	c := caller{author: "http:" + r.RemoteAddr, writer: authz.FromContext(r.Context()).Writer()}
 	if a := r.Header.Get("Authorization"); a != "" {
 		c.auth = []string{a}
 	}

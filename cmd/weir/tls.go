@@ -1,0 +1,179 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/weirlimit/weir/internal/tlsconf"
+)
+
+// tlsFlags are --tls-cert, --tls-key and --tls-ca, on every command that
+// talks to or runs a node.
+type tlsFlags struct {
+	cert, key, ca string
+}
+
+func (f *tlsFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.cert, "tls-cert", "", "`file` with this process's certificate (PEM; see weir tls); with --tls-key and --tls-ca, every connection is mutual TLS 1.3")
+	fs.StringVar(&f.key, "tls-key", "", "`file` with the certificate's private key (PEM)")
+	fs.StringVar(&f.ca, "tls-ca", "", "`file` with the cluster CA certificate(s) (PEM)")
+	withEnv(fs, "tls-cert", "tls-key", "tls-ca")
+}
+
+func (f *tlsFlags) files() tlsconf.Files { return tlsconf.Files{Cert: f.cert, Key: f.key, CA: f.ca} }
+
+// client is the TLS config of a gateway or admin command (nil without the
+// flags). The trust domain is the one the certificate names.
+func (f *tlsFlags) client(cmd *cobra.Command, log *slog.Logger) (*tls.Config, error) {
+	files := f.files()
+	if !files.Set() {
+		return nil, nil
+	}
+	if err := files.Validate(); err != nil {
+		return nil, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+	}
+	src, err := tlsconf.New(files, "", log)
+	if err != nil {
+		return nil, err
+	}
+	return src.ClientConfig(), nil
+}
+
+// tlsCmd is `weir tls`: a small CA for a test or small cluster.
+func (c *cli) tlsCmd() *cobra.Command {
+	return group(&cobra.Command{Use: "tls", Short: "Make a cluster CA and certificates for nodes, gateways and admins"},
+		group(&cobra.Command{Use: "ca", Short: "Manage the cluster CA"}, c.tlsCACreateCmd()),
+		group(&cobra.Command{Use: "cert", Short: "Issue certificates"}, c.tlsCertCreateCmd()),
+	)
+}
+
+func (c *cli) tlsCACreateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "create --dir DIR [--cluster NAME]", Args: noArgs,
+		Short: "Create a cluster CA: DIR/ca.pem and DIR/ca-key.pem",
+		Long: "Create a CA (ECDSA P-256) for the cluster named --cluster (the trust domain of its\n" +
+			"certificates, spiffe://<cluster>/...): DIR/ca.pem, shared with every process, and\n" +
+			"DIR/ca-key.pem, which only `weir tls cert create` needs. An existing CA is kept."}
+	dir := cmd.Flags().String("dir", "", "`directory` to write into (required)")
+	cluster := cmd.Flags().String("cluster", "weir", "cluster `name` (the nodes' --cluster-name)")
+	days := cmd.Flags().Int("days", 3650, "validity in days")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *dir == "" {
+			return usageErr(cmd, "--dir is required")
+		}
+		if *days < 1 {
+			return usageErr(cmd, "--days %d: must be >= 1", *days)
+		}
+		ca, err := tlsconf.NewCA(*cluster, time.Duration(*days)*24*time.Hour)
+		if err != nil {
+			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+		}
+		if err := ca.WriteCA(*dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "wrote %s and %s (cluster %s)\n", filepath.Join(*dir, tlsconf.CAFile), filepath.Join(*dir, tlsconf.CAKeyFile), *cluster)
+		return nil
+	}
+	return cmd
+}
+
+func (c *cli) tlsCertCreateCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "create --dir DIR (--node ID | --gateway ID | --admin NAME)", Args: noArgs,
+		Short: "Issue a certificate from DIR's CA for a node, a gateway or an admin",
+		Long: "Issue a certificate (ECDSA P-256, for server and client use) from the CA in DIR,\n" +
+			"naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
+			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them)."}
+	fs := cmd.Flags()
+	dir := fs.String("dir", "", "`directory` holding ca.pem and ca-key.pem (required)")
+	nodeID := fs.String("node", "", "a node's `id` (its --id)")
+	gw := fs.String("gateway", "", "a gateway's `id`")
+	admin := fs.String("admin", "", "an admin's `name`")
+	cluster := fs.String("cluster", "", "cluster `name` (default: the CA's)")
+	hosts := fs.StringSlice("host", nil, "extra IP or DNS SANs, for clients that check host names (Weir does not)")
+	days := fs.Int("days", 365, "validity in days")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *dir == "" {
+			return usageErr(cmd, "--dir is required")
+		}
+		var id tlsconf.Identity
+		n := 0
+		for role, name := range map[tlsconf.Role]string{tlsconf.RoleNode: *nodeID, tlsconf.RoleGateway: *gw, tlsconf.RoleAdmin: *admin} {
+			if name != "" {
+				id.Role, id.Name = role, name
+				n++
+			}
+		}
+		if n != 1 {
+			return usageErr(cmd, "give exactly one of --node, --gateway or --admin")
+		}
+		if *days < 1 {
+			return usageErr(cmd, "--days %d: must be >= 1", *days)
+		}
+		ca, err := tlsconf.LoadCA(*dir)
+		if err != nil {
+			return fmt.Errorf("loading the CA (run `weir tls ca create --dir %s` first): %w", *dir, err)
+		}
+		id.Cluster = *cluster
+		if id.Cluster == "" {
+			id.Cluster = ca.Cluster()
+		}
+		if err := id.Validate(); err != nil {
+			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: no weir identity: "))
+		}
+		cert, key, err := ca.WriteCert(*dir, id, append([]string{"127.0.0.1", "localhost"}, trimAll(*hosts)...), time.Duration(*days)*24*time.Hour)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "wrote %s and %s (%s)\n", cert, key, id)
+		return nil
+	}
+	return cmd
+}
+
+// devTLS makes a CA and the dev node's, gateway's and an admin's
+// certificates under dir/tls (kept across runs with the same --data-dir).
+func devTLS(dir, nodeID string) (nodeFiles, gwFiles, adminFiles tlsconf.Files, err error) {
+	tdir := filepath.Join(dir, "tls")
+	ca, err := tlsconf.LoadCA(tdir)
+	if err != nil {
+		if ca, err = tlsconf.NewCA("weir", 365*24*time.Hour); err != nil {
+			return
+		}
+		if err = ca.WriteCA(tdir); err != nil {
+			return
+		}
+	}
+	issue := func(role tlsconf.Role, name string) (tlsconf.Files, error) {
+		cert, key, err := ca.WriteCert(tdir, tlsconf.Identity{Cluster: "weir", Role: role, Name: name}, []string{"127.0.0.1", "localhost"}, 30*24*time.Hour)
+		return tlsconf.Files{Cert: cert, Key: key, CA: filepath.Join(tdir, tlsconf.CAFile)}, err
+	}
+	if nodeFiles, err = issue(tlsconf.RoleNode, nodeID); err != nil {
+		return
+	}
+	if gwFiles, err = issue(tlsconf.RoleGateway, "dev-gateway"); err != nil {
+		return
+	}
+	adminFiles, err = issue(tlsconf.RoleAdmin, "dev")
+	return
+}
+
+// readTokenFile reads an admin token from path (surrounding space
+// trimmed); an empty token is an error.
+func readTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return tok, nil
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/internal/testwait"
+)
+
+// TestTLSCommands: `weir tls ca create` and `weir tls cert create` write
+// the PEM files; bad input is a usage error and writes nothing.
+func TestTLSCommands(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, "", nil, "tls", "cert", "create", "--dir", dir, "--node", "n1"); r.code != exitError || !strings.Contains(r.stderr, "weir tls ca create") {
+		t.Fatalf("cert before a CA: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir, "--cluster", "prod"); r.code != exitOK {
+		t.Fatalf("ca create: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, f := range []string{"ca.pem", "ca-key.pem"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir); r.code != exitError || !strings.Contains(r.stderr, "already exists") {
+		t.Errorf("second ca create: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"--node", "n1", "--admin", "a"},
+		{},
+		{"--node", "bad/id"},
+	} {
+		r := runCLI(t, "", nil, append([]string{"tls", "cert", "create", "--dir", dir}, args...)...)
+		if r.code != exitUsage {
+			t.Errorf("cert create %q: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+	r := runCLI(t, "", nil, "tls", "cert", "create", "--dir", dir, "--node", "n1")
+	if r.code != exitOK || !strings.Contains(r.stdout, "spiffe://prod/node/n1") {
+		t.Fatalf("cert create: exit %d, stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, f := range []string{"node-n1.pem", "node-n1-key.pem"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 {
+		t.Errorf("%d files in the directory, want 4 (no leftovers from refused commands)", len(entries))
+	}
+}
+
+// TestDevTLS runs `weir dev --tls` in-process: the admin commands work with
+// the printed admin certificate and fail without it, `weir health` answers
+// over TLS, and the dev gateway checks with the node over TLS.
+func TestDevTLS(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--tls", "--data-dir", t.TempDir(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0",
+			"--gossip", "127.0.0.1:0", "--gateway", "127.0.0.1:0", "--log-level", "error"},
+			strings.NewReader(""), &out, &errOut, func(string) string { return "" })
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("weir dev exited %d; stderr:\n%s", code, errOut.String())
+		}
+	}()
+	re := regexp.MustCompile(`(?s)HTTPS https://(\S+)\s+gRPC (\S+).*export WEIR_TLS_CERT=(\S+) WEIR_TLS_KEY=(\S+) WEIR_TLS_CA=(\S+).*Gateway (http://\S+)`)
+	var m []string
+	testwait.For(t, 60*time.Second, "weir dev --tls to print its help", func() error {
+		if m = re.FindStringSubmatch(out.String()); m != nil {
+			return nil
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("weir dev exited %d early; stderr:\n%s", code, errOut.String())
+		default:
+		}
+		return errors.New("not yet")
+	})
+	httpAddr, grpcAddr, gw := m[1], m[2], m[6]
+	env := map[string]string{"WEIR_TLS_CERT": m[3], "WEIR_TLS_KEY": m[4], "WEIR_TLS_CA": m[5]}
+	if r := runCLI(t, "", env, "rules", "list", "--addr", httpAddr); r.code != exitOK || !strings.Contains(r.stdout, "login.ip") {
+		t.Errorf("rules list with the admin certificate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "", nil, "rules", "list", "--addr", httpAddr, "--timeout", "3s"); r.code == exitOK {
+		t.Errorf("rules list without a certificate succeeded: %q", r.stdout)
+	}
+	if r := runCLI(t, "", env, "health", "--addr", grpcAddr); r.code != exitOK || !strings.Contains(r.stdout, "SERVING") {
+		t.Errorf("health over TLS: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "", nil, "health", "--addr", grpcAddr, "--timeout", "2s"); r.code == exitOK {
+		t.Errorf("plaintext health succeeded against a TLS node")
+	}
+	resp, err := http.Get(gw + "/v1/search")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") == "" {
+		t.Errorf("dev gateway: %d, X-RateLimit-Remaining %q; want 200 decided by the node", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}

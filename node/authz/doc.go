@@ -1,0 +1,39 @@
+// Package authz decides what each caller of a node may do: one policy,
+// applied by a gRPC interceptor pair and an HTTP middleware, so no
+// endpoint is reachable around it.
+//
+// A caller's roles come from three sources, combined:
+//   - its TLS certificate (verified by internal/tlsconf before any request
+//     is read): node, gateway or admin, from spiffe://<cluster>/<role>/<name>;
+//   - Config.NodeProof, a second source of the node role for clusters
+//     without TLS (a proof derived from the gossip key, on gRPC metadata):
+//     when it answers ok, the caller is a node;
+//   - the admin token ("Authorization: Bearer <token>", compared in
+//     constant time): admin.
+//
+// The policy (docs/security.md):
+//   - Peer (Forward, Replicate, Handoff and their streams): node only,
+//     once TLS or NodeProof is configured.
+//   - refund items on Limiter.Check/CheckStream: node only, likewise.
+//   - rule and override writes: admin or node (a follower forwards an
+//     admin's write with its node certificate), once TLS or a token is
+//     configured.
+//   - reads of rules, overrides and history (gRPC ListRules, GetRule,
+//     History; HTTP GET /v1/rules..., /v1/overrides): any role or the
+//     token, once TLS or a token is configured.
+//   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
+//     client certificate (load balancers, kubelet probes); the HTTP
+//     listener asks for a certificate but does not require one, and a
+//     certificate given must still verify.
+//   - everything else (Limiter, Watch, Cluster, gRPC health, /metrics):
+//     any role under TLS (every verified certificate names one; a caller
+//     without one is refused); open without TLS.
+//
+// Without TLS, NodeProof and a token, everything is open, as before (weir
+// dev, loopback test clusters). The interceptors put the caller into the
+// request's context (FromContext) for node/api, which lets a write
+// through for an admin or node caller without the token.
+//
+// Goroutines: none; the Authorizer is immutable after New and safe for
+// concurrent use.
+package authz
