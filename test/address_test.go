@@ -57,6 +57,7 @@ func onHost(cfg node.Config, host string) node.Config {
 func putRule(n *node.Node, id string) (int, string) {
 	body := fmt.Sprintf(`{"match":{"route":"/%s"},"key":"apikey","rate":3,"period":"1s"}`, id)
 	req, _ := http.NewRequest(http.MethodPut, "http://"+n.HTTPAddr()+"/v1/rules/"+id, bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
@@ -155,9 +156,12 @@ func TestRescheduledNodeRejoinsAtNewAddress(t *testing.T) {
 	cfgs := []node.Config{testcluster.Config(t, "n1"), testcluster.Config(t, "n2"), testcluster.Config(t, "n3")}
 	c := startCluster(t, cfgs)
 	c.ApplyRules(movedRules)
-	if code, body := putRule(c.Nodes[2], "before"); code != http.StatusOK {
-		t.Fatalf("put: %d %s", code, body)
-	}
+	testwait.For(t, 20*time.Second, "a write", func() error { // a leader may still settle
+		if code, body := putRule(c.Nodes[2], "before"); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
 	want := []string{"before", "m1", "m2", "m3"}
 	testwait.For(t, 10*time.Second, "the rules everywhere", func() error {
 		for _, n := range c.Live() {
