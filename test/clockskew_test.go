@@ -31,7 +31,7 @@ func TestHandoffToAClockAheadGrantsNothing(t *testing.T) {
 	n1 := tc.Start(cfg)
 	tc.WaitStable(1)
 	c := wrapCluster(t, tc)
-	tc.ApplyRules("rules:\n  - {id: skew, match: {route: /skew}, key: apikey, rate: 1, period: 1s, burst: 5}\n")
+	version := tc.ApplyRules("rules:\n  - {id: skew, match: {route: /skew}, key: apikey, rate: 1, period: 1s, burst: 5}\n")
 
 	var keys []string
 	for i := range 40 {
@@ -49,6 +49,12 @@ func TestHandoffToAClockAheadGrantsNothing(t *testing.T) {
 	cfg2.Now = slowClock(base, 2*time.Second)
 	n2 := tc.Start(cfg2)
 	tc.WaitStable(2)
+	testwait.For(t, 10*time.Second, "the rules on n2", func() error {
+		if s := n2.Store().Current(); s == nil || s.Version < version {
+			return fmt.Errorf("n2 has not applied version %d", version)
+		}
+		return nil
+	})
 	r, err := ring.New([]string{"n1", "n2"}, ring.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
