@@ -33,6 +33,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	keys := fs.Int("keys", 0, "number of keys (0: the scenario's)")
 	dist := fs.String("dist", "", "key distribution: uniform or zipf (empty: the scenario's)")
 	cost := fs.Int64("cost", 0, "tokens per check (0: the scenario's)")
+	rate := fs.Float64("rate", 0, "open loop: schedule N checks per second in all at fixed intervals and count each latency from its scheduled time (no coordinated omission); 0: closed loop, each caller sends when answered")
 	duration := fs.Duration("duration", 10*time.Second, "bound on each run's duration (0: none)")
 	count := fs.Int64("count", 0, "bound on each run's checks (0: none)")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on one check; with --spawn also the rules' timeout (how long an SDK gateway waits for the owner before the fail mode, counted as an error, decides)")
@@ -79,6 +80,9 @@ func (c *cli) benchCmd() *cobra.Command {
 		if err := sc.Validate(); err != nil {
 			return usage("%v", err)
 		}
+		if *rate < 0 {
+			return usage("--rate %g: must be ≥ 0 (0: closed loop)", *rate)
+		}
 		if *inflight < 0 || *maxBatch < 0 {
 			return usage("--inflight and --max-batch must be ≥ 0")
 		}
@@ -119,7 +123,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		cfg := bench.Config{
 			Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
-			Seed: uint64(time.Now().UnixNano()),
+			Seed: uint64(time.Now().UnixNano()), Rate: *rate,
 		}
 		run := fmt.Sprintf("b%x", time.Now().UnixNano())
 		perGateway := (*callers + *gateways - 1) / *gateways
