@@ -36,7 +36,7 @@ type Config struct {
 	// scheduled time, so a target that stalls is charged for every check
 	// that should have been sent meanwhile (no coordinated omission); the
 	// callers bound the checks in flight, as a gateway's connections do.
-	Rate float64
+	Rate   float64
 	Midway func(ctx context.Context) error
 }
 
