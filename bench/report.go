@@ -11,6 +11,11 @@ import (
 const (
 	TargetSDK   = "weir"      // the gateway SDK over gRPC
 	TargetHTTP  = "weir-http" // one JSON request per check to a node
+	// TargetGateway: HTTP requests through `weir gateway` processes to an
+	// upstream, one check each; TargetProxy: the same on a route no rule
+	// matches (the proxy alone).
+	TargetGateway = "weir-gateway"
+	TargetProxy   = "gateway-proxy"
 	TargetRedis = "redis"     // Redis + the Lua token bucket
 )
 

@@ -25,7 +25,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -102,13 +102,16 @@ func (c *cli) benchCmd() *cobra.Command {
 		if useWeir {
 			for _, t := range trimAll(*target) {
 				switch t {
-				case "sdk", "http":
+				case "sdk", "http", "gateway", "proxy":
 					targets = append(targets, t)
 				default:
-					return usage("--target %q: use sdk, http or sdk,http", t)
+					return usage("--target %q: use sdk, http, gateway or proxy (comma-separated)", t)
 				}
-				if t == "http" && len(sc.Rules) > 1 {
-					return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
+				if t != "sdk" && len(sc.Rules) > 1 {
+					return usage("--target %s checks one rule per request; scenario %s checks %d rules as a group", t, sc.Name, len(sc.Rules))
+				}
+				if (t == "gateway" || t == "proxy") && *spawn == 0 {
+					return usage("--target %s starts weir gateway processes beside a cluster it spawns: it needs --spawn", t)
 				}
 			}
 		}
@@ -213,6 +216,22 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 			return nil, err
 		}
 		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway)
+	case "gateway", "proxy":
+		cfg.Target = bench.TargetGateway
+		if wb.target == "proxy" {
+			cfg.Target = bench.TargetProxy
+		}
+		up, err := bench.StartUpstream()
+		if err != nil {
+			return nil, err
+		}
+		defer up.Close()
+		bin, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		factory = bench.GatewayFactory(ctx, bench.GatewayOptions{Bin: bin, Seeds: seeds, Upstream: up.Addr,
+			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Log: wb.logw})
 	}
 	switch wb.sc.Event {
 	case bench.EventKill:
