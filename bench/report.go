@@ -9,14 +9,14 @@ import (
 
 // Target labels used in reports.
 const (
-	TargetSDK   = "weir"      // the gateway SDK over gRPC
-	TargetHTTP  = "weir-http" // one JSON request per check to a node
+	TargetSDK  = "weir"      // the gateway SDK over gRPC
+	TargetHTTP = "weir-http" // one JSON request per check to a node
 	// TargetGateway: HTTP requests through `weir gateway` processes to an
 	// upstream, one check each; TargetProxy: the same on a route no rule
 	// matches (the proxy alone).
 	TargetGateway = "weir-gateway"
 	TargetProxy   = "gateway-proxy"
-	TargetRedis = "redis"     // Redis + the Lua token bucket
+	TargetRedis   = "redis" // Redis + the Lua token bucket
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail
