@@ -34,6 +34,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 		return err
 	}
 	for _, r := range results {
+		if r.Rate > 0 {
+			fmt.Fprintf(w, "%s/%s open loop: %.0f checks/s scheduled; latency counted from each check's scheduled time\n", r.Target, r.Scenario, r.Rate)
+		}
 		if r.FirstEr != "" {
 			fmt.Fprintf(w, "%s/%s first error: %s\n", r.Target, r.Scenario, r.FirstEr)
 		}
