@@ -61,7 +61,7 @@ func (o upstreamOptions) validate() error {
 func (o upstreamOptions) transport(up *url.URL) *http.Transport {
 	d := &net.Dialer{Timeout: o.dialTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 nil, // the upstream is reached directly, whatever HTTP_PROXY says
+		Proxy:                 http.ProxyFromEnvironment, // as before (Go never proxies loopback)
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true, // https: HTTP/2 when the upstream offers it in ALPN
 		MaxIdleConns:          o.maxIdle,
