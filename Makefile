@@ -3,6 +3,7 @@ GO            ?= go
 BIN           := bin/weir
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.0
+PROTOC_GEN_GO_VT   := github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.1-0.20240319094008-0393e58bdf10
 TOOLS         := $(CURDIR)/bin/tools
 
 IMAGE         ?= weir:dev
@@ -50,9 +51,11 @@ proto: ## regenerate proto/weirv1 from proto/weir/v1/*.proto (pinned generators)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
 	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO_GRPC)
+	GOBIN=$(TOOLS) $(GO) install $(PROTOC_GEN_GO_VT)
 	PATH=$(TOOLS):$$PATH protoc -I proto \
 	  --go_out=proto --go_opt=module=github.com/weirlimit/weir/proto \
 	  --go-grpc_out=proto --go-grpc_opt=module=github.com/weirlimit/weir/proto \
+	  --go-vtproto_out=proto --go-vtproto_opt=module=github.com/weirlimit/weir/proto,features=marshal+unmarshal+size \
 	  proto/weir/v1/weir.proto
 
 run: build ## start `weir dev`: one node with the example rules

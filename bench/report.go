@@ -9,9 +9,14 @@ import (
 
 // Target labels used in reports.
 const (
-	TargetSDK   = "weir"      // the gateway SDK over gRPC
-	TargetHTTP  = "weir-http" // one JSON request per check to a node
-	TargetRedis = "redis"     // Redis + the Lua token bucket
+	TargetSDK  = "weir"      // the gateway SDK over gRPC
+	TargetHTTP = "weir-http" // one JSON request per check to a node
+	// TargetGateway: HTTP requests through `weir gateway` processes to an
+	// upstream, one check each; TargetProxy: the same on a route no rule
+	// matches (the proxy alone).
+	TargetGateway = "weir-gateway"
+	TargetProxy   = "gateway-proxy"
+	TargetRedis   = "redis" // Redis + the Lua token bucket
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail
@@ -29,6 +34,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 		return err
 	}
 	for _, r := range results {
+		if r.Rate > 0 {
+			fmt.Fprintf(w, "%s/%s open loop: %.0f checks/s scheduled; latency counted from each check's scheduled time\n", r.Target, r.Scenario, r.Rate)
+		}
 		if r.FirstEr != "" {
 			fmt.Fprintf(w, "%s/%s first error: %s\n", r.Target, r.Scenario, r.FirstEr)
 		}

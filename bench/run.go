@@ -29,6 +29,14 @@ type Config struct {
 	Leases bool
 	// Midway, if set, is called once half-way through a duration-bounded
 	// run (the failover and resize events).
+	// Rate, when > 0, makes the run open-loop: checks are scheduled at a
+	// fixed arrival rate (Rate per second in all, each caller taking every
+	// Callers-th slot) instead of each caller sending its next check when
+	// the last one is answered. A check's latency counts from its
+	// scheduled time, so a target that stalls is charged for every check
+	// that should have been sent meanwhile (no coordinated omission); the
+	// callers bound the checks in flight, as a gateway's connections do.
+	Rate   float64
 	Midway func(ctx context.Context) error
 }
 
@@ -53,6 +61,8 @@ type Result struct {
 	P999us  float64 `json:"p999_us"`
 	MaxUs   float64 `json:"max_us"`
 	FirstEr string  `json:"first_error,omitempty"`
+	// Rate is the open loop's scheduled arrival rate (0: closed loop).
+	Rate float64 `json:"open_loop_rate,omitempty"`
 	// ItemsPerRPC is the mean checks per request (stream message or RPC) of a coalescing target during
 	// the measured run (0: not reported).
 	ItemsPerRPC float64 `json:"items_per_rpc,omitempty"`
@@ -190,6 +200,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		}
 		t := targets[w%cfg.Gateways]
 		gc, _ := t.(GroupChecker)
+		sched := newSchedule(cfg, w, start)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -197,13 +208,15 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				if cfg.Count > 0 && budget.Add(-1) < 0 {
 					return
 				}
+				t0, ok := sched.next(runCtx)
+				if !ok {
+					return
+				}
 				k := gen.Next()
 				// Not runCtx: a check started before the end runs to its
 				// answer and is counted (the server decided it).
 				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
-				t0 := time.Now()
-				c.lastSent = t0.Sub(start)
-				var ok bool
+				c.lastSent = time.Since(start)
 				var err error
 				if len(rules) == 1 {
 					ok, err = t.Check(cctx, keys[k], rules[0], sc.Cost)
@@ -273,6 +286,7 @@ func summarize(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration
 	r := &Result{
 		Target: cfg.Target, Scenario: sc.Name, Callers: cfg.Callers, Gateways: cfg.Gateways,
 		Keys: sc.Keys, Dist: "uniform", Rules: len(sc.Rules), Elapsed: elapsed.Seconds(), Event: string(sc.Event),
+		Rate: cfg.Rate,
 	}
 	if sc.Zipf {
 		r.Dist = fmt.Sprintf("zipf(s=%.1f)", ZipfS)
@@ -361,4 +375,41 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// schedule gives one caller the times its checks count from: now, in a
+// closed loop; its next slot of the open loop's fixed arrival rate,
+// waiting for it if it is still ahead.
+type schedule struct {
+	interval time.Duration // 0: closed loop
+	at       time.Time     // the next slot
+}
+
+func newSchedule(cfg Config, w int, start time.Time) *schedule {
+	if cfg.Rate <= 0 {
+		return &schedule{}
+	}
+	interval := time.Duration(float64(cfg.Callers) / cfg.Rate * float64(time.Second))
+	// Callers take the slots in turn: caller w the w-th of every Callers.
+	return &schedule{interval: interval, at: start.Add(time.Duration(float64(w) / cfg.Rate * float64(time.Second)))}
+}
+
+// next returns the time the next check counts from; false if ctx ended
+// while waiting for it.
+func (s *schedule) next(ctx context.Context) (time.Time, bool) {
+	if s.interval == 0 {
+		return time.Now(), true
+	}
+	at := s.at
+	s.at = s.at.Add(s.interval)
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return time.Time{}, false
+		}
+	}
+	return at, true
 }

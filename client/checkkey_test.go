@@ -153,7 +153,7 @@ func TestAnswerReadsVoided(t *testing.T) {
 		if _, blocked := cl.local.blockedDecision([]pending{p}, 1, now); blocked {
 			t.Errorf("%s voided: the key got blocked", id)
 		}
-		if _, ok := cl.local.takeLease(p.id, now); ok {
+		if _, ok := cl.local.takeLease(p.id, 1, now); ok {
 			t.Errorf("%s voided: a lease was granted", id)
 		}
 		q := pending{rule: rule, key: "apikey:w", id: ruleKey{id, "apikey:w"}}

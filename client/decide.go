@@ -29,7 +29,15 @@ const MaxKeyLen = limit.MaxKeyLen
 type Request struct {
 	Route, Method, Plan string
 	APIKey, User, IP    string
-	Header              http.Header // read for header:<Name> rules
+	Header              http.Header // read for header:<Name> keys and rules' cost_header
+}
+
+// header reads one of r's headers (rules.RequestCost).
+func (r *Request) header(name string) string {
+	if r.Header == nil {
+		return ""
+	}
+	return r.Header.Get(name)
 }
 
 // Limit is one rule's part of a decision.
@@ -50,7 +58,7 @@ type Limit struct {
 // Decision is the answer for one request.
 type Decision struct {
 	Allowed    bool
-	Status     int // 200, 429 (over a limit) or 503 (fail-closed)
+	Status     int // 200, 429 (over a limit), 503 (fail-closed) or 400 (a bad cost header, Err ErrInvalidCheck)
 	RetryAfter time.Duration
 	Limits     []Limit
 	// Policy is the limit to report in headers: when denied, the denying
@@ -95,13 +103,17 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	if len(matched) == 0 {
 		return Decision{Allowed: true, Status: http.StatusOK}
 	}
+	cost, err := rules.RequestCost(matched, r.header)
+	if err != nil {
+		return Decision{Status: http.StatusBadRequest, Err: fmt.Errorf("%w: %w", ErrInvalidCheck, err)}
+	}
 	var psBuf [4]pending
 	ps := psBuf[:0]
 	for _, rule := range matched {
 		k := keyFor(rule, &r)
 		ps = append(ps, pending{rule: rule, key: k, id: ruleKey{rule.ID, k}})
 	}
-	return c.decide(ctx, rs, ps, 1)
+	return c.decide(ctx, rs, ps, cost)
 }
 
 // CheckKey decides cost tokens of key under the named rules, all or
@@ -144,7 +156,8 @@ func (c *Client) CheckKey(ctx context.Context, key string, cost int64, ruleIDs .
 }
 
 // decide runs the pending rules through leases, the blocked-until cache,
-// the cluster and the fail modes. Leases serve only cost 1.
+// the cluster and the fail modes. A lease serves a cost up to its size: a
+// grab takes rule.Lease tokens, spends cost of them and keeps the rest.
 func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost int64) Decision {
 	now := c.now()
 	// Lease tokens were taken from the owner already, so they are spent
@@ -152,10 +165,10 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	// holds tokens for it. The blocked-until cache covers the rest.
 	for i := range ps {
 		p := &ps[i]
-		if p.rule.Lease <= 0 || p.rule.Shadow || cost != 1 {
+		if p.rule.Lease <= 0 || p.rule.Shadow || cost > p.rule.Lease {
 			continue
 		}
-		if lim, ok := c.local.takeLease(p.id, now); ok {
+		if lim, ok := c.local.takeLease(p.id, cost, now); ok {
 			p.lim, p.done, p.leased = lim, true, true
 			p.lim.Rule, p.lim.Key = p.rule.ID, p.key
 			c.stats.leaseHits.Add(1)
@@ -173,7 +186,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	if !d.Allowed {
 		for i := range ps { // a denied request spends no lease token
 			if ps[i].leased {
-				c.local.returnLease(ps[i].id)
+				c.local.returnLease(ps[i].id, cost)
 			}
 		}
 	}
@@ -237,7 +250,7 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 		regrab := false
 		for j, i := range where {
 			p, x := &ps[i], res[j]
-			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 && x.GetRemaining() >= 1 {
+			if p.grab && !x.GetAllowed() && x.GetErrorCode() == 0 && x.GetRemaining() >= cost {
 				p.grab, regrab = false, true
 			}
 		}
@@ -351,8 +364,8 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 		c.local.block(p.id, p.lim, cost, now)
 		return
 	}
-	if p.grab && p.rule.Lease > 1 {
-		c.local.addLease(p.id, p.rule.Lease-1, p.lim, now.Add(c.cfg.LeaseTTL))
+	if p.grab && p.rule.Lease > cost {
+		c.local.addLease(p.id, p.rule.Lease-cost, p.lim, now.Add(c.cfg.LeaseTTL))
 	}
 }
 

@@ -177,7 +177,7 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 // X-RateLimit-Limit/-Remaining/-Reset (seconds) and, when denied,
 // Retry-After in whole seconds rounded up.
 func SetHeaders(h http.Header, d Decision) {
-	if !d.Allowed {
+	if !d.Allowed && d.Status != http.StatusBadRequest {
 		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
 	}
 	p := d.Policy
@@ -200,6 +200,8 @@ func WriteDenied(w http.ResponseWriter, d Decision) {
 	status, msg := d.Status, "rate limited"
 	if errors.Is(d.Err, ErrNotReady) {
 		msg = "rate limiter not ready: no rules yet"
+	} else if errors.Is(d.Err, ErrInvalidCheck) {
+		msg = d.Err.Error()
 	} else if status == http.StatusServiceUnavailable {
 		msg = "rate limiter unavailable"
 	}

@@ -102,28 +102,28 @@ func (l *localState) blockedDecision(ps []pending, cost int64, now time.Time) (D
 	return d, true
 }
 
-// takeLease spends one local lease token for id.
-func (l *localState) takeLease(id ruleKey, now time.Time) (Limit, bool) {
+// takeLease spends cost local lease tokens for id, if it holds that many.
+func (l *localState) takeLease(id ruleKey, cost int64, now time.Time) (Limit, bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	ls := l.leases[id]
-	if ls == nil || ls.tokens <= 0 || !now.Before(ls.expires) {
+	if ls == nil || ls.tokens < cost || !now.Before(ls.expires) {
 		return Limit{}, false
 	}
-	ls.tokens--
+	ls.tokens -= cost
 	lim := ls.lim
 	lim.Allowed, lim.Leased = true, true
 	lim.Remaining = ls.lim.Remaining + ls.tokens
 	return lim, true
 }
 
-// returnLease gives back a token taken by takeLease for a request that
-// was denied by another rule.
-func (l *localState) returnLease(id ruleKey) {
+// returnLease gives back the cost tokens taken by takeLease for a request
+// that was denied by another rule.
+func (l *localState) returnLease(id ruleKey, cost int64) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	if ls := l.leases[id]; ls != nil {
-		ls.tokens++
+		ls.tokens += cost
 	}
 }
 

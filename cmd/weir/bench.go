@@ -26,7 +26,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -34,6 +34,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	keys := fs.Int("keys", 0, "number of keys (0: the scenario's)")
 	dist := fs.String("dist", "", "key distribution: uniform or zipf (empty: the scenario's)")
 	cost := fs.Int64("cost", 0, "tokens per check (0: the scenario's)")
+	rate := fs.Float64("rate", 0, "open loop: schedule N checks per second in all at fixed intervals and count each latency from its scheduled time (no coordinated omission); 0: closed loop, each caller sends when answered")
 	duration := fs.Duration("duration", 10*time.Second, "bound on each run's duration (0: none)")
 	count := fs.Int64("count", 0, "bound on each run's checks (0: none)")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on one check; with --spawn also the rules' timeout (how long an SDK gateway waits for the owner before the fail mode, counted as an error, decides)")
@@ -81,6 +82,9 @@ func (c *cli) benchCmd() *cobra.Command {
 		if err := sc.Validate(); err != nil {
 			return usage("%v", err)
 		}
+		if *rate < 0 {
+			return usage("--rate %g: must be ≥ 0 (0: closed loop)", *rate)
+		}
 		if *inflight < 0 || *maxBatch < 0 {
 			return usage("--inflight and --max-batch must be ≥ 0")
 		}
@@ -114,13 +118,16 @@ func (c *cli) benchCmd() *cobra.Command {
 		if useWeir {
 			for _, t := range trimAll(*target) {
 				switch t {
-				case "sdk", "http":
+				case "sdk", "http", "gateway", "proxy":
 					targets = append(targets, t)
 				default:
-					return usage("--target %q: use sdk, http or sdk,http", t)
+					return usage("--target %q: use sdk, http, gateway or proxy (comma-separated)", t)
 				}
-				if t == "http" && len(sc.Rules) > 1 {
-					return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
+				if t != "sdk" && len(sc.Rules) > 1 {
+					return usage("--target %s checks one rule per request; scenario %s checks %d rules as a group", t, sc.Name, len(sc.Rules))
+				}
+				if (t == "gateway" || t == "proxy") && *spawn == 0 {
+					return usage("--target %s starts weir gateway processes beside a cluster it spawns: it needs --spawn", t)
 				}
 			}
 		}
@@ -135,7 +142,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		cfg := bench.Config{
 			Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
-			Seed: uint64(time.Now().UnixNano()),
+			Seed: uint64(time.Now().UnixNano()), Rate: *rate,
 		}
 		run := fmt.Sprintf("b%x", time.Now().UnixNano())
 		perGateway := (*callers + *gateways - 1) / *gateways
@@ -237,6 +244,22 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 			return nil, err
 		}
 		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway, gwTLS)
+	case "gateway", "proxy":
+		cfg.Target = bench.TargetGateway
+		if wb.target == "proxy" {
+			cfg.Target = bench.TargetProxy
+		}
+		up, err := bench.StartUpstream()
+		if err != nil {
+			return nil, err
+		}
+		defer up.Close()
+		bin, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		factory = bench.GatewayFactory(ctx, bench.GatewayOptions{Bin: bin, Seeds: seeds, Upstream: up.Addr,
+			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Log: wb.logw})
 	}
 	switch wb.sc.Event {
 	case bench.EventKill:

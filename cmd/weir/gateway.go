@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -48,6 +47,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	rulesCache := fs.String("rules-cache", "", "`path` of a file keeping the last rule set from the cluster, used at start until the cluster answers (empty: none)")
 	untilRules := fs.String("until-rules", string(def.UntilRules), "`policy` while no rule set is held: wait (up to --until-rules-timeout, then deny), deny (503) or allow (no limits)")
 	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
+	upOpts := defaultUpstreamOptions()
+	upOpts.flags(fs)
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
 	var tf tlsFlags
 	tf.register(fs)
@@ -55,6 +56,9 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
 			return usageErr(cmd, "--upstream %q: need an absolute URL such as http://127.0.0.1:9000", *upstream)
+		}
+		if err := upOpts.validate(); err != nil {
+			return usageErr(cmd, "%v", err)
 		}
 		cfg := def
 		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
@@ -89,7 +93,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		if err := cfg.Validate(); err != nil {
 			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
 		}
-		gw, err := startGateway(cmd.Context(), cfg, up, *listen, *metrics)
+		gw, err := startGateway(cmd.Context(), cfg, up, upOpts, *listen, *metrics)
 		if err != nil {
 			return err
 		}
@@ -118,13 +122,12 @@ type gateway struct {
 // serves a reverse proxy to up on listen through its middleware. GET
 // /readyz is answered by the gateway (readyz). With metrics, GET /metrics
 // serves the client's registry instead of the upstream's path.
-func startGateway(ctx context.Context, cfg client.Config, up *url.URL, listen string, metrics bool) (*gateway, error) {
+func startGateway(ctx context.Context, cfg client.Config, up *url.URL, upOpts upstreamOptions, listen string, metrics bool) (*gateway, error) {
 	cl, err := client.New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	proxy := httputil.NewSingleHostReverseProxy(up)
-	proxy.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)
+	proxy := upstreamProxy(up, upOpts, cfg.Logger)
 	mux := http.NewServeMux()
 	if metrics {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))

@@ -320,7 +320,7 @@ func startDevGateway(ctx context.Context, grpcAddr, listen string, logger *slog.
 	cfg := client.DefaultConfig()
 	cfg.Cluster, cfg.GatewayID, cfg.Logger, cfg.TLS = []string{grpcAddr}, "dev-gateway", logger, tc
 	cfg.Registry = prometheus.NewRegistry()
-	gw, err := startGateway(ctx, cfg, &url.URL{Scheme: "http", Host: ln.Addr().String()}, listen, true)
+	gw, err := startGateway(ctx, cfg, &url.URL{Scheme: "http", Host: ln.Addr().String()}, defaultUpstreamOptions(), listen, true)
 	if err != nil {
 		echo.Close()
 		return nil, "", err

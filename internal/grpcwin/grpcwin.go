@@ -1,6 +1,7 @@
-// Package grpcwin holds the HTTP/2 flow-control settings of every Weir gRPC
-// connection: gateway to node (checks) and node to node (forwards,
-// replication, hand-off).
+// Package grpcwin holds the transport settings of every Weir gRPC
+// connection, gateway to node (checks) and node to node (forwards,
+// replication, hand-off): the HTTP/2 flow-control windows below, and the
+// codec (Codec, in codec.go).
 //
 // grpc-go normally estimates each connection's bandwidth-delay product and
 // grows its windows from 64 KiB; to do so it sends a PING when data
@@ -20,12 +21,15 @@ import "google.golang.org/grpc"
 // Window is the static per-stream and per-connection window, in bytes.
 const Window = 1 << 20
 
-// DialOptions are the window settings for a client connection.
+// DialOptions are the window settings and the codec for a client
+// connection.
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(Window)}
+	return []grpc.DialOption{grpc.WithInitialWindowSize(Window), grpc.WithInitialConnWindowSize(Window),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec{}))}
 }
 
-// ServerOptions are the window settings for a server.
+// ServerOptions are the window settings and the codec for a server.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.InitialWindowSize(Window), grpc.InitialConnWindowSize(Window)}
+	return []grpc.ServerOption{grpc.InitialWindowSize(Window), grpc.InitialConnWindowSize(Window),
+		grpc.ForceServerCodecV2(Codec{})}
 }

@@ -146,7 +146,7 @@ type nodeOpts struct {
 	bootstrap bool
 }
 
-func openStore(t *testing.T, id string) *rulesraft.Store {
+func openStore(t testing.TB, id string) *rulesraft.Store {
 	t.Helper()
 	cfg := rulesraft.DefaultConfig()
 	cfg.ID = id
@@ -159,7 +159,7 @@ func openStore(t *testing.T, id string) *rulesraft.Store {
 	return st
 }
 
-func startNode(t *testing.T, o nodeOpts) *testNode {
+func startNode(t testing.TB, o nodeOpts) *testNode {
 	t.Helper()
 	if o.id == "" {
 		o.id = "n1"

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirlimit/weir/limit"
@@ -117,6 +119,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // instrument turns h's error into the JSON error body and counts the
 // request by route and status code.
 func (s *Server) instrument(route string, h handlerFunc) http.Handler {
+	var ok atomic.Pointer[prometheus.Counter] // the route's 200 series, looked up once
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		if err := h(sw, r); err != nil {
@@ -126,7 +129,17 @@ func (s *Server) instrument(route string, h handlerFunc) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
-		s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		if code != http.StatusOK {
+			s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+			return
+		}
+		c := ok.Load()
+		if c == nil {
+			cc := s.metrics.httpRequests.WithLabelValues(route, "200")
+			c = &cc
+			ok.Store(c)
+		}
+		(*c).Inc()
 	})
 }
 
@@ -180,6 +193,11 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	if err != nil {
 		return err
 	}
+	return decodeJSONBytes(b, v)
+}
+
+// decodeJSONBytes is decodeJSON on a body already read.
+func decodeJSONBytes(b []byte, v any) error {
 	if !utf8.Valid(b) {
 		return limit.Errorf(limit.ErrInvalid, "malformed JSON body: not valid UTF-8 at byte %d (JSON text is UTF-8, and keys are compared byte for byte)", invalidUTF8At(b))
 	}
@@ -752,11 +770,19 @@ func itemError(r *limit.Result) error {
 
 // POST /v1/limits/check {key, rule, cost, min_rule_version} | {items: [...]}
 func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
+	bp := bodyPool.Get().(*bodyBuf)
+	defer bodyPool.Put(bp)
+	b, err := s.readBodyInto(w, r, bp)
+	if err != nil {
+		return err
+	}
 	var body struct {
 		checkItemJSON
 		Items []checkItemJSON `json:"items"`
 	}
-	if err := s.decodeJSON(w, r, &body); err != nil {
+	if c, ok := parseCheckFast(b); ok {
+		body.checkItemJSON = c
+	} else if err := decodeJSONBytes(b, &body); err != nil {
 		return err
 	}
 	single := body.Items == nil
@@ -779,6 +805,12 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	if single {
 		if err := itemError(&res[0]); err != nil {
 			return err
+		}
+		if out, ok := appendResultJSON(bp.b[:0], &res[0]); ok {
+			bp.b = out
+			w.Header()["Content-Type"] = contentTypeJSON
+			_, _ = w.Write(out)
+			return nil
 		}
 		writeJSON(w, http.StatusOK, resultJSON(&res[0]))
 		return nil

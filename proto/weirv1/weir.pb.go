@@ -750,7 +750,11 @@ type Rule struct {
 	Shadow   bool   `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	Lease    int64  `protobuf:"varint,11,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Most live keys of the rule one node holds (0: the node's default).
-	MaxKeys       int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	MaxKeys int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	// Tokens a matching request takes (0: 1); cost_header, when the request
+	// carries it, gives the cost instead (rules.RequestCost).
+	Cost          int64  `protobuf:"varint,13,opt,name=cost,proto3" json:"cost,omitempty"`
+	CostHeader    string `protobuf:"bytes,14,opt,name=cost_header,json=costHeader,proto3" json:"cost_header,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -867,6 +871,20 @@ func (x *Rule) GetMaxKeys() int64 {
 		return x.MaxKeys
 	}
 	return 0
+}
+
+func (x *Rule) GetCost() int64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *Rule) GetCostHeader() string {
+	if x != nil {
+		return x.CostHeader
+	}
+	return ""
 }
 
 type Override struct {
@@ -2503,7 +2521,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xae\x02\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xe3\x02\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -2517,7 +2535,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12\x14\n" +
 	"\x05lease\x18\v \x01(\x03R\x05lease\x12\x19\n" +
-	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\"\x94\x01\n" +
+	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\x12\x12\n" +
+	"\x04cost\x18\r \x01(\x03R\x04cost\x12\x1f\n" +
+	"\vcost_header\x18\x0e \x01(\tR\n" +
+	"costHeader\"\x94\x01\n" +
 	"\bOverride\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +

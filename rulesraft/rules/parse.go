@@ -220,9 +220,13 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.int(v, name, &r.Lease)
 		case "max_keys":
 			d.int(v, name, &r.MaxKeys)
+		case "cost":
+			d.int(v, name, &r.Cost)
+		case "cost_header":
+			d.str(v, name, &r.CostHeader)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header)")
 		}
 	}
 	return r, lines, bad

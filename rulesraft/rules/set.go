@@ -159,6 +159,8 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("shadow", a.Shadow, b.Shadow)
 	cs.add("lease", a.Lease, b.Lease)
 	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
+	cs.add("cost", a.Cost, b.Cost)
+	cs.add("cost_header", a.CostHeader, b.CostHeader)
 	return cs
 }
 

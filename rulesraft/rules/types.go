@@ -54,6 +54,13 @@ type Rule struct {
 	// rule's fail mode (see docs/design.md, key floods). 0 means the
 	// node's default.
 	MaxKeys int64 `json:"max_keys,omitempty" yaml:"max_keys,omitempty"`
+	// Cost is the tokens a request matching this rule takes (0 means 1),
+	// e.g. 50 for a bulk export. CostHeader names a request header whose
+	// value, a whole number from 1 to MaxCost, is the cost instead when a
+	// request carries it; a gateway must only trust it from its own auth
+	// layer. See RequestCost.
+	Cost       int64  `json:"cost,omitempty" yaml:"cost,omitempty"`
+	CostHeader string `json:"cost_header,omitempty" yaml:"cost_header,omitempty"`
 }
 
 // Match selects the requests a rule applies to. Route is exact, may hold

@@ -198,6 +198,17 @@ func (r Rule) check(ps *problems) {
 	if r.MaxKeys < 0 {
 		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
 	}
+	switch {
+	case r.Cost < 0:
+		ps.add("cost", "must be >= 0 (0 or absent means 1)")
+	case r.Cost > MaxCost:
+		ps.add("cost", "%d is over the maximum of %d", r.Cost, MaxCost)
+	case r.Cost > 0 && burst > 0 && r.Cost > burst && (alg == AlgTokenBucket || alg == AlgLeakyBucket):
+		ps.add("cost", "%d is over the burst (%d): no request could ever pass", r.Cost, burst)
+	}
+	if h := r.CostHeader; h != "" && !isToken(h) {
+		ps.add("cost_header", "%q is not an HTTP header name", h)
+	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {

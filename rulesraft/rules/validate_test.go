@@ -182,3 +182,62 @@ func TestDurationString(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestCost(t *testing.T) {
+	bulk := &Rule{ID: "bulk", Cost: 50}
+	plain := &Rule{ID: "plain"}
+	metered := &Rule{ID: "metered", CostHeader: "X-Cost"}
+	hdr := func(v string) func(string) string {
+		return func(name string) string {
+			if name == "X-Cost" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		rules []*Rule
+		h     func(string) string
+		want  int64
+		bad   bool
+	}{
+		{[]*Rule{plain}, nil, 1, false},
+		{[]*Rule{plain, bulk}, nil, 50, false},
+		{[]*Rule{metered}, hdr(""), 1, false},
+		{[]*Rule{metered}, hdr("7"), 7, false},
+		{[]*Rule{metered, bulk}, hdr("7"), 50, false},
+		{[]*Rule{metered}, hdr("1000000"), 1000000, false},
+		{[]*Rule{metered}, hdr("0"), 0, true},
+		{[]*Rule{metered}, hdr("x"), 0, true},
+		{[]*Rule{metered}, hdr("1000001"), 0, true},
+	} {
+		got, err := RequestCost(tc.rules, tc.h)
+		if tc.bad != (err != nil) || (!tc.bad && got != tc.want) || (tc.bad && !errors.Is(err, ErrBadCost)) {
+			t.Errorf("%v: %d, %v; want %d (bad %v)", tc.rules, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestValidateCost(t *testing.T) {
+	base := Rule{ID: "r", Match: Match{Route: "/x"}, Key: KeyAPIKey, Rate: 10, Period: Duration(time.Second), Burst: 20}
+	for _, tc := range []struct {
+		mod   func(*Rule)
+		field string
+	}{
+		{func(r *Rule) { r.Cost = -1 }, "cost"},
+		{func(r *Rule) { r.Cost = 21 }, "cost"},
+		{func(r *Rule) { r.Cost = MaxCost + 1 }, "cost"},
+		{func(r *Rule) { r.CostHeader = "X Cost" }, "cost_header"},
+	} {
+		r := base
+		tc.mod(&r)
+		if err := Validate([]Rule{r}); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: %v, want a problem with %s", r, err, tc.field)
+		}
+	}
+	ok := base
+	ok.Cost, ok.CostHeader = 20, "X-Cost"
+	if err := Validate([]Rule{ok}); err != nil {
+		t.Errorf("%+v: %v", ok, err)
+	}
+}

@@ -12,18 +12,20 @@ import (
 // empty strings so that "absent" stays absent.
 func RuleToProto(r rules.Rule) *weirv1.Rule {
 	return &weirv1.Rule{
-		Id:        r.ID,
-		Match:     &weirv1.Match{Route: r.Match.Route, Method: r.Match.Method, Plan: r.Match.Plan},
-		Key:       r.Key,
-		Algorithm: r.Algorithm,
-		Rate:      r.Rate,
-		Period:    durationString(r.Period),
-		Burst:     r.Burst,
-		FailMode:  r.FailMode,
-		Timeout:   durationString(r.Timeout),
-		Shadow:    r.Shadow,
-		Lease:     r.Lease,
-		MaxKeys:   r.MaxKeys,
+		Id:         r.ID,
+		Match:      &weirv1.Match{Route: r.Match.Route, Method: r.Match.Method, Plan: r.Match.Plan},
+		Key:        r.Key,
+		Algorithm:  r.Algorithm,
+		Rate:       r.Rate,
+		Period:     durationString(r.Period),
+		Burst:      r.Burst,
+		FailMode:   r.FailMode,
+		Timeout:    durationString(r.Timeout),
+		Shadow:     r.Shadow,
+		Lease:      r.Lease,
+		MaxKeys:    r.MaxKeys,
+		Cost:       r.Cost,
+		CostHeader: r.CostHeader,
 	}
 }
 
@@ -70,15 +72,17 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		return rules.Rule{}
 	}
 	r := rules.Rule{
-		ID:        p.GetId(),
-		Key:       p.GetKey(),
-		Algorithm: p.GetAlgorithm(),
-		Rate:      p.GetRate(),
-		Burst:     p.GetBurst(),
-		FailMode:  p.GetFailMode(),
-		Shadow:    p.GetShadow(),
-		Lease:     p.GetLease(),
-		MaxKeys:   p.GetMaxKeys(),
+		ID:         p.GetId(),
+		Key:        p.GetKey(),
+		Algorithm:  p.GetAlgorithm(),
+		Rate:       p.GetRate(),
+		Burst:      p.GetBurst(),
+		FailMode:   p.GetFailMode(),
+		Shadow:     p.GetShadow(),
+		Lease:      p.GetLease(),
+		MaxKeys:    p.GetMaxKeys(),
+		Cost:       p.GetCost(),
+		CostHeader: p.GetCostHeader(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}

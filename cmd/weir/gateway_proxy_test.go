@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// proxyGateway starts `weir gateway` in front of up with no cluster
+// reachable and --until-rules allow, so every request is proxied: what is
+// measured is the proxy alone.
+func proxyGateway(t *testing.T, up string, args ...string) *runningGateway {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close() // nothing listens there: the cluster is unreachable
+	return startGatewayCLI(t, append([]string{"--upstream", up, "--cluster", dead, "--until-rules", "allow", "--id", "gw-proxy"}, args...)...)
+}
+
+// TestGatewayReusesUpstreamConnections: 16 concurrent callers making 40
+// requests each through the gateway open at most 16 connections to the
+// upstream (Go's default transport keeps 2 idle per host, so it opened
+// hundreds and left them in TIME_WAIT).
+func TestGatewayReusesUpstreamConnections(t *testing.T) {
+	var opened atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(time.Millisecond) // keep requests overlapping
+		_, _ = io.WriteString(w, "upstream")
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	gw := proxyGateway(t, up.URL)
+
+	const callers, each = 16, 40
+	tr := &http.Transport{MaxIdleConnsPerHost: callers}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				resp, err := hc.Get(gw.url + "/any")
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(b) != "upstream" {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d requests failed", n, callers*each)
+	}
+	if n := opened.Load(); n > callers {
+		t.Errorf("the gateway opened %d connections to the upstream for %d requests from %d callers; want at most %d", n, callers*each, callers, callers)
+	}
+}
+
+// TestGatewayUpstreamH2C: with --upstream-h2c the gateway speaks HTTP/2
+// without TLS to an upstream that accepts it; without it, HTTP/1.1.
+func TestGatewayUpstreamH2C(t *testing.T) {
+	var proto atomic.Value
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
+		_, _ = io.WriteString(w, "upstream")
+	}))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	up.Config.Protocols = &p
+	up.Start()
+	defer up.Close()
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, "HTTP/1.1"}, {[]string{"--upstream-h2c"}, "HTTP/2.0"}} {
+		gw := proxyGateway(t, up.URL, tc.args...)
+		if a := gw.do(t, "GET", "/x", ""); a.status != http.StatusOK || a.body != "upstream" {
+			t.Fatalf("%v: %+v", tc.args, a)
+		}
+		if got := proto.Load(); got != tc.want {
+			t.Errorf("%v: the upstream saw %v, want %s", tc.args, got, tc.want)
+		}
+		gw.stop()
+	}
+}
+
+// TestGatewayStreamsResponses: a response the upstream writes in parts
+// reaches the client part by part, not once the upstream is done.
+func TestGatewayStreamsResponses(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		_, _ = io.WriteString(w, "data: second\n\n")
+	}))
+	defer up.Close()
+	defer close(release)
+	gw := proxyGateway(t, up.URL)
+
+	resp, err := http.Get(gw.url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if strings.TrimSpace(l) != "data: first" {
+			t.Errorf("first line %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event did not arrive while the upstream held the rest")
+	}
+}
+
+func TestGatewayUpstreamFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--upstream-idle-conns", "-1"},
+		{"--upstream-max-conns", "-2"},
+		{"--upstream-idle-timeout", "0s"},
+		{"--upstream-dial-timeout", "-1s"},
+		{"--upstream-response-timeout", "-1s"},
+	} {
+		var out, errb syncBuffer
+		code := run(t.Context(), append([]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1"}, args...),
+			strings.NewReader(""), &out, &errb, func(string) string { return "" })
+		if code == exitOK || !strings.Contains(errb.String(), args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %s", args, code, errb.String(), args[0])
+		}
+	}
+}
