@@ -1902,6 +1902,11 @@ func (m *ReplicateRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.SentAtNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SentAtNs))
+		i--
+		dAtA[i] = 0x20
+	}
 	if len(m.States) > 0 {
 		for iNdEx := len(m.States) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.States[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -2056,6 +2061,11 @@ func (m *HandoffResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.SentAtNs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SentAtNs))
+		i--
+		dAtA[i] = 0x28
 	}
 	if len(m.Copies) > 0 {
 		for iNdEx := len(m.Copies) - 1; iNdEx >= 0; iNdEx-- {
@@ -2905,6 +2915,9 @@ func (m *ReplicateRequest) SizeVT() (n int) {
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
+	if m.SentAtNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SentAtNs))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2973,6 +2986,9 @@ func (m *HandoffResponse) SizeVT() (n int) {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.SentAtNs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SentAtNs))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7577,6 +7593,25 @@ func (m *ReplicateRequest) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SentAtNs", wireType)
+			}
+			m.SentAtNs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SentAtNs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -8035,6 +8070,25 @@ func (m *HandoffResponse) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SentAtNs", wireType)
+			}
+			m.SentAtNs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SentAtNs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
