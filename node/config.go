@@ -57,6 +57,19 @@ type Config struct {
 	// AdminToken, when set, is required for rule writes.
 	AdminToken string
 
+	// ClusterName labels this cluster's gossip (memberlist drops packets
+	// from another cluster) and keys its node proofs. Default "weir".
+	ClusterName string
+	// GossipKeys is the gossip keyring (32-byte AES keys, the first the
+	// primary): gossip is encrypted and verified with it, and peer calls
+	// carry proofs derived from it (docs/security.md). A keyring the node
+	// persisted in its data dir (after weir keyring ...) takes precedence.
+	// Empty, and without TLS: the peer-facing ports bind loopback only.
+	GossipKeys [][]byte
+	// HTTPReadTimeout bounds reading one HTTP request, body included
+	// (default 30 s).
+	HTTPReadTimeout time.Duration
+
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
 	Shards int
@@ -131,6 +144,8 @@ func DefaultConfig(id string) Config {
 		LeaveTimeout:         10 * time.Second,
 		ResolveTimeout:       time.Minute,
 		GRPCReflection:       true,
+		ClusterName:          "weir",
+		HTTPReadTimeout:      30 * time.Second,
 	}
 }
 
@@ -155,6 +170,9 @@ func (c Config) Validate() error {
 		if ip != nil && ip.IsUnspecified() {
 			return fmt.Errorf("%w: advertise %q: want an address peers can reach", ErrConfig, c.Advertise)
 		}
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
@@ -84,6 +85,11 @@ type Node struct {
 	regained       atomic.Bool  // a Raft leader again after quorumLostAfter without one (watchQuorum)
 	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
 	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
+	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
+
+	keyring   *memberlist.Keyring     // gossip keys; nil without (security.go)
+	auth      *peerauth.Authenticator // node proofs from keyring; nil without
+	keyringMu sync.Mutex              // serializes keyring changes and their file
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -109,6 +115,10 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
+	cfg, keyring, err := setupSecurity(cfg, cfg.Logger.With("node", cfg.ID))
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.ID),
@@ -120,11 +130,15 @@ func New(cfg Config) (*Node, error) {
 		rejoined: map[string]bool{},
 		known:    map[string]member{},
 		raftSeen: map[string]string{},
+		keyring:  keyring,
+	}
+	if keyring != nil {
+		n.auth = peerauth.New(cfg.ClusterName, keyring)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
 	n.peers = newPeerPool()
-	n.peers.opts = peerDialOptions(cfg)
+	n.peers.opts = append(peerDialOptions(cfg), n.peerCallOptions()...)
 
 	ok := false
 	defer func() {
@@ -133,7 +147,6 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	var err error
 	n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("node: grpc listen: %w", err)
@@ -204,7 +217,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
-	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
+	n.grpcSrv = grpc.NewServer(append(grpcwin.ServerOptions(), n.peerServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 	n.health = health.NewServer()
@@ -218,8 +231,9 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	mux := http.NewServeMux()
+	n.handleKeyring(mux)
 	mux.Handle("/", n.api.Handler())
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.httpSrv = n.newHTTPServer(mux)
 
 	n.meta = memberMeta{
 		Boot: rand.Uint64() | 1,

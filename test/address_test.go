@@ -57,6 +57,7 @@ func onHost(cfg node.Config, host string) node.Config {
 func putRule(n *node.Node, id string) (int, string) {
 	body := fmt.Sprintf(`{"match":{"route":"/%s"},"key":"apikey","rate":3,"period":"1s"}`, id)
 	req, _ := http.NewRequest(http.MethodPut, "http://"+n.HTTPAddr()+"/v1/rules/"+id, bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()

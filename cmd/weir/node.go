@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -29,6 +30,7 @@ import (
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
 	advertise, adminToken, pprofAddr                      string
+	clusterName, gossipKeyFile                            string
 	join                                                  []string
 	bootstrapExpect, shards                               int
 	maxKeys                                               int64
@@ -64,8 +66,11 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	}
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
+	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "the cluster's `name`: gossip from a cluster of another name is dropped, so two clusters never merge")
+	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "`file` holding the gossip keyring: base64 32-byte keys, one a line, the first the primary (weir keyring generate); encrypts gossip and proves peers are nodes. Without it (and without TLS), gossip and Raft bind loopback only")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
-		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
+		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
+		"cluster-name", "gossip-key-file")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -78,6 +83,14 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg.Join = trimAll(f.join)
 	cfg.BootstrapExpect = f.bootstrapExpect
 	cfg.AdminToken = f.adminToken
+	cfg.ClusterName = f.clusterName
+	if f.gossipKeyFile != "" {
+		keys, err := peerauth.ReadKeyringFile(f.gossipKeyFile)
+		if err != nil {
+			return cfg, usageErr(cmd, "--gossip-key-file: %v", err)
+		}
+		cfg.GossipKeys = keys
+	}
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
 	if f.replInterval <= 0 {

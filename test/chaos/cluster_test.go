@@ -291,6 +291,7 @@ func (c *cluster) check(n *cnode, key, rule string) (bool, error) {
 func (c *cluster) putRule(n *cnode, id string) bool {
 	body := fmt.Sprintf(`{"match":{"route":"/w/%s"},"key":"apikey","rate":1,"period":"1s"}`, id)
 	req, _ := http.NewRequest(http.MethodPut, n.url("/v1/rules/"+id), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.writes.Do(req)
 	if err != nil {
 		return false

@@ -1,0 +1,177 @@
+package node
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"google.golang.org/grpc"
+
+	"github.com/weirlimit/weir/internal/peerauth"
+)
+
+// keyringFile is where a node keeps its gossip keyring in its data dir once
+// `weir keyring` changed it, so a restart keeps the change.
+const keyringFile = "gossip-keyring"
+
+// peerMethods prefixes the gRPC methods only nodes of this cluster may call.
+const peerMethods = "/weir.v1.Peer/"
+
+func (c Config) validateSecurity() error {
+	if c.ClusterName == "" || len(c.ClusterName) > 128 {
+		return fmt.Errorf("%w: cluster name must be 1 to 128 bytes", ErrConfig)
+	}
+	for i, k := range c.GossipKeys {
+		if len(k) != peerauth.KeySize {
+			return fmt.Errorf("%w: gossip key %d is %d bytes, want %d", ErrConfig, i+1, len(k), peerauth.KeySize)
+		}
+	}
+	if c.HTTPReadTimeout < 0 {
+		return fmt.Errorf("%w: http read timeout must be >= 0", ErrConfig)
+	}
+	return nil
+}
+
+// peersAuthenticated reports whether the node's peers prove they are nodes
+// of the cluster: with a gossip key (and, once TLS is configured, with a
+// node certificate).
+func (c Config) peersAuthenticated() bool { return len(c.GossipKeys) > 0 }
+
+// setupSecurity loads the keyring (the one persisted in the data dir wins
+// over cfg.GossipKeys) and, when peers cannot prove who they are, binds the
+// peer-facing listeners (gossip, Raft) to loopback. It returns the
+// adjusted config and the keyring (nil without a gossip key).
+func setupSecurity(cfg Config, log *slog.Logger) (Config, *memberlist.Keyring, error) {
+	path := filepath.Join(cfg.DataDir, keyringFile)
+	switch keys, err := peerauth.ReadKeyringFile(path); {
+	case err == nil:
+		if len(cfg.GossipKeys) == 0 {
+			log.Warn("gossip keyring found in the data dir but no gossip key configured: using the data dir's", "file", path)
+		} else {
+			log.Info("using the gossip keyring persisted in the data dir (written by weir keyring); the configured keys are ignored", "file", path)
+		}
+		cfg.GossipKeys = keys
+	case !errors.Is(err, os.ErrNotExist):
+		return cfg, nil, fmt.Errorf("node: %w", err)
+	}
+	if !cfg.peersAuthenticated() {
+		changed := false
+		for _, a := range []*string{&cfg.GossipAddr, &cfg.RaftAddr} {
+			if l, ok := loopbackAddr(*a); ok {
+				*a, changed = l, true
+			}
+		}
+		if cfg.Advertise != "" && !isLoopbackHost(cfg.Advertise) {
+			cfg.Advertise, changed = "", true
+		}
+		if changed {
+			log.Warn("no gossip key and no TLS: gossip and Raft listen on loopback only and peer calls are accepted from loopback only; set --gossip-key-file to form a cluster across machines",
+				"gossip", cfg.GossipAddr, "raft", cfg.RaftAddr)
+		} else {
+			log.Info("no gossip key and no TLS: peer-facing ports are on loopback only")
+		}
+		return cfg, nil, nil
+	}
+	kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%w: gossip keyring: %v", ErrConfig, err)
+	}
+	return cfg, kr, nil
+}
+
+// loopbackAddr returns addr with a loopback host, and whether that changed
+// it.
+func loopbackAddr(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || isLoopbackHost(host) {
+		return addr, false
+	}
+	return net.JoinHostPort("127.0.0.1", port), true
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// PeerVerifier is the node proof check of the Peer service: with a gossip
+// key, a valid token from a key of the keyring; without one, a caller on
+// loopback. (With TLS, the authorization layer checks the node
+// certificate instead.)
+func (n *Node) PeerVerifier() peerauth.Verifier {
+	if n.auth != nil {
+		return n.auth.Verify
+	}
+	return peerauth.LoopbackOnly
+}
+
+// peerServerOptions refuse Peer calls that carry no node proof.
+func (n *Node) peerServerOptions() []grpc.ServerOption {
+	return peerauth.Guard(peerMethods, n.PeerVerifier())
+}
+
+// peerCallOptions attach this node's proof to every peer call.
+func (n *Node) peerCallOptions() []grpc.DialOption {
+	if n.auth == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(n.auth.Credentials(n.cfg.ID))}
+}
+
+// memberProof is the proof this node gossips in its metadata ("" without
+// a gossip key).
+func (n *Node) memberProof() string {
+	if n.auth == nil {
+		return ""
+	}
+	return base64.RawStdEncoding.EncodeToString(n.auth.MemberProof(n.cfg.ID, n.meta.Boot))
+}
+
+// provenMember reports whether a gossip member proved it holds a key of
+// the keyring (always true without a gossip key). A member that did not
+// is logged at most every 10 s and kept out of the ring and Raft.
+func (n *Node) provenMember(id string, mm memberMeta) bool {
+	if n.auth == nil {
+		return true
+	}
+	p, err := base64.RawStdEncoding.DecodeString(mm.Proof)
+	if err == nil && n.auth.VerifyMember(id, mm.Boot, p) {
+		return true
+	}
+	now := time.Now().UnixNano()
+	if last := n.unprovenLogged.Load(); now-last > int64(10*time.Second) && n.unprovenLogged.CompareAndSwap(last, now) {
+		n.log.Warn("gossip member without a valid node proof ignored (not in the ring, not a Raft voter)", "member", id)
+	}
+	return false
+}
+
+// newHTTPServer bounds what a client may hold: the headers within 10 s,
+// the whole request (body included) within HTTPReadTimeout, an idle
+// keep-alive connection for 2 min. A slow client that never sends its
+// body is dropped at the read timeout. (Answers are not bounded: a rules
+// long poll waits up to a minute by design; the timeout covers reading
+// only, and does not end a handler that is still waiting.)
+func (n *Node) newHTTPServer(h http.Handler) *http.Server {
+	rt := n.cfg.HTTPReadTimeout
+	if rt == 0 {
+		rt = 30 * time.Second
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, rt),
+		ReadTimeout:       rt,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
