@@ -195,7 +195,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
-	n.replicas = replication.NewStore()
+	n.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates})
 	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now

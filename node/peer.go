@@ -58,7 +58,9 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 
 // Replicate stores counter copies shipped by an owner.
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
-	s.n.replicas.Apply(req.From, statesFromProto(req.States))
+	if err := s.n.replicas.Apply(req.From, statesFromProto(req.States)); err != nil {
+		return nil, grpcErr(limit.Errorf(limit.ErrInvalid, "%w", err))
+	}
 	return &weirv1.ReplicateResponse{}, nil
 }
 
@@ -66,7 +68,9 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.ReplicateRequest, weirv1.ReplicateResponse]) error {
 	ack := &weirv1.ReplicateResponse{}
 	return checkstream.Each(stream, func(req *weirv1.ReplicateRequest) *weirv1.ReplicateResponse {
-		s.n.replicas.Apply(req.From, statesFromProto(req.States))
+		if err := s.n.replicas.Apply(req.From, statesFromProto(req.States)); err != nil {
+			s.n.log.Warn("replica states refused", "from", req.From, "err", err)
+		}
 		return ack
 	})
 }

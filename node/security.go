@@ -175,3 +175,8 @@ func (n *Node) newHTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 	}
 }
+
+// maxReplicaStates caps the replica copies a node holds (about 100 bytes
+// each): far above what the owners' key caps let them ship in practice,
+// low enough that a misbehaving peer cannot exhaust memory.
+const maxReplicaStates = 4 << 20

@@ -49,7 +49,10 @@ type Cluster struct {
 	// Faults, when not nil, carries every node's peer links (set by
 	// NewWithFaults; nodes started later are wired too).
 	Faults *Faults
-	seq    int
+	// Configure, when set, adjusts the config of every node the cluster
+	// starts itself (New*, Add): a gossip keyring, an admin token...
+	Configure func(*node.Config)
+	seq       int
 }
 
 // New starts n nodes that bootstrap Raft together and waits until every
@@ -66,12 +69,27 @@ func NewWithFaults(t testing.TB, n int) *Cluster {
 	return start(t, n, NewFaults())
 }
 
+// NewWith is New with configure applied to every node's config (also to
+// nodes Add starts later).
+func NewWith(t testing.TB, n int, configure func(*node.Config)) *Cluster {
+	t.Helper()
+	return startWith(t, n, nil, configure)
+}
+
 func start(t testing.TB, n int, f *Faults) *Cluster {
 	t.Helper()
-	c := &Cluster{T: t, Faults: f}
+	return startWith(t, n, f, nil)
+}
+
+func startWith(t testing.TB, n int, f *Faults, configure func(*node.Config)) *Cluster {
+	t.Helper()
+	c := &Cluster{T: t, Faults: f, Configure: configure}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		cfg := Config(t, fmt.Sprintf("n%d", i+1))
+		if configure != nil {
+			configure(&cfg)
+		}
 		cfg.BootstrapExpect = n
 		if i > 0 {
 			cfg.Join = []string{c.Nodes[0].GossipAddr()}
@@ -109,6 +127,9 @@ func (c *Cluster) Add() *node.Node {
 	c.T.Helper()
 	c.seq++
 	cfg := Config(c.T, fmt.Sprintf("n%d", c.seq))
+	if c.Configure != nil {
+		c.Configure(&cfg)
+	}
 	cfg.Join = []string{c.Live()[0].GossipAddr()}
 	return c.Start(cfg)
 }
