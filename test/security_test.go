@@ -379,5 +379,3 @@ func applyWithToken(t *testing.T, c *testcluster.Cluster, token, yaml string) {
 		return nil
 	})
 }
-
-
