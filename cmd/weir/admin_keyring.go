@@ -76,11 +76,28 @@ func (c *cli) keyringCmd() *cobra.Command {
 		s.RunE = show(adminFlags(s), op)
 		return s
 	}
-	gen := &cobra.Command{Use: "generate", Short: "Print a new random key (base64, 32 bytes)", Args: noArgs,
+	var out string
+	gen := &cobra.Command{Use: "generate [--out FILE]", Short: "Print a new random key (base64, 32 bytes), or write a keyring file", Args: noArgs,
+		Long: "Print a new random gossip key. With --out, write it as a keyring file (mode 0600)\n" +
+			"instead, unless FILE already holds a valid keyring, which is kept: a container\n" +
+			"that runs this at every start (deploy/compose.yaml) creates the key once.",
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintln(c.stdout, peerauth.EncodeKey(peerauth.GenerateKey()))
+			if out == "" {
+				_, err := fmt.Fprintln(c.stdout, peerauth.EncodeKey(peerauth.GenerateKey()))
+				return err
+			}
+			if _, err := peerauth.ReadKeyringFile(out); err == nil {
+				_, err := fmt.Fprintf(c.stdout, "%s holds a keyring already; kept\n", out)
+				return err
+			}
+			k := peerauth.GenerateKey()
+			if err := peerauth.WriteKeyringFile(out, k, nil); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(c.stdout, "wrote a new keyring to %s\n", out)
 			return err
 		}}
+	gen.Flags().StringVar(&out, "out", "", "write a keyring `file` (kept if it already holds one)")
 	return group(cmd,
 		sub("list", "Show every live member's keys and primary key", 0),
 		sub("install KEY", "Add KEY to every live member's keyring (accepted, not yet used)", 1),

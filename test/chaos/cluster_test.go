@@ -84,6 +84,12 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		c.nodes = append(c.nodes, n)
 		ips = append(ips, n.ip)
 	}
+	// The gossip keyring, copied into each container (nodes without a key
+	// would bind gossip and Raft to loopback).
+	keyFile := filepath.Join(t.TempDir(), "gossip-keyring")
+	if err := os.WriteFile(keyFile, []byte(peerauth.EncodeKey(peerauth.GenerateKey())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range c.nodes {
 		if _, err := docker("volume", "create", "--label", label+"="+run, n.name); err != nil {
 			t.Fatal(err)
@@ -91,7 +97,10 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		if _, err := docker("create", "--name", n.name, "--label", label+"="+run,
 			"--network", c.net, "--ip", n.ip, "-v", n.name+":/data", image,
 			"node", "--id", n.id, "--advertise", n.ip, "--join", strings.Join(ips, ","),
-			"--bootstrap-expect", "3", "--log-level", "info"); err != nil {
+			"--bootstrap-expect", "3", "--log-level", "info", "--gossip-key-file", "/gossip-keyring"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := docker("cp", keyFile, n.name+":/gossip-keyring"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := docker("network", "connect", "--ip", n.ctl, c.ctlNet, n.name); err != nil {
