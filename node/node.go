@@ -168,6 +168,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc.PeerAddr = n.raftAddrOf
+	n.raftHandshake(&rc)
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/rulesraft"
 )
 
 // keyringFile is where a node keeps its gossip keyring in its data dir once
@@ -180,3 +181,17 @@ func (n *Node) newHTTPServer(h http.Handler) *http.Server {
 // each): far above what the owners' key caps let them ship in practice,
 // low enough that a misbehaving peer cannot exhaust memory.
 const maxReplicaStates = 4 << 20
+
+// raftHandshake makes every Raft connection open with this node's proof
+// and refuses one without a valid proof (with a gossip key; without one,
+// Raft listens on loopback only).
+func (n *Node) raftHandshake(rc *rulesraft.Config) {
+	if n.auth == nil {
+		return
+	}
+	rc.Hello = func() []byte { return []byte(n.auth.Token(n.cfg.ID)) }
+	rc.CheckHello = func(b []byte) bool {
+		_, ok := n.auth.VerifyToken(string(b))
+		return ok
+	}
+}

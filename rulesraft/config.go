@@ -32,6 +32,13 @@ type Config struct {
 	// it was added (see Reconcile). Members it does not know are dialled at
 	// their configured address. It must not block.
 	PeerAddr func(id string) (addr string, ok bool)
+	// Hello and CheckHello, when set, authenticate Raft connections
+	// (handshake.go): every dialled connection first sends Hello(), and an
+	// accepted one is closed unless CheckHello passes what its peer sent.
+	// Node passes proofs derived from the gossip keyring. Both must not
+	// block.
+	Hello      func() []byte
+	CheckHello func(hello []byte) bool
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.

@@ -25,6 +25,10 @@ type tcpLayer struct {
 	dials      context.Context
 	abortDials context.CancelFunc
 
+	hello  func() []byte     // Config.Hello
+	check  func([]byte) bool // Config.CheckHello
+	reject func(net.Conn)    // logs a refused connection
+
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
@@ -99,6 +103,9 @@ func (l *tcpLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.check != nil {
+		c = &helloConn{Conn: c, check: l.check, reject: l.reject}
+	}
 	return l.track(c)
 }
 
@@ -108,6 +115,12 @@ func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	c, err := d.DialContext(l.dials, "tcp", string(addr))
 	if err != nil {
 		return nil, fmt.Errorf("rulesraft: dial %s: %w", addr, err)
+	}
+	if l.hello != nil {
+		if err := writeHello(c, l.hello(), timeout); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("rulesraft: hello to %s: %w", addr, err)
+		}
 	}
 	return l.track(c)
 }
