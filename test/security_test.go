@@ -344,6 +344,14 @@ rules:
 			t.Errorf("%s persisted keyring %x, %v; want k2 alone", id, keys, err)
 		}
 	}
+	// A restart keeps the rotated key: n3, restarted with its data dir and
+	// the old key configured, rejoins on the new one.
+	c.Kill(2)
+	cfg := testcluster.Config(t, "n3")
+	cfg.DataDir, cfg.GossipKeys, cfg.AdminToken = dirs["n3"], [][]byte{k1}, token
+	cfg.Join = []string{c.Nodes[0].GossipAddr()}
+	c.Start(cfg)
+	c.WaitStable(3)
 }
 
 func sortedPair(a, b string) []string {
