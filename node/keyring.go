@@ -27,9 +27,12 @@ import (
 // Gossip key rotation (weir keyring). An admin asks any node; it checks
 // the change is safe for every live member, applies it to its own keyring,
 // persists it in its data dir, and makes the same change on every other
-// live member over HTTP, each call carrying this node's proof (signed with
-// its primary key, which every member holds). Without a gossip key there is
-// no keyring to change.
+// live member over HTTP (the same endpoints), each call carrying this
+// node's proof bound to the request (peerauth.TokenFor over method, path
+// and body digest) and the key sealed under the current keyring
+// (peerauth.Seal): a key never crosses the wire in clear between nodes,
+// and a proof seen on the wire is good for no other request. Without a
+// gossip key there is no keyring to change.
 
 // KeyringMember is one member's keyring: key fingerprints (the first 8
 // bytes of the key's SHA-256, hex), never the keys.
@@ -56,11 +59,11 @@ func KeyFingerprint(k []byte) string {
 	return hex.EncodeToString(s[:8])
 }
 
-// Errors of keyring changes.
-var (
-	errNoKeyring = limit.Errorf(limit.ErrInvalid, "node: gossip encryption is off (no --gossip-key-file): there is no keyring to change")
-	keyringOps   = map[string]bool{"install": true, "use": true, "remove": true}
-)
+// errNoKeyring answers keyring calls to a node without a gossip key.
+var errNoKeyring = limit.Errorf(limit.ErrInvalid, "node: gossip encryption is off (no --gossip-key-file): there is no keyring to change")
+
+// keyringOps are the keyring changes.
+var keyringOps = map[string]bool{"install": true, "use": true, "remove": true}
 
 const (
 	keyringBodyMax = 4 << 10
@@ -69,8 +72,15 @@ const (
 
 func (n *Node) handleKeyring(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/keyring", func(w http.ResponseWriter, r *http.Request) {
-		local := r.URL.Query().Get("local") == "true"
-		if err := n.authorizeKeyring(r, local); err != nil {
+		if n.fromNode(r, nil) {
+			if n.keyring == nil {
+				writeKeyringError(w, errNoKeyring)
+				return
+			}
+			writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Members: []KeyringMember{n.localKeyring()}})
+			return
+		}
+		if err := n.authorizeAdmin(r); err != nil {
 			writeKeyringError(w, err)
 			return
 		}
@@ -78,17 +88,16 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 			writeKeyringError(w, errNoKeyring)
 			return
 		}
-		if local {
-			writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Members: []KeyringMember{n.localKeyring()}})
-			return
-		}
 		writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Members: n.listKeyrings(r.Context())})
 	})
 	mux.HandleFunc("POST /v1/keyring/{op}", func(w http.ResponseWriter, r *http.Request) {
 		op := r.PathValue("op")
-		local := r.URL.Query().Get("local") == "true"
-		// The caller first, the body after: nothing unauthenticated is read.
-		if err := n.authorizeKeyring(r, local); err != nil {
+		if r.Header.Get(peerauth.MetadataKey) != "" && n.auth != nil {
+			n.memberKeyringChange(w, r, op)
+			return
+		}
+		// An admin: the token first, the body after.
+		if err := n.authorizeAdmin(r); err != nil {
 			writeKeyringError(w, err)
 			return
 		}
@@ -103,12 +112,8 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 		var body struct {
 			Key string `json:"key"`
 		}
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, keyringBodyMax))
-		if err == nil {
-			err = json.Unmarshal(b, &body)
-		}
-		if err != nil {
-			writeKeyringError(w, limit.Errorf(limit.ErrInvalid, "body: want {\"key\": \"<base64 key>\"}"))
+		if err := readKeyringBody(w, r, &body); err != nil {
+			writeKeyringError(w, err)
 			return
 		}
 		key, err := peerauth.ParseKey(body.Key)
@@ -118,14 +123,6 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 		}
 		if n.keyring == nil {
 			writeKeyringError(w, errNoKeyring)
-			return
-		}
-		if local {
-			if err := n.changeKeyring(op, key); err != nil {
-				writeKeyringError(w, err)
-				return
-			}
-			writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Op: op, Key: KeyFingerprint(key), Members: []KeyringMember{n.localKeyring()}})
 			return
 		}
 		ans, err := n.rotate(r.Context(), op, key)
@@ -139,16 +136,66 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 	})
 }
 
-// authorizeKeyring admits an admin (the admin token; without one
-// configured, a caller on loopback only: whoever may change the keyring
-// may let any process into the cluster) and, for a member-local call, a
-// node of this cluster.
-func (n *Node) authorizeKeyring(r *http.Request, local bool) error {
-	if local && n.auth != nil {
-		if _, ok := n.auth.VerifyToken(r.Header.Get(peerauth.MetadataKey)); ok {
-			return nil
-		}
+// memberKeyringChange is one member's part of a rotation, asked by the
+// node an admin asked: the proof is bound to the operation and the body,
+// and the key travels sealed under the current keyring.
+func (n *Node) memberKeyringChange(w http.ResponseWriter, r *http.Request, op string) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, keyringBodyMax))
+	if err != nil || !n.fromNode(r, b) {
+		writeKeyringError(w, limit.Errorf(limit.ErrUnauthenticated, "keyring: no valid node proof for this request"))
+		return
 	}
+	var body struct {
+		Sealed string `json:"sealed"`
+	}
+	if !keyringOps[op] || json.Unmarshal(b, &body) != nil {
+		writeKeyringError(w, limit.Errorf(limit.ErrInvalid, "keyring: bad member request"))
+		return
+	}
+	key, err := n.auth.Open(body.Sealed)
+	if err != nil {
+		writeKeyringError(w, limit.Errorf(limit.ErrInvalid, "keyring: %v", err))
+		return
+	}
+	if err := n.changeKeyring(op, key); err != nil {
+		writeKeyringError(w, err)
+		return
+	}
+	writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Op: op, Key: KeyFingerprint(key), Members: []KeyringMember{n.localKeyring()}})
+}
+
+// keyringPurpose is what a member call's proof is bound to.
+func keyringPurpose(method, path string, body []byte) string {
+	d := sha256.Sum256(body)
+	return method + " " + path + " " + hex.EncodeToString(d[:])
+}
+
+// fromNode reports whether r carries a node proof bound to it (body: the
+// request body read).
+func (n *Node) fromNode(r *http.Request, body []byte) bool {
+	tok := r.Header.Get(peerauth.MetadataKey)
+	if tok == "" || n.auth == nil {
+		return false
+	}
+	_, ok := n.auth.VerifyTokenFor(tok, keyringPurpose(r.Method, r.URL.Path, body))
+	return ok
+}
+
+func readKeyringBody(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, keyringBodyMax))
+	if err == nil {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		return limit.Errorf(limit.ErrInvalid, "body: want {\"key\": \"<base64 key>\"}")
+	}
+	return nil
+}
+
+// authorizeAdmin admits an admin: the admin token, or, on a node without
+// one, a caller on loopback only (whoever may change the keyring may let
+// any process into the cluster).
+func (n *Node) authorizeAdmin(r *http.Request) error {
 	if n.cfg.AdminToken == "" {
 		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && isLoopbackHost(host) {
 			return nil
@@ -208,7 +255,7 @@ func (n *Node) listKeyrings(ctx context.Context) []KeyringMember {
 			return n.localKeyring()
 		}
 		var ans KeyringAnswer
-		if err := n.keyringCall(ctx, m.HTTP, http.MethodGet, "/v1/keyring?local=true", nil, &ans); err != nil {
+		if err := n.keyringCall(ctx, m.HTTP, http.MethodGet, "/v1/keyring", nil, &ans); err != nil {
 			return KeyringMember{Node: id, Error: err.Error()}
 		}
 		if len(ans.Members) != 1 {
@@ -239,14 +286,14 @@ func (n *Node) rotate(ctx context.Context, op string, key []byte) (KeyringAnswer
 	if err := n.changeKeyring(op, key); err != nil {
 		return ans, err
 	}
-	body, _ := json.Marshal(map[string]string{"key": peerauth.EncodeKey(key)})
+	body, _ := json.Marshal(map[string]string{"sealed": n.auth.Seal(key)})
 	failed := 0
 	ans.Members = n.eachMember(ctx, func(ctx context.Context, id string, m member) KeyringMember {
 		if id == n.cfg.ID {
 			return n.localKeyring()
 		}
 		var a KeyringAnswer
-		if err := n.keyringCall(ctx, m.HTTP, http.MethodPost, "/v1/keyring/"+op+"?local=true", body, &a); err != nil {
+		if err := n.keyringCall(ctx, m.HTTP, http.MethodPost, "/v1/keyring/"+op, body, &a); err != nil {
 			return KeyringMember{Node: id, Error: err.Error()}
 		}
 		if len(a.Members) != 1 {
@@ -304,11 +351,12 @@ func (n *Node) keyringCall(ctx context.Context, addr, method, path string, body 
 	if err != nil {
 		return err
 	}
-	req.Header.Set(peerauth.MetadataKey, n.auth.Token(n.cfg.ID))
+	req.Header.Set(peerauth.MetadataKey, n.auth.TokenFor(n.cfg.ID, keyringPurpose(method, path, body)))
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

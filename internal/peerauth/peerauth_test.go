@@ -109,3 +109,39 @@ func TestParseKeyring(t *testing.T) {
 		t.Fatalf("read back %x, want primary k2 then k1", back)
 	}
 }
+
+func TestTokenForAndSeal(t *testing.T) {
+	k1, k2 := GenerateKey(), GenerateKey()
+	a := New("weir", keyring(t, k1))
+	tok := a.TokenFor("n1", "POST /v1/keyring/install abc")
+	if id, ok := New("weir", keyring(t, k2, k1)).VerifyTokenFor(tok, "POST /v1/keyring/install abc"); !ok || id != "n1" {
+		t.Fatalf("VerifyTokenFor = %q %v", id, ok)
+	}
+	if _, ok := a.VerifyTokenFor(tok, "POST /v1/keyring/install abd"); ok {
+		t.Error("token accepted for another purpose")
+	}
+	if _, ok := a.VerifyToken(tok); ok {
+		t.Error("purpose-bound token accepted as a call token")
+	}
+	if _, ok := a.VerifyTokenFor(a.Token("n1"), "x"); ok {
+		t.Error("call token accepted for a purpose")
+	}
+
+	secret := GenerateKey()
+	sealed := a.Seal(secret)
+	if strings.Contains(sealed, EncodeKey(secret)) {
+		t.Fatal("sealed value holds the secret in clear")
+	}
+	got, err := New("weir", keyring(t, k2, k1)).Open(sealed)
+	if err != nil || !bytes.Equal(got, secret) {
+		t.Fatalf("Open = %x, %v", got, err)
+	}
+	for name, b := range map[string]*Authenticator{"another key": New("weir", keyring(t, k2)), "another cluster": New("x", keyring(t, k1))} {
+		if _, err := b.Open(sealed); !errors.Is(err, ErrSealed) {
+			t.Errorf("%s: Open err %v, want ErrSealed", name, err)
+		}
+	}
+	if _, err := a.Open("AAAA"); !errors.Is(err, ErrSealed) {
+		t.Errorf("short: %v", err)
+	}
+}
