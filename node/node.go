@@ -86,6 +86,7 @@ type Node struct {
 	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
 	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
 	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
+	refusedLogged  atomic.Int64 // unix ns of the last refused-peer-call warning
 
 	keyring   *memberlist.Keyring     // gossip keys; nil without (security.go)
 	auth      *peerauth.Authenticator // node proofs from keyring; nil without

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/rulesraft"
@@ -118,8 +120,18 @@ func (n *Node) PeerVerifier() peerauth.Verifier {
 }
 
 // peerServerOptions refuse Peer calls that carry no node proof.
+// A refusal is logged at most every 10 s.
 func (n *Node) peerServerOptions() []grpc.ServerOption {
-	return peerauth.Guard(peerMethods, n.PeerVerifier())
+	return peerauth.Guard(peerMethods, n.PeerVerifier(), func(ctx context.Context, method string) {
+		now := time.Now().UnixNano()
+		if last := n.refusedLogged.Load(); now-last > int64(10*time.Second) && n.refusedLogged.CompareAndSwap(last, now) {
+			from := "unknown"
+			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+				from = p.Addr.String()
+			}
+			n.log.Warn("peer call without a valid node proof refused", "method", method, "from", from)
+		}
+	})
 }
 
 // peerCallOptions attach this node's proof to every peer call.

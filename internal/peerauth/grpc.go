@@ -71,13 +71,17 @@ func IsLoopback(addr net.Addr) bool {
 
 // Guard returns the server interceptors that refuse, with Unauthenticated,
 // any call to a method under prefix (such as "/weir.v1.Peer/") that verify
-// does not pass. Other methods pass untouched.
-func Guard(prefix string, verify Verifier) []grpc.ServerOption {
+// does not pass, calling refused (if not nil; it must not block) first.
+// Other methods pass untouched.
+func Guard(prefix string, verify Verifier, refused func(ctx context.Context, method string)) []grpc.ServerOption {
 	check := func(ctx context.Context, method string) error {
 		if !strings.HasPrefix(method, prefix) {
 			return nil
 		}
 		if _, ok := verify(ctx); !ok {
+			if refused != nil {
+				refused(ctx, method)
+			}
 			return status.Error(codes.Unauthenticated, "peerauth: "+method+" is for nodes of this cluster; the call carries no valid node proof")
 		}
 		return nil
