@@ -15,7 +15,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/rulesraft"
@@ -206,4 +208,31 @@ func (n *Node) raftHandshake(rc *rulesraft.Config) {
 		_, ok := n.auth.VerifyToken(string(b))
 		return ok
 	}
+}
+
+// callerIs refuses a peer call that names another node than the one its
+// proof names (Replicate's sender, Handoff's puller): a node speaks for
+// itself only. Callers admitted as loopback (no gossip key) name none.
+func (n *Node) callerIs(ctx context.Context, claimed string) error {
+	id, err := n.caller(ctx)
+	if err != nil {
+		return err
+	}
+	return n.speaksFor(id, claimed)
+}
+
+// caller is the node id ctx's proof names.
+func (n *Node) caller(ctx context.Context) (string, error) {
+	id, ok := n.PeerVerifier()(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "node: peer call without a valid node proof")
+	}
+	return id, nil
+}
+
+func (n *Node) speaksFor(id, claimed string) error {
+	if n.auth != nil && id != claimed {
+		return status.Errorf(codes.PermissionDenied, "node: the caller proved it is %q but speaks for %q", id, claimed)
+	}
+	return nil
 }

@@ -156,7 +156,8 @@ func keyring(t *testing.T, keys ...[]byte) *memberlist.Keyring {
 // refused (probe findings 1 and 3): no proof, a proof from another key,
 // from another cluster name, or a stale one. Nothing moves: every key is
 // still answered by its owner. A valid proof gets through to the checks
-// behind it: a Replicate naming a partition out of range is refused.
+// behind it: a Replicate naming a partition out of range is refused, and
+// a node may not speak for another.
 func TestPeerServiceRefusesOutsiders(t *testing.T) {
 	k1 := peerauth.GenerateKey()
 	c := wrapCluster(t, testcluster.NewWith(t, 3, withKeys(k1)))
@@ -215,6 +216,15 @@ func TestPeerServiceRefusesOutsiders(t *testing.T) {
 	_, err := member.Replicate(ctx, &weirv1.ReplicateRequest{From: "n2", States: []*weirv1.CounterState{{Partition: 1 << 20, Id: 7, A: 1}}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Replicate of partition 1<<20 with a valid proof: %v, want InvalidArgument", err)
+	}
+	// A node speaks for itself only.
+	_, err = member.Replicate(ctx, &weirv1.ReplicateRequest{From: "n3", States: []*weirv1.CounterState{{Partition: 1, Id: 7, A: 1}}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Replicate from n2 as n3: %v, want PermissionDenied", err)
+	}
+	_, err = member.Handoff(ctx, &weirv1.HandoffRequest{To: "evil", Partitions: all})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Handoff from n2 for evil: %v, want PermissionDenied", err)
 	}
 }
 
