@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/peerauth"
 )
 
 // cnode is one node's container.
