@@ -397,3 +397,53 @@ func applyWithToken(t *testing.T, c *testcluster.Cluster, token, yaml string) {
 		return nil
 	})
 }
+
+// rawMeta is a gossip delegate that announces fixed metadata.
+type rawMeta struct{ meta []byte }
+
+func (d rawMeta) NodeMeta(int) []byte                  { return d.meta }
+func (rawMeta) NotifyMsg([]byte)                       {}
+func (rawMeta) GetBroadcasts(int, int) [][]byte        { return nil }
+func (rawMeta) LocalState(bool) []byte                 { return nil }
+func (rawMeta) MergeRemoteState(buf []byte, join bool) {}
+
+// A gossip member that holds the key but carries no valid member proof in
+// its metadata (a stock memberlist announcing Weir's addresses) is in the
+// gossip but never in a ring nor the Raft configuration.
+func TestMemberWithoutProofIgnored(t *testing.T) {
+	k1 := peerauth.GenerateKey()
+	c := wrapCluster(t, testcluster.NewWith(t, 3, withKeys(k1)))
+	raftBefore := raftIDs(t, c.Nodes[0])
+	for name, meta := range map[string]string{
+		"noproof":  `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3"}`,
+		"badproof": `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3","b":7,"p":"AAAAAAAAAAAAAAAAAAAAAA"}`,
+	} {
+		mc := memberlist.DefaultLANConfig()
+		mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = name, "127.0.0.1", 0, 0
+		mc.Label, mc.Keyring = "weir", keyring(t, k1)
+		mc.Delegate = rawMeta{[]byte(meta)}
+		mc.LogOutput = io.Discard
+		ml, err := memberlist.Create(mc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ml.Shutdown() })
+		if _, err := ml.Join([]string{c.Nodes[0].GossipAddr()}); err != nil {
+			t.Fatalf("%s: gossip join with the key: %v", name, err)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range c.Nodes {
+			if k := testcluster.InRing(n); k != 3 {
+				t.Fatalf("%s has %d members in its ring, want 3: %+v", n.ID(), k, n.Members().Members)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // sampling a window, not waiting for a state
+	}
+	for _, n := range c.Nodes {
+		if ids := raftIDs(t, n); !slices.Equal(ids, raftBefore) {
+			t.Errorf("%s raft configuration %v, was %v", n.ID(), ids, raftBefore)
+		}
+	}
+}
