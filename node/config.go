@@ -62,10 +62,15 @@ type Config struct {
 	ClusterName string
 	// GossipKeys is the gossip keyring (32-byte AES keys, the first the
 	// primary): gossip is encrypted and verified with it, and peer calls
-	// carry proofs derived from it (docs/security.md). A keyring the node
-	// persisted in its data dir (after weir keyring ...) takes precedence.
-	// Empty, and without TLS: the peer-facing ports bind loopback only.
+	// carry proofs derived from it (docs/security.md). Empty, and without
+	// TLS: the peer-facing ports bind loopback only.
 	GossipKeys [][]byte
+	// GossipKeysWritten is when GossipKeys were written (the key file's
+	// modification time). The keyring the node persisted in its data dir
+	// after `weir keyring` changes wins over GossipKeys unless they were
+	// written later (an operator who updated the file after a rotation the
+	// node missed). Zero: the persisted keyring wins.
+	GossipKeysWritten time.Time
 	// HTTPReadTimeout bounds reading one HTTP request, body included
 	// (default 30 s).
 	HTTPReadTimeout time.Duration

@@ -51,19 +51,24 @@ func (c Config) validateSecurity() error {
 func (c Config) peersAuthenticated() bool { return len(c.GossipKeys) > 0 }
 
 // setupSecurity loads the keyring (the one persisted in the data dir wins
-// over cfg.GossipKeys) and, when peers cannot prove who they are, binds the
+// over cfg.GossipKeys unless they were written later) and, when peers cannot prove who they are, binds the
 // peer-facing listeners (gossip, Raft) to loopback. It returns the
 // adjusted config and the keyring (nil without a gossip key).
 func setupSecurity(cfg Config, log *slog.Logger) (Config, *memberlist.Keyring, error) {
 	path := filepath.Join(cfg.DataDir, keyringFile)
 	switch keys, err := peerauth.ReadKeyringFile(path); {
 	case err == nil:
-		if len(cfg.GossipKeys) == 0 {
+		st, serr := os.Stat(path)
+		switch {
+		case len(cfg.GossipKeys) == 0:
 			log.Warn("gossip keyring found in the data dir but no gossip key configured: using the data dir's", "file", path)
-		} else {
-			log.Info("using the gossip keyring persisted in the data dir (written by weir keyring); the configured keys are ignored", "file", path)
+			cfg.GossipKeys = keys
+		case serr == nil && !cfg.GossipKeysWritten.IsZero() && cfg.GossipKeysWritten.After(st.ModTime()):
+			log.Warn("the configured gossip keyring is newer than the one persisted in the data dir: using the configured one", "file", path)
+		default:
+			log.Info("using the gossip keyring persisted in the data dir (written by weir keyring); the configured keys are older", "file", path)
+			cfg.GossipKeys = keys
 		}
-		cfg.GossipKeys = keys
 	case !errors.Is(err, os.ErrNotExist):
 		return cfg, nil, fmt.Errorf("node: %w", err)
 	}

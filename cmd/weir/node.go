@@ -90,6 +90,9 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 			return cfg, usageErr(cmd, "--gossip-key-file: %v", err)
 		}
 		cfg.GossipKeys = keys
+		if st, err := os.Stat(f.gossipKeyFile); err == nil {
+			cfg.GossipKeysWritten = st.ModTime()
+		}
 	}
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
