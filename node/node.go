@@ -91,6 +91,7 @@ type Node struct {
 	keyring   *memberlist.Keyring     // gossip keys; nil without (security.go)
 	auth      *peerauth.Authenticator // node proofs from keyring; nil without
 	keyringMu sync.Mutex              // serializes keyring changes and their file
+	refused   *prometheus.CounterVec  // weir_node_proof_refusals_total (security.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -138,6 +139,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
+	n.refused = newRefusals(cfg.Registry)
 	n.peers = newPeerPool()
 	n.peers.opts = append(peerDialOptions(cfg), n.peerCallOptions()...)
 

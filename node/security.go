@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -130,6 +131,7 @@ func (n *Node) PeerVerifier() peerauth.Verifier {
 // A refusal is logged at most every 10 s.
 func (n *Node) peerServerOptions() []grpc.ServerOption {
 	return peerauth.Guard(peerMethods, n.PeerVerifier(), func(ctx context.Context, method string) {
+		n.refused.WithLabelValues("peer_call").Inc()
 		now := time.Now().UnixNano()
 		if last := n.refusedLogged.Load(); now-last > int64(10*time.Second) && n.refusedLogged.CompareAndSwap(last, now) {
 			from := "unknown"
@@ -169,6 +171,7 @@ func (n *Node) provenMember(id string, mm memberMeta) bool {
 	if err == nil && n.auth.VerifyMember(id, mm.Boot, p) {
 		return true
 	}
+	n.refused.WithLabelValues("gossip_member").Inc()
 	now := time.Now().UnixNano()
 	if last := n.unprovenLogged.Load(); now-last > int64(10*time.Second) && n.unprovenLogged.CompareAndSwap(last, now) {
 		n.log.Warn("gossip member without a valid node proof ignored (not in the ring, not a Raft voter)", "member", id)
@@ -211,6 +214,9 @@ func (n *Node) raftHandshake(rc *rulesraft.Config) {
 	rc.Hello = func() []byte { return []byte(n.auth.Token(n.cfg.ID)) }
 	rc.CheckHello = func(b []byte) bool {
 		_, ok := n.auth.VerifyToken(string(b))
+		if !ok {
+			n.refused.WithLabelValues("raft").Inc()
+		}
 		return ok
 	}
 }
@@ -240,4 +246,17 @@ func (n *Node) speaksFor(id, claimed string) error {
 		return status.Errorf(codes.PermissionDenied, "node: the caller proved it is %q but speaks for %q", id, claimed)
 	}
 	return nil
+}
+
+// newRefusals counts what was kept out for want of a valid node proof.
+func newRefusals(reg *prometheus.Registry) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_node_proof_refusals_total",
+		Help: "What was refused for want of a valid node proof: peer_call (a gRPC Peer call), raft (a Raft connection), gossip_member (gossip metadata of a member).",
+	}, []string{"kind"})
+	for _, k := range []string{"peer_call", "raft", "gossip_member"} {
+		c.WithLabelValues(k)
+	}
+	reg.MustRegister(c)
+	return c
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,6 +203,11 @@ func TestPeerServiceRefusesOutsiders(t *testing.T) {
 			if status.Code(err) != codes.Unauthenticated {
 				t.Errorf("%s: ReplicateStream on %s: %v, want Unauthenticated", name, n.ID(), err)
 			}
+		}
+	}
+	for _, n := range c.Nodes {
+		if v := refusals(t, n, "peer_call"); v < 16 {
+			t.Errorf("%s counted %v refused peer calls, want at least 16", n.ID(), v)
 		}
 	}
 	if r := c.checkOnce(c.Nodes[2], victim, "exact", 1); r.Remaining != spent-1 {
@@ -446,4 +452,30 @@ func TestMemberWithoutProofIgnored(t *testing.T) {
 			t.Errorf("%s raft configuration %v, was %v", n.ID(), ids, raftBefore)
 		}
 	}
+	if v := refusals(t, c.Nodes[0], "gossip_member"); v < 2 {
+		t.Errorf("n1 counted %v unproven gossip members, want at least 2", v)
+	}
+}
+
+// refusals reads weir_node_proof_refusals_total{kind} from n's /metrics.
+func refusals(t *testing.T, n *node.Node, kind string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	prefix := `weir_node_proof_refusals_total{kind="` + kind + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in /metrics", prefix)
+	return 0
 }
