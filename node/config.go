@@ -59,7 +59,9 @@ type Config struct {
 	AdminToken string
 
 	// ClusterName names the cluster: the trust domain of its certificates,
-	// spiffe://<ClusterName>/<role>/<name> (default "weir").
+	// spiffe://<ClusterName>/<role>/<name>, the label of its gossip
+	// (memberlist drops packets from another cluster) and a key of its node
+	// proofs (default "weir").
 	ClusterName string
 	// TLS names this node's certificate and key and the cluster CA. When
 	// set, every listener and connection is mutual TLS 1.3, the
@@ -69,6 +71,20 @@ type Config struct {
 	// NodeProof, when set, grants the node role to a caller without a node
 	// certificate (node/authz.Config.NodeProof).
 	NodeProof func(ctx context.Context) (nodeID string, ok bool)
+	// GossipKeys is the gossip keyring (32-byte AES keys, the first the
+	// primary): gossip is encrypted and verified with it, and peer calls
+	// carry proofs derived from it (docs/security.md). Empty, and without
+	// TLS: the peer-facing ports bind loopback only.
+	GossipKeys [][]byte
+	// GossipKeysWritten is when GossipKeys were written (the key file's
+	// modification time). The keyring the node persisted in its data dir
+	// after `weir keyring` changes wins over GossipKeys unless they were
+	// written later (an operator who updated the file after a rotation the
+	// node missed). Zero: the persisted keyring wins.
+	GossipKeysWritten time.Time
+	// HTTPReadTimeout bounds reading one HTTP request, body included
+	// (default 30 s).
+	HTTPReadTimeout time.Duration
 
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
@@ -145,6 +161,7 @@ func DefaultConfig(id string) Config {
 		ResolveTimeout:       time.Minute,
 		GRPCReflection:       true,
 		ClusterName:          "weir",
+		HTTPReadTimeout:      30 * time.Second,
 	}
 }
 
@@ -175,6 +192,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClusterName == "" || strings.ContainsAny(c.ClusterName, "/:@?# ") {
 		return fmt.Errorf("%w: cluster name %q: want a non-empty name without '/', ':' or spaces", ErrConfig, c.ClusterName)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)

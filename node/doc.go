@@ -30,6 +30,11 @@
 //     view (ring, forwarding, Raft) only after its gRPC port proved, with
 //     a node certificate, that it is node/<its id>. Verifications run on
 //     node goroutines (goFunc); admission.mu guards their maps.
+//   - keys.go: the gossip keyring and who is a node (peerauth proofs on
+//     Peer calls, Raft connections and gossip metadata; without a key,
+//     gossip and Raft on loopback and Peer from loopback only), the HTTP
+//     server's timeouts. keyring.go: key rotation across the live cluster
+//     (weir keyring), one change at a time under keyringMu.
 //
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
@@ -58,8 +63,9 @@
 //     (flushed when a send slot frees, never after a fixed sleep); pruned
 //     when the member leaves.
 //   - the replicator loop: changed counters shipped to replicas.
-//   - reconnectLoop: rejoins members gossip declared dead (every 2 s, for
-//     an hour), so the two sides of a healed network split merge again.
+//   - reconnectLoop: rejoins members gossip declared dead (every 2 s for
+//     2 minutes, then every 30 s up to 15 minutes), so the two sides of a
+//     healed network split merge again.
 //   - joinLoop (only while a --join has found no other member): retries
 //     the join with backoff.
 //   - serveHealth: sets grpc.health.v1 to SERVING once the node is first

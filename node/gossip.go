@@ -25,6 +25,9 @@ type memberMeta struct {
 	// lived through a network split (same Boot) rather than restarted with
 	// no counters (a new Boot).
 	Boot uint64 `json:"b,omitempty"`
+	// Proof ties the member to the gossip keyring (peerauth.MemberProof,
+	// base64); members without a valid one are ignored when a key is set.
+	Proof string `json:"p,omitempty"`
 }
 
 // member is one node as seen through gossip.
@@ -43,6 +46,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 	m := d.n.meta
 	m.Leaving = d.n.leaving.Load()
 	m.Gateways = d.n.api.Gateways()
+	m.Proof = d.n.memberProof()
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil
@@ -140,6 +144,11 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	mc.Events = delegate{n}
 	mc.Conflict = delegate{n}
 	mc.Logger = log.New(slogWriter{n}, "", 0)
+	mc.Label = n.cfg.ClusterName // gossip from another cluster is dropped
+	if n.keyring != nil {
+		mc.Keyring = n.keyring
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 	if err != nil {
 		return fmt.Errorf("node: gossip transport: %w", err)

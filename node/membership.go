@@ -49,6 +49,12 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	if len(m.Meta) > 0 {
 		_ = json.Unmarshal(m.Meta, &mm.memberMeta)
 	}
+	if !n.provenMember(m.Name, mm.memberMeta) {
+		n.membersMu.Lock()
+		delete(n.known, m.Name)
+		n.membersMu.Unlock()
+		return
+	}
 	st := memberlist.StateAlive
 	if gone {
 		st = memberlist.StateDead
@@ -93,13 +99,19 @@ type lostMember struct {
 	gossip string
 	boot   uint64
 	since  time.Time
+	next   time.Time // the next attempt to rejoin it
 }
 
-// Reconnecting to members declared dead: how often, and for how long after
-// their death.
+// Reconnecting to members declared dead: every reconnectEvery for
+// reconnectFastFor after their death (a network split heals quickly),
+// then every reconnectSlowEvery, and not after reconnectFor (an address
+// that stays dead may be reused by anything; the cluster label keeps
+// another cluster's nodes out anyway).
 const (
-	reconnectEvery = 2 * time.Second
-	reconnectFor   = time.Hour
+	reconnectEvery     = 2 * time.Second
+	reconnectFastFor   = 2 * time.Minute
+	reconnectSlowEvery = 30 * time.Second
+	reconnectFor       = 15 * time.Minute
 )
 
 // reconnectLoop tries, every reconnectEvery, to rejoin the members gossip
@@ -154,19 +166,26 @@ func (n *Node) peerGossipAddrs() []string {
 }
 
 // lostAddrs lists the gossip addresses of members declared dead less than
-// reconnectFor ago, and forgets older ones.
+// reconnectFor ago that are due for an attempt, and forgets older ones.
 func (n *Node) lostAddrs(now time.Time) []string {
 	n.membersMu.Lock()
 	defer n.membersMu.Unlock()
 	var out []string
 	for id, l := range n.lost {
-		if now.Sub(l.since) > reconnectFor {
+		age := now.Sub(l.since)
+		if age > reconnectFor {
 			delete(n.lost, id)
 			continue
 		}
-		if l.gossip != "" {
-			out = append(out, l.gossip)
+		if l.gossip == "" || now.Before(l.next) {
+			continue
 		}
+		l.next = now.Add(reconnectEvery)
+		if age > reconnectFastFor {
+			l.next = now.Add(reconnectSlowEvery)
+		}
+		n.lost[id] = l
+		out = append(out, l.gossip)
 	}
 	sort.Strings(out)
 	return out
@@ -196,7 +215,7 @@ type departure struct {
 // departedFor is how long a departed member is remembered (listed by
 // Members, its moved marks cleared, retried if it died). A member gone
 // longer is forgotten, so ids that come and go do not pile up.
-const departedFor = reconnectFor
+const departedFor = time.Hour
 
 func (n *Node) forgetDepartedLocked() {
 	for id, d := range n.departed {

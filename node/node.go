@@ -23,6 +23,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/internal/tlsconf"
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
@@ -89,6 +90,13 @@ type Node struct {
 	regained       atomic.Bool  // a Raft leader again after quorumLostAfter without one (watchQuorum)
 	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
 	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
+	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
+	refusedLogged  atomic.Int64 // unix ns of the last refused-peer-call warning
+
+	keyring   *memberlist.Keyring     // gossip keys; nil without (security.go)
+	auth      *peerauth.Authenticator // node proofs from keyring; nil without
+	keyringMu sync.Mutex              // serializes keyring changes and their file
+	refused   *prometheus.CounterVec  // weir_node_proof_refusals_total (security.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,6 +122,10 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
+	cfg, keyring, err := setupKeys(cfg, cfg.Logger.With("node", cfg.ID))
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.With("node", cfg.ID),
@@ -125,14 +137,19 @@ func New(cfg Config) (*Node, error) {
 		rejoined: map[string]bool{},
 		known:    map[string]member{},
 		raftSeen: map[string]string{},
+		keyring:  keyring,
+	}
+	if keyring != nil {
+		n.auth = peerauth.New(cfg.ClusterName, keyring)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
+	n.refused = newRefusals(cfg.Registry)
 	if err := n.setupSecurity(); err != nil {
 		return nil, err
 	}
 	n.peers = newPeerPool()
-	n.peers.opts = append(peerDialOptions(cfg), n.peerCreds())
+	n.peers.opts = append(append(peerDialOptions(cfg), n.peerCreds()), n.peerCallOptions()...)
 
 	ok := false
 	defer func() {
@@ -141,7 +158,6 @@ func New(cfg Config) (*Node, error) {
 		}
 	}()
 
-	var err error
 	n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("node: grpc listen: %w", err)
@@ -163,6 +179,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc.PeerAddr = n.raftAddrOf
+	n.raftHandshake(&rc)
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
@@ -191,7 +208,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
-	n.replicas = replication.NewStore()
+	n.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates})
 	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now
@@ -214,7 +231,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
-	n.grpcSrv = grpc.NewServer(append(grpcwin.ServerOptions(), n.grpcServerOptions()...)...)
+	// The Peer guard (no TLS: a gossip key's proof, or loopback) first, so
+	// an outsider is refused as unauthenticated and counted; then the role
+	// policy (security.go).
+	n.grpcSrv = grpc.NewServer(append(append(grpcwin.ServerOptions(), n.peerGuard()...), n.grpcServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 	n.health = health.NewServer()
@@ -228,8 +248,9 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	mux := http.NewServeMux()
+	n.handleKeyring(mux)
 	mux.Handle("/", n.api.Handler())
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	n.httpSrv = n.newHTTPServer(mux)
 	n.secureHTTP(n.httpSrv)
 
 	n.meta = memberMeta{

@@ -58,15 +58,30 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 
 // Replicate stores counter copies shipped by an owner.
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
-	s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs()))
+	if err := s.n.callerIs(ctx, req.GetFrom()); err != nil {
+		return nil, err
+	}
+	if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
+		return nil, grpcErr(limit.Errorf(limit.ErrInvalid, "%w", err))
+	}
 	return &weirv1.ReplicateResponse{}, nil
 }
 
 // ReplicateStream applies each request as Replicate does, in order.
 func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.ReplicateRequest, weirv1.ReplicateResponse]) error {
 	ack := &weirv1.ReplicateResponse{}
+	caller, err := s.n.caller(stream.Context()) // the proof is checked once, when the stream opens
+	if err != nil {
+		return err
+	}
 	return checkstream.Each(stream, func(req *weirv1.ReplicateRequest) *weirv1.ReplicateResponse {
-		s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs()))
+		if err := s.n.speaksFor(caller, req.GetFrom()); err != nil {
+			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
+			return ack
+		}
+		if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
+			s.n.log.Warn("replica states refused", "from", req.From, "err", err)
+		}
 		return ack
 	})
 }
@@ -74,6 +89,9 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 // Handoff gives the caller the partitions it now owns (the holder's side
 // of the hand-off protocol, replication.Handoff.Serve).
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
+	if err := s.n.callerIs(ctx, req.GetTo()); err != nil {
+		return nil, err
+	}
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
 	switch {
 	case errors.Is(err, replication.ErrBadRequest):

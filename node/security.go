@@ -34,19 +34,24 @@ func (n *Node) setupSecurity() error {
 		src.Pin()
 		n.tls = src
 	}
+	proof := n.cfg.NodeProof
+	if proof == nil && n.tls == nil && n.auth != nil {
+		proof = n.auth.Verify // a gossip key's node proof (keys.go)
+	}
 	n.authz = authz.New(authz.Config{
 		TLS:        n.tls != nil,
 		AdminToken: n.cfg.AdminToken,
-		NodeProof:  n.cfg.NodeProof,
+		NodeProof:  proof,
 		Logger:     n.log.With("component", "authz"),
 	})
 	n.admit = newAdmission()
 	return nil
 }
 
-// secured reports whether any of TLS, a token or a node proof is on.
+// secured reports whether any of TLS, a token, a gossip key or a node
+// proof is on.
 func (n *Node) secured() bool {
-	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil
+	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil || n.auth != nil
 }
 
 // grpcServerOptions are the gRPC server's credentials and authorization

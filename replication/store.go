@@ -2,6 +2,8 @@ package replication
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -15,7 +17,21 @@ type Store struct {
 	mu    sync.Mutex
 	parts map[uint32]*replicaPart
 	n     int
+	lim   StoreLimits
 }
+
+// StoreLimits bound what a Store takes from the wire (0: unbounded).
+type StoreLimits struct {
+	// Partitions is the ring's partition count: a state of a partition
+	// at or beyond it is refused (no ring change would ever drop it).
+	Partitions uint32
+	// MaxStates caps the copies held at once; new counters beyond it are
+	// refused (copies of counters already held are still updated).
+	MaxStates int
+}
+
+// ErrRefused is returned by Apply for states it did not store.
+var ErrRefused = errors.New("replication: replica states refused")
 
 type replicaPart struct {
 	from   string // the sender of the latest Apply
@@ -25,13 +41,28 @@ type replicaPart struct {
 // NewStore returns an empty Store.
 func NewStore() *Store { return &Store{parts: make(map[uint32]*replicaPart)} }
 
+// NewBoundedStore returns an empty Store that refuses what lim excludes.
+func NewBoundedStore(lim StoreLimits) *Store {
+	return &Store{parts: make(map[uint32]*replicaPart), lim: lim}
+}
+
 // Apply stores copies of states received from the owner from. For each
 // counter id the last one applied wins: the owner sends a destination one
 // batch at a time, so arrival order is change order. A fresh state
 // (State.Fresh: the counter idled out or refilled) removes the copy.
-func (s *Store) Apply(from string, states []State) {
+// A batch naming a partition out of range is refused whole; new counters
+// over MaxStates are left out. Either is reported as ErrRefused.
+func (s *Store) Apply(from string, states []State) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lim.Partitions > 0 {
+		for i := range states {
+			if states[i].Partition >= s.lim.Partitions {
+				return fmt.Errorf("%w: partition %d out of range (%d partitions)", ErrRefused, states[i].Partition, s.lim.Partitions)
+			}
+		}
+	}
+	over := 0
 	for i := range states {
 		st := states[i]
 		if st.Fresh() {
@@ -52,12 +83,23 @@ func (s *Store) Apply(from string, states []State) {
 			p = &replicaPart{states: make(map[uint64]State)}
 			s.parts[st.Partition] = p
 		}
-		p.from = from
 		if _, ok := p.states[st.ID]; !ok {
+			if s.lim.MaxStates > 0 && s.n >= s.lim.MaxStates {
+				over++
+				if len(p.states) == 0 {
+					delete(s.parts, st.Partition)
+				}
+				continue
+			}
 			s.n++
 		}
+		p.from = from
 		p.states[st.ID] = st
 	}
+	if over > 0 {
+		return fmt.Errorf("%w: %d new counters over the cap of %d copies", ErrRefused, over, s.lim.MaxStates)
+	}
+	return nil
 }
 
 // Take removes the partitions' copies and returns them, ordered by the

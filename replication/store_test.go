@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -115,5 +116,33 @@ func TestStoreApplyFreshForgets(t *testing.T) {
 		if got := tc.s.Fresh(); got != tc.fresh {
 			t.Errorf("%+v.Fresh() = %v, want %v", tc.s, got, tc.fresh)
 		}
+	}
+}
+
+// A bounded store refuses a batch naming a partition out of range (whole:
+// no ring change would ever drop it) and new counters over its cap, while
+// updating counters it holds (probe finding 3: one call stored 1M states
+// of made-up partitions, never released).
+func TestBoundedStore(t *testing.T) {
+	s := NewBoundedStore(StoreLimits{Partitions: 8, MaxStates: 3})
+	if err := s.Apply("n1", []State{st(1, 10, 1), st(8, 11, 1)}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("partition 8 of 8: err %v, want ErrRefused", err)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("Len %d after a refused batch, want 0", s.Len())
+	}
+	if err := s.Apply("n1", []State{st(1, 10, 1), st(2, 20, 1), st(7, 70, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Apply("n1", []State{st(3, 30, 1), st(1, 10, 2), st(4, 40, 1)})
+	if !errors.Is(err, ErrRefused) || s.Len() != 3 || s.Partitions() != 3 {
+		t.Fatalf("over the cap: err %v, Len %d, Partitions %d; want ErrRefused, 3, 3", err, s.Len(), s.Partitions())
+	}
+	if got := s.Peek([]uint32{1}); len(got) != 1 || got[0].A != 2 {
+		t.Errorf("held counter not updated over the cap: %+v", got)
+	}
+	s.Drop([]uint32{7})
+	if err := s.Apply("n1", []State{st(3, 30, 1)}); err != nil || s.Len() != 3 {
+		t.Errorf("after a drop: err %v, Len %d; want room for one", err, s.Len())
 	}
 }

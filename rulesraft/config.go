@@ -39,6 +39,14 @@ type Config struct {
 	// closed and logged; a dial completes one with ClientTLS. Nil: plain
 	// TCP.
 	ServerTLS, ClientTLS *tls.Config
+	// Hello and CheckHello, when set, authenticate Raft connections
+	// (handshake.go): every dialled connection first sends Hello(), and an
+	// accepted one is closed unless CheckHello passes what its peer sent.
+	// Node passes proofs derived from the gossip keyring. Both must not
+	// block. With TLS (ServerTLS, ClientTLS) they are not used: the
+	// certificates authenticate the connection.
+	Hello      func() []byte
+	CheckHello func(hello []byte) bool
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.

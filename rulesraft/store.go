@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("rulesraft: listen: %w", err)
 	}
 	s.layer = layer
+	layer.hello, layer.check = cfg.Hello, cfg.CheckHello
+	layer.reject = func(c net.Conn) {
+		s.log.Warn("raft connection without a valid hello refused", "from", c.RemoteAddr().String())
+	}
 	s.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  layer,
 		MaxPool: 3,

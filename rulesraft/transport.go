@@ -27,6 +27,10 @@ type tcpLayer struct {
 
 	tls *tlsState // nil: plain TCP
 
+	hello  func() []byte     // Config.Hello
+	check  func([]byte) bool // Config.CheckHello
+	reject func(net.Conn)    // logs a refused connection
+
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{}
@@ -104,6 +108,9 @@ func (l *tcpLayer) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.check != nil {
+		c = &helloConn{Conn: c, check: l.check, reject: l.reject}
+	}
 	return l.track(c)
 }
 
@@ -117,6 +124,11 @@ func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	if l.tls != nil {
 		if c, err = l.dialTLS(c, addr, timeout); err != nil {
 			return nil, err
+		}
+	} else if l.hello != nil {
+		if err := writeHello(c, l.hello(), timeout); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("rulesraft: hello to %s: %w", addr, err)
 		}
 	}
 	return l.track(c)

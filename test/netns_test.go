@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -23,9 +24,10 @@ import (
 // bridge in the root namespace, made by the test and removed by its
 // cleanup (also after a failure).
 type netns struct {
-	t      *testing.T
-	prefix string // names: <prefix>b (bridge), <prefix>h1.. (namespaces), <prefix>v1.. (host-side veths)
-	subnet string // e.g. "10.213.7"
+	t       *testing.T
+	prefix  string // names: <prefix>b (bridge), <prefix>h1.. (namespaces), <prefix>v1.. (host-side veths)
+	subnet  string // e.g. "10.213.7"
+	keyFile string
 }
 
 // newNetns makes the hosts, or skips the test where it cannot (not root,
@@ -94,8 +96,14 @@ func (n *netns) link(host int, up bool) {
 func (n *netns) startNode(host int, dir string) *exec.Cmd {
 	n.t.Helper()
 	ip := n.ip(host)
+	if n.keyFile == "" { // one gossip keyring for every host: they are on other addresses than loopback
+		n.keyFile = filepath.Join(n.t.TempDir(), "gossip-keyring")
+		if err := peerauth.WriteKeyringFile(n.keyFile, peerauth.GenerateKey(), nil); err != nil {
+			n.t.Fatal(err)
+		}
+	}
 	args := []string{"netns", "exec", fmt.Sprintf("%sh%d", n.prefix, host), weirBin(n.t), "node",
-		"--id", fmt.Sprintf("h%d", host), "--data-dir", dir,
+		"--id", fmt.Sprintf("h%d", host), "--data-dir", dir, "--gossip-key-file", n.keyFile,
 		"--http", ip + ":8080", "--grpc", ip + ":9090", "--raft", ip + ":7000", "--gossip", ip + ":7946",
 		"--bootstrap-expect", "3", "--log-level", "info"}
 	if host > 1 {

@@ -277,6 +277,9 @@ func TestComposeFile(t *testing.T) {
 		case "node":
 			ports, leave := nodeConfig(t, where, cmd)
 			listen = ports
+			if flagString(t, cmd, "gossip-key-file") == "" {
+				t.Errorf("%s: no --gossip-key-file: across containers the nodes would bind gossip and Raft to loopback", where)
+			}
 			if flagString(t, cmd, "id") != name || flagString(t, cmd, "advertise") != name {
 				t.Errorf("%s: --id %s --advertise %s, want the service name", where, flagString(t, cmd, "id"), flagString(t, cmd, "advertise"))
 			}
@@ -532,6 +535,9 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	cmd := invocation{where: where, argv: expanded, env: env, own: own}.parse(t)
 	ports, leave := nodeConfig(t, where, cmd)
+	if flagString(t, cmd, "gossip-key-file") == "" {
+		t.Errorf("%s: no --gossip-key-file: across pods the nodes would bind gossip and Raft to loopback", where)
+	}
 	if v, _ := cmd.Flags().GetInt("bootstrap-expect"); v != ss.Replicas {
 		t.Errorf("%s: --bootstrap-expect %d with %d replicas", where, v, ss.Replicas)
 	}

@@ -74,8 +74,11 @@ func TestGatewayReusesUpstreamConnections(t *testing.T) {
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d of %d requests failed", n, callers*each)
 	}
-	if n := opened.Load(); n > callers {
-		t.Errorf("the gateway opened %d connections to the upstream for %d requests from %d callers; want at most %d", n, callers*each, callers, callers)
+	// One connection per caller, give or take a request that dials while
+	// another's connection is on its way back to the pool (seen under
+	// -race on a loaded machine); Go's default of 2 idle opened 342.
+	if n := opened.Load(); n > 2*callers {
+		t.Errorf("the gateway opened %d connections to the upstream for %d requests from %d callers; want at most %d", n, callers*each, callers, 2*callers)
 	}
 }
 

@@ -145,7 +145,7 @@ func (c *cli) newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	},
 		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.echoCmd(), c.benchCmd(), c.healthCmd(), c.tlsCmd(),
-		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(),
+		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(), c.keyringCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the version of this binary",

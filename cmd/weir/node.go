@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
@@ -31,13 +32,14 @@ import (
 type nodeFlags struct {
 	id, dataDir, httpAddr, grpcAddr, raftAddr, gossipAddr string
 	advertise, adminToken, pprofAddr                      string
+	clusterName, gossipKeyFile                            string
 	join                                                  []string
 	bootstrapExpect, shards                               int
 	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
 	reflection                                            bool
 	logLevel                                              slog.Level
-	clusterName, adminTokenFile                           string
+	adminTokenFile                                        string
 	tls                                                   tlsFlags
 }
 
@@ -68,11 +70,12 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	}
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
-	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
-		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
-	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "cluster `name`: the trust domain of its certificates (spiffe://<name>/...)")
+	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "the cluster's `name`: gossip from a cluster of another name is dropped, so two clusters never merge; the trust domain of its certificates (spiffe://<name>/...)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the token required for rule writes (instead of --admin-token, which shows in ps)")
-	withEnv(fs, "cluster-name", "admin-token-file")
+	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "`file` holding the gossip keyring: base64 32-byte keys, one a line, the first the primary (weir keyring generate); encrypts gossip and proves peers are nodes. Without it (and without TLS), gossip and Raft bind loopback only")
+	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
+		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
+		"cluster-name", "gossip-key-file", "admin-token-file")
 	f.tls.register(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
@@ -98,6 +101,16 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	}
 	cfg.ClusterName = f.clusterName
 	cfg.TLS = f.tls.files()
+	if f.gossipKeyFile != "" {
+		keys, err := peerauth.ReadKeyringFile(f.gossipKeyFile)
+		if err != nil {
+			return cfg, usageErr(cmd, "--gossip-key-file: %v", err)
+		}
+		cfg.GossipKeys = keys
+		if st, err := os.Stat(f.gossipKeyFile); err == nil {
+			cfg.GossipKeysWritten = st.ModTime()
+		}
+	}
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
 	if f.replInterval <= 0 {

@@ -245,6 +245,13 @@ func (n *testNode) do(t *testing.T, method, path string, body any, headers ...st
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rd != nil { // the types the endpoints take (headers may override)
+		if strings.Contains(path, ":apply") {
+			req.Header.Set("Content-Type", "application/yaml")
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	}
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ": ")
 		req.Header.Set(k, v)

@@ -37,14 +37,14 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/rules", s.getRules)
 	handle("GET /v1/rules/history", s.getHistory)
 	handle("GET /v1/rules/{id}", s.getRuleHTTP)
-	handle("PUT /v1/rules/{id}", s.putRule)
+	handle("PUT /v1/rules/{id}", accepts(s.putRule, jsonTypes...))
 	handle("DELETE /v1/rules/{id}", s.deleteRuleHTTP)
-	handle("POST /v1/rules:apply", s.applyRulesHTTP)
-	handle("POST /v1/rules:rollback", s.rollbackHTTP)
+	handle("POST /v1/rules:apply", accepts(s.applyRulesHTTP, fileTypes...))
+	handle("POST /v1/rules:rollback", accepts(s.rollbackHTTP, jsonTypes...))
 	handle("GET /v1/overrides", s.getOverrides)
-	handle("PUT /v1/overrides", s.putOverride)
+	handle("PUT /v1/overrides", accepts(s.putOverride, jsonTypes...))
 	handle("DELETE /v1/overrides", s.deleteOverrideHTTP)
-	handle("POST /v1/limits/check", s.checkHTTP)
+	handle("POST /v1/limits/check", accepts(s.checkHTTP, jsonTypes...))
 	handle("GET /v1/limits/{key...}", s.getLimitsHTTP)
 	handle("GET /v1/cluster", s.getCluster)
 	handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
@@ -153,7 +153,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.cfg.Logger.Warn("http request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err.Error())
 	}
-	writeJSON(w, code, errorBody{Error: err.Error(), Code: name})
+	writeJSON(w, code, errorBody{Error: truncate(err.Error(), maxErrorText), Code: name})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -518,6 +518,10 @@ type versionJSON struct {
 // PUT /v1/rules/{id}
 func (s *Server) putRule(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
+	a, err := s.authorizeHTTP(r) // before the body is read
+	if err != nil {
+		return err
+	}
 	var rule rules.Rule
 	if err := s.decodeJSON(w, r, &rule); err != nil {
 		return err
@@ -526,10 +530,6 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request) error {
 		rule.ID = id
 	} else if rule.ID != id {
 		return limit.Errorf(limit.ErrInvalid, "id: the body says %q but the URL says %q", rule.ID, id)
-	}
-	a, err := s.authorizeHTTP(r)
-	if err != nil {
-		return err
 	}
 	wr, err := s.applyRules(r.Context(), a, []rules.Rule{rule}, false, false, r.Header.Get(AuthorHeader))
 	if err != nil {
@@ -563,6 +563,10 @@ func (s *Server) applyRulesHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	a, err := s.authorizeHTTP(r) // before the body is read
+	if err != nil {
+		return err
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
@@ -570,10 +574,6 @@ func (s *Server) applyRulesHTTP(w http.ResponseWriter, r *http.Request) error {
 	rs, err := rules.ParseFile(body)
 	if err != nil {
 		return limit.Errorf(limit.ErrInvalid, "%w", err)
-	}
-	a, err := s.authorizeHTTP(r)
-	if err != nil {
-		return err
 	}
 	wr, err := s.applyRules(r.Context(), a, rs, replace, dry, r.Header.Get(AuthorHeader))
 	if err != nil {
@@ -629,14 +629,14 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 
 // POST /v1/rules:rollback {"version":N}
 func (s *Server) rollbackHTTP(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.authorizeHTTP(r) // before the body is read
+	if err != nil {
+		return err
+	}
 	var body struct {
 		Version uint64 `json:"version"`
 	}
 	if err := s.decodeJSON(w, r, &body); err != nil {
-		return err
-	}
-	a, err := s.authorizeHTTP(r)
-	if err != nil {
 		return err
 	}
 	wr, err := s.rollback(r.Context(), a, body.Version, r.Header.Get(AuthorHeader))
@@ -668,12 +668,12 @@ func (s *Server) getOverrides(w http.ResponseWriter, r *http.Request) error {
 
 // PUT /v1/overrides
 func (s *Server) putOverride(w http.ResponseWriter, r *http.Request) error {
-	var o rules.Override
-	if err := s.decodeJSON(w, r, &o); err != nil {
+	a, err := s.authorizeHTTP(r) // before the body is read
+	if err != nil {
 		return err
 	}
-	a, err := s.authorizeHTTP(r)
-	if err != nil {
+	var o rules.Override
+	if err := s.decodeJSON(w, r, &o); err != nil {
 		return err
 	}
 	wr, err := s.setOverride(r.Context(), a, o, r.Header.Get(AuthorHeader))

@@ -51,6 +51,8 @@ func HTTPStatus(err error) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, limit.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
+	case errors.Is(err, ErrUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, CodeUnsupportedMediaType
 	default:
 		return http.StatusInternalServerError, CodeInternal
 	}

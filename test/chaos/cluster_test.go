@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/peerauth"
 )
 
 // cnode is one node's container.
@@ -84,6 +86,12 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		c.nodes = append(c.nodes, n)
 		ips = append(ips, n.ip)
 	}
+	// The gossip keyring, copied into each container (nodes without a key
+	// would bind gossip and Raft to loopback).
+	keyFile := filepath.Join(t.TempDir(), "gossip-keyring")
+	if err := os.WriteFile(keyFile, []byte(peerauth.EncodeKey(peerauth.GenerateKey())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range c.nodes {
 		if _, err := docker("volume", "create", "--label", label+"="+run, n.name); err != nil {
 			t.Fatal(err)
@@ -91,7 +99,10 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		if _, err := docker("create", "--name", n.name, "--label", label+"="+run,
 			"--network", c.net, "--ip", n.ip, "-v", n.name+":/data", image,
 			"node", "--id", n.id, "--advertise", n.ip, "--join", strings.Join(ips, ","),
-			"--bootstrap-expect", "3", "--log-level", "info"); err != nil {
+			"--bootstrap-expect", "3", "--log-level", "info", "--gossip-key-file", "/gossip-keyring"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := docker("cp", keyFile, n.name+":/gossip-keyring"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := docker("network", "connect", "--ip", n.ctl, c.ctlNet, n.name); err != nil {
@@ -291,6 +302,7 @@ func (c *cluster) check(n *cnode, key, rule string) (bool, error) {
 func (c *cluster) putRule(n *cnode, id string) bool {
 	body := fmt.Sprintf(`{"match":{"route":"/w/%s"},"key":"apikey","rate":1,"period":"1s"}`, id)
 	req, _ := http.NewRequest(http.MethodPut, n.url("/v1/rules/"+id), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.writes.Do(req)
 	if err != nil {
 		return false

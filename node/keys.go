@@ -1,0 +1,282 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// keyringFile is where a node keeps its gossip keyring in its data dir once
+// `weir keyring` changed it, so a restart keeps the change.
+const keyringFile = "gossip-keyring"
+
+// peerMethods prefixes the gRPC methods only nodes of this cluster may call.
+const peerMethods = "/weir.v1.Peer/"
+
+func (c Config) validateSecurity() error {
+	if c.ClusterName == "" || len(c.ClusterName) > 128 {
+		return fmt.Errorf("%w: cluster name must be 1 to 128 bytes", ErrConfig)
+	}
+	for i, k := range c.GossipKeys {
+		if len(k) != peerauth.KeySize {
+			return fmt.Errorf("%w: gossip key %d is %d bytes, want %d", ErrConfig, i+1, len(k), peerauth.KeySize)
+		}
+	}
+	if c.HTTPReadTimeout < 0 {
+		return fmt.Errorf("%w: http read timeout must be >= 0", ErrConfig)
+	}
+	return nil
+}
+
+// peersAuthenticated reports whether the node's peers prove they are nodes
+// of the cluster: with a gossip key, or with TLS (a node certificate).
+func (c Config) peersAuthenticated() bool { return len(c.GossipKeys) > 0 || c.TLS.Set() }
+
+// setupKeys loads the keyring (the one persisted in the data dir wins
+// over cfg.GossipKeys unless they were written later) and, when peers cannot prove who they are, binds the
+// peer-facing listeners (gossip, Raft) to loopback. It returns the
+// adjusted config and the keyring (nil without a gossip key).
+func setupKeys(cfg Config, log *slog.Logger) (Config, *memberlist.Keyring, error) {
+	path := filepath.Join(cfg.DataDir, keyringFile)
+	switch keys, err := peerauth.ReadKeyringFile(path); {
+	case err == nil:
+		st, serr := os.Stat(path)
+		switch {
+		case len(cfg.GossipKeys) == 0:
+			log.Warn("gossip keyring found in the data dir but no gossip key configured: using the data dir's", "file", path)
+			cfg.GossipKeys = keys
+		case serr == nil && !cfg.GossipKeysWritten.IsZero() && cfg.GossipKeysWritten.After(st.ModTime()):
+			log.Warn("the configured gossip keyring is newer than the one persisted in the data dir: using the configured one", "file", path)
+		default:
+			log.Info("using the gossip keyring persisted in the data dir (written by weir keyring); the configured keys are older", "file", path)
+			cfg.GossipKeys = keys
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return cfg, nil, fmt.Errorf("node: %w", err)
+	}
+	if !cfg.peersAuthenticated() {
+		changed := false
+		for _, a := range []*string{&cfg.GossipAddr, &cfg.RaftAddr} {
+			if l, ok := loopbackAddr(*a); ok {
+				*a, changed = l, true
+			}
+		}
+		if cfg.Advertise != "" && !isLoopbackHost(cfg.Advertise) {
+			cfg.Advertise, changed = "", true
+		}
+		if changed {
+			log.Warn("no gossip key and no TLS: gossip and Raft listen on loopback only and peer calls are accepted from loopback only; set --gossip-key-file to form a cluster across machines",
+				"gossip", cfg.GossipAddr, "raft", cfg.RaftAddr)
+		} else {
+			log.Info("no gossip key and no TLS: peer-facing ports are on loopback only")
+		}
+		return cfg, nil, nil
+	}
+	if len(cfg.GossipKeys) == 0 { // TLS without a gossip key: certificates prove who is a node
+		return cfg, nil, nil
+	}
+	kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%w: gossip keyring: %v", ErrConfig, err)
+	}
+	return cfg, kr, nil
+}
+
+// loopbackAddr returns addr with a loopback host, and whether that changed
+// it.
+func loopbackAddr(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || isLoopbackHost(host) {
+		return addr, false
+	}
+	return net.JoinHostPort("127.0.0.1", port), true
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// PeerVerifier is the node proof check of the Peer service without TLS:
+// with a gossip key, a valid token from a key of the keyring; without
+// one, a caller on loopback. (With TLS, the authorization layer checks
+// the node certificate instead; see peerGuard.)
+func (n *Node) PeerVerifier() peerauth.Verifier {
+	if n.auth != nil {
+		return n.auth.Verify
+	}
+	return peerauth.LoopbackOnly
+}
+
+// peerGuard refuses, without TLS, Peer calls that carry no node proof
+// (with TLS, node/authz admits node certificates only).
+func (n *Node) peerGuard() []grpc.ServerOption {
+	if n.tls != nil {
+		return nil
+	}
+	return n.peerServerOptions()
+}
+
+// peerServerOptions refuse Peer calls that carry no node proof.
+// A refusal is logged at most every 10 s.
+func (n *Node) peerServerOptions() []grpc.ServerOption {
+	return peerauth.Guard(peerMethods, n.PeerVerifier(), func(ctx context.Context, method string) {
+		n.refused.WithLabelValues("peer_call").Inc()
+		now := time.Now().UnixNano()
+		if last := n.refusedLogged.Load(); now-last > int64(10*time.Second) && n.refusedLogged.CompareAndSwap(last, now) {
+			from := "unknown"
+			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+				from = p.Addr.String()
+			}
+			n.log.Warn("peer call without a valid node proof refused", "method", method, "from", from)
+		}
+	})
+}
+
+// peerCallOptions attach this node's proof to every peer call.
+func (n *Node) peerCallOptions() []grpc.DialOption {
+	if n.auth == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithPerRPCCredentials(n.auth.Credentials(n.cfg.ID))}
+}
+
+// memberProof is the proof this node gossips in its metadata ("" without
+// a gossip key).
+func (n *Node) memberProof() string {
+	if n.auth == nil {
+		return ""
+	}
+	return base64.RawStdEncoding.EncodeToString(n.auth.MemberProof(n.cfg.ID, n.meta.Boot))
+}
+
+// provenMember reports whether a gossip member proved it holds a key of
+// the keyring (always true without a gossip key). A member that did not
+// is logged at most every 10 s and kept out of the ring and Raft.
+func (n *Node) provenMember(id string, mm memberMeta) bool {
+	if n.auth == nil {
+		return true
+	}
+	p, err := base64.RawStdEncoding.DecodeString(mm.Proof)
+	if err == nil && n.auth.VerifyMember(id, mm.Boot, p) {
+		return true
+	}
+	n.refused.WithLabelValues("gossip_member").Inc()
+	now := time.Now().UnixNano()
+	if last := n.unprovenLogged.Load(); now-last > int64(10*time.Second) && n.unprovenLogged.CompareAndSwap(last, now) {
+		n.log.Warn("gossip member without a valid node proof ignored (not in the ring, not a Raft voter)", "member", id)
+	}
+	return false
+}
+
+// newHTTPServer bounds what a client may hold: the headers within 10 s,
+// the whole request (body included) within HTTPReadTimeout, an idle
+// keep-alive connection for 2 min. A slow client that never sends its
+// body is dropped at the read timeout. (Answers are not bounded: a rules
+// long poll waits up to a minute by design; the timeout covers reading
+// only, and does not end a handler that is still waiting.)
+func (n *Node) newHTTPServer(h http.Handler) *http.Server {
+	rt := n.cfg.HTTPReadTimeout
+	if rt == 0 {
+		rt = 30 * time.Second
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, rt),
+		ReadTimeout:       rt,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// maxReplicaStates caps the replica copies a node holds (about 100 bytes
+// each): far above what the owners' key caps let them ship in practice,
+// low enough that a misbehaving peer cannot exhaust memory.
+const maxReplicaStates = 4 << 20
+
+// raftHandshake makes every Raft connection open with this node's proof
+// and refuses one without a valid proof (with a gossip key and no TLS;
+// with TLS the node certificates do it, and without either, Raft listens
+// on loopback only).
+func (n *Node) raftHandshake(rc *rulesraft.Config) {
+	if n.auth == nil || n.tls != nil {
+		return
+	}
+	rc.Hello = func() []byte { return []byte(n.auth.Token(n.cfg.ID)) }
+	rc.CheckHello = func(b []byte) bool {
+		_, ok := n.auth.VerifyToken(string(b))
+		if !ok {
+			n.refused.WithLabelValues("raft").Inc()
+		}
+		return ok
+	}
+}
+
+// callerIs refuses a peer call that names another node than the one its
+// proof names (Replicate's sender, Handoff's puller): a node speaks for
+// itself only. Callers admitted as loopback (no gossip key) name none.
+func (n *Node) callerIs(ctx context.Context, claimed string) error {
+	id, err := n.caller(ctx)
+	if err != nil {
+		return err
+	}
+	return n.speaksFor(id, claimed)
+}
+
+// caller is the node id ctx's proof names: with TLS, the node certificate
+// node/authz found.
+func (n *Node) caller(ctx context.Context) (string, error) {
+	if n.tls != nil {
+		if c := authz.FromContext(ctx); c.Node {
+			return c.NodeID, nil
+		}
+		return "", status.Error(codes.Unauthenticated, "node: peer call without a node certificate")
+	}
+	id, ok := n.PeerVerifier()(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "node: peer call without a valid node proof")
+	}
+	return id, nil
+}
+
+func (n *Node) speaksFor(id, claimed string) error {
+	if (n.auth != nil || n.tls != nil) && id != claimed {
+		return status.Errorf(codes.PermissionDenied, "node: the caller proved it is %q but speaks for %q", id, claimed)
+	}
+	return nil
+}
+
+// newRefusals counts what was kept out for want of a valid node proof.
+func newRefusals(reg *prometheus.Registry) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_node_proof_refusals_total",
+		Help: "What was refused for want of a valid node proof: peer_call (a gRPC Peer call), raft (a Raft connection), gossip_member (gossip metadata of a member).",
+	}, []string{"kind"})
+	for _, k := range []string{"peer_call", "raft", "gossip_member"} {
+		c.WithLabelValues(k)
+	}
+	reg.MustRegister(c)
+	return c
+}
