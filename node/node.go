@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
-	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"

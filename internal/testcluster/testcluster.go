@@ -50,10 +50,10 @@ type Cluster struct {
 	// NewWithFaults; nodes started later are wired too).
 	Faults *Faults
 	// PKI is the cluster CA when the cluster runs with TLS (NewWith).
-	PKI *PKI
-	seq       int
-	opts      Options
-	admin     *http.Client
+	PKI   *PKI
+	seq   int
+	opts  Options
+	admin *http.Client
 }
 
 // New starts n nodes that bootstrap Raft together and waits until every
