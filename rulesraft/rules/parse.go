@@ -220,9 +220,11 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.int(v, name, &r.Lease)
 		case "max_keys":
 			d.int(v, name, &r.MaxKeys)
+		case "scope":
+			d.str(v, name, &r.Scope)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, scope)")
 		}
 	}
 	return r, lines, bad

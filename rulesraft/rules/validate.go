@@ -189,6 +189,9 @@ func (r Rule) check(ps *problems) {
 	if r.MaxKeys < 0 {
 		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
 	}
+	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
+		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
+	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {

@@ -24,6 +24,7 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Shadow:    r.Shadow,
 		Lease:     r.Lease,
 		MaxKeys:   r.MaxKeys,
+		Scope:     r.Scope,
 	}
 }
 
@@ -79,6 +80,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Shadow:    p.GetShadow(),
 		Lease:     p.GetLease(),
 		MaxKeys:   p.GetMaxKeys(),
+		Scope:     p.GetScope(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}
