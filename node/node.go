@@ -26,6 +26,7 @@ import (
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -55,6 +56,7 @@ type Node struct {
 	handoff  *replication.Handoff
 	peers    *peerPool
 	met      *metrics
+	region   *region.Agent // nil unless Config.Region is set
 
 	grpcSrv       *grpc.Server
 	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
@@ -207,6 +209,12 @@ func New(cfg Config) (*Node, error) {
 	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+	if cfg.Region.Region != "" {
+		if n.region, err = n.newRegionAgent(); err != nil {
+			return nil, fmt.Errorf("node: region: %w", err)
+		}
+		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
+	}
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
 		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -263,6 +271,9 @@ func (n *Node) Start() error {
 	n.goFunc(n.reconnectLoop)
 	n.goFunc(n.watchQuorum)
 	n.goFunc(n.serveHealth)
+	if n.region != nil {
+		n.goFunc(func() { _ = n.region.Run(n.ctx) })
+	}
 	n.signalChanged()
 	return nil
 }
@@ -493,6 +504,9 @@ func (n *Node) Close() error {
 		n.closeForwarders()
 		if n.replTransport != nil {
 			n.replTransport.close()
+		}
+		if n.region != nil {
+			n.region.Close()
 		}
 		n.closeResources()
 	})

@@ -60,6 +60,10 @@ var rules = []depRule{
 	{pkg: "ring", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "replication", never: []string{module + "/node"}, why: "dependencies point away from node"},
 	{pkg: "rulesraft", never: []string{module + "/node"}, why: "dependencies point away from node"},
+	{pkg: "region/share", required: true, only: []string{"github.com/cespare/xxhash/v2"},
+		why: "the cross-region allocator is pure: no I/O, no clock, no goroutines"},
+	{pkg: "region", never: []string{module + "/node", module + "/rulesraft"},
+		why: "the region shell knows ownership through a small interface, not the node"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

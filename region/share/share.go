@@ -253,6 +253,59 @@ func (t *Table) Share(key string) int64 {
 	return t.initial(key, t.self)
 }
 
+// Keys returns the keys the table holds.
+func (t *Table) Keys() []string {
+	out := make([]string, 0, len(t.keys))
+	for k := range t.keys {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Forget drops a key (this node no longer owns it in its region; the new
+// owner recovers the region's record from the peers' relays).
+func (t *Table) Forget(key string) { delete(t.keys, key) }
+
+// Snapshot is an immutable copy of this region's shares, for readers on
+// other goroutines.
+type Snapshot struct {
+	shares map[string]int64
+	n      int
+	self   int
+	floor  int64
+	fell   bool
+}
+
+// Snapshot copies the current shares.
+func (t *Table) Snapshot() *Snapshot {
+	m := make(map[string]int64, len(t.keys))
+	for key := range t.keys {
+		m[key] = t.Share(key)
+	}
+	return &Snapshot{shares: m, n: len(t.regions), self: t.self, floor: t.cfg.Floor, fell: t.fell}
+}
+
+// Keys returns the keys the snapshot holds.
+func (s *Snapshot) Keys() []string {
+	out := make([]string, 0, len(s.shares))
+	for k := range s.shares {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Share is the share of key as of the snapshot (a key the table did not
+// hold has its initial share).
+func (s *Snapshot) Share(key string) int64 {
+	if v, ok := s.shares[key]; ok {
+		return v
+	}
+	if s.fell || Home(key, s.n) != s.self {
+		return s.floor
+	}
+	return Whole - int64(s.n-1)*s.floor
+}
+
 // Observe adds local traffic for key: asked tokens were requested and
 // spent of them admitted. A key asked for outside its home region becomes
 // shared.
