@@ -35,6 +35,7 @@ type nodeFlags struct {
 	replInterval, leaveTimeout                            time.Duration
 	reflection                                            bool
 	logLevel                                              slog.Level
+	region                                                regionFlags
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -66,6 +67,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
+	f.region.register(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -89,6 +91,9 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	}
 	cfg.LeaveTimeout = f.leaveTimeout
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	if err := f.region.apply(cmd, &cfg); err != nil {
+		return cfg, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "node: invalid config: "))
 	}
