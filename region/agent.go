@@ -325,6 +325,7 @@ func (a *Agent) exchange(ctx context.Context, peer int, name string, keys []*wei
 	r := result{peer: peer}
 	conn, err := a.conn(a.cfg.Peers[name])
 	if err != nil {
+		a.failures.Add(1)
 		r.err = err
 		return r
 	}

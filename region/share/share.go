@@ -168,7 +168,7 @@ type Table struct {
 	heard    []int64 // per region: last contact of any kind (unix ns)
 	ok       []int64 // per region: last round trip this region made (unix ns)
 	minority bool
-	fell     bool // has been in the minority: new keys start at the floor
+	fell     bool // in the minority at the last step: new keys start at the floor
 }
 
 // New returns a table whose regions all count as reached at now.
@@ -232,9 +232,9 @@ func (t *Table) key(key string) *keyState {
 	}
 	k.have[t.self] = true
 	k.fresh = true
-	if t.fell && t.initial(key, t.self) > t.cfg.Floor {
-		// This region has surrendered since it started: the majority may
-		// have claimed its home share of keys it had not seen yet.
+	if t.minority && t.initial(key, t.self) > t.cfg.Floor {
+		// Cut off from the majority, which may have claimed this region's
+		// home share of keys it had not seen yet.
 		k.recs[t.self].Surrendered = t.initial(key, t.self) - t.cfg.Floor
 		k.recs[t.self].Held = t.cfg.Floor
 	}
@@ -341,6 +341,7 @@ func (t *Table) RoundTrip(i int, now int64) {
 func (t *Table) Merge(from int, key string, recs []Record) {
 	k := t.key(key)
 	k.shared = true
+	fresh, adopted, claimed := k.fresh && idle(&k.recs[t.self]), false, false
 	for i := range recs {
 		r := &recs[i]
 		if !r.valid(len(t.regions)) {
@@ -351,8 +352,12 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 				seq := k.recs[t.self].Seq
 				k.recs[t.self] = r.clone()
 				k.recs[t.self].Seq = max(seq, r.Seq)
+				adopted = true
 			}
 			continue
+		}
+		if r.ClaimSeq[t.self] == 1 {
+			claimed = true
 		}
 		if r.Origin == from {
 			k.direct[from] = max(k.direct[from], r.Seq)
@@ -362,6 +367,16 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 		}
 		k.recs[r.Origin] = r.clone()
 		k.have[r.Origin] = true
+	}
+	if me := &k.recs[t.self]; fresh && !adopted && claimed && me.Surrendered == 0 {
+		// The majority claimed this region's initial share of a key this
+		// table had not held (while it was lost, or before this node
+		// owned the key): it holds the floor until it may restore.
+		if excess := t.initial(key, t.self) - t.cfg.Floor; excess > 0 {
+			me.Surrendered = excess
+			me.SurrenderSeq = me.Seq + 1
+			me.Held = held(t.initial(key, t.self), me)
+		}
 	}
 	k.fresh = false
 }
@@ -423,9 +438,7 @@ func (t *Table) Step(now int64) {
 		}
 	}
 	t.minority = 2*reached <= n
-	if t.minority {
-		t.fell = true
-	}
+	t.fell = t.minority
 	for key, k := range t.keys {
 		t.stepKey(key, k, now)
 	}
