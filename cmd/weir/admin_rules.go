@@ -60,10 +60,10 @@ func newFileError(name string, err error) error {
 func (c *cli) rulesCmd() *cobra.Command {
 	return group(&cobra.Command{
 		Use:     "rules",
-		Short:   "List, get, put, apply, delete, history, diff or roll back rules",
+		Short:   "List, get, put, apply, delete, history, diff or roll back rules; compare regions",
 		GroupID: "admin",
 	}, c.rulesListCmd(), c.rulesGetCmd(), c.rulesPutCmd(), c.rulesApplyCmd(), c.rulesDeleteCmd(),
-		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd())
+		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd(), c.rulesRegionsCmd())
 }
 
 func (c *cli) rulesListCmd() *cobra.Command {

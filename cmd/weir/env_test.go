@@ -74,6 +74,7 @@ func TestEnvironmentVariables(t *testing.T) {
 		"rules diff", "rules rollback", "overrides set", "overrides list", "overrides delete", "check", "members"} {
 		want["weir "+p] = admin
 	}
+	want["weir rules regions"] = []string{"WEIR_TOKEN"}
 	got := map[string][]string{}
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {
