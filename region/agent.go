@@ -202,7 +202,7 @@ func (a *Agent) Share(rule, key string) int64 { return a.snap.Load().Share(table
 
 // Limit scales a global rule's limit to this region's share of it.
 func (a *Agent) Limit(rule, key string, l bucket.Limit) bucket.Limit {
-	return Scale(l, a.Share(rule, key))
+	return Scale(l, a.Share(rule, key), len(a.regions))
 }
 
 // Observe adds a decision on (rule, key) to this interval's tally: asked
@@ -220,20 +220,23 @@ func (a *Agent) Observe(rule, key string, asked, spent int64) {
 	a.tallyMu.Unlock()
 }
 
-// Scale returns l limited to share/Whole of it: the bucket algorithms keep
-// their rate by stretching the period and scale the burst; the window
-// algorithms scale the rate. A region's scaled capacities add up to at
-// most the global one, except that a bucket keeps at least one token of
-// burst (so an algorithm-imposed minimum of one token per region).
-func Scale(l bucket.Limit, sh int64) bucket.Limit {
-	if sh >= share.Whole {
-		return l
-	}
+// Scale returns l limited to share/Whole of it, for one of n regions. The
+// bucket algorithms move only their rate with the share (by stretching the
+// period) and keep a fixed 1/n of the burst (at least one token): a
+// bucket keeps its missing tokens when its limit changes, so a burst that
+// grew with the share would hand out the growth at once. The window
+// algorithms scale the rate. The regions' rates add up to at most the
+// global rate, their capacities to at most the global capacity (plus one
+// token per region when the burst is smaller than n).
+func Scale(l bucket.Limit, sh int64, n int) bucket.Limit {
 	if sh <= 0 || l.Rate <= 0 {
 		l.Rate = 0
 		return l
 	}
-	f := float64(sh) / float64(share.Whole)
+	if n < 1 {
+		n = 1
+	}
+	f := min(1, float64(sh)/float64(share.Whole))
 	switch l.Algorithm {
 	case bucket.TokenBucket, bucket.LeakyBucket:
 		p := float64(l.Period) / f
@@ -242,7 +245,7 @@ func Scale(l bucket.Limit, sh int64) bucket.Limit {
 		}
 		capacity := l.Capacity()
 		l.Period = time.Duration(p)
-		l.Burst = max(1, int64(math.Floor(float64(capacity)*f)))
+		l.Burst = max(1, capacity/int64(n))
 	default:
 		l.Rate = int64(math.Floor(float64(l.Rate) * f))
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // TestScaleAddsUpToTheGlobalLimit: the regions' scaled capacities and
-// rates add up to at most the global ones for any split of Whole.
+// rates add up to at most the global ones for any split of Whole, and a
+// bucket's capacity does not move with its share.
 func TestScaleAddsUpToTheGlobalLimit(t *testing.T) {
 	splits := [][]int64{{share.Whole}, {share.Whole / 2, share.Whole / 2}, {10_000, 737_500, 252_500}, {333_333, 333_333, 333_334}}
 	for _, alg := range []bucket.Algorithm{bucket.TokenBucket, bucket.LeakyBucket, bucket.FixedWindow, bucket.SlidingWindow} {
@@ -25,7 +26,7 @@ func TestScaleAddsUpToTheGlobalLimit(t *testing.T) {
 			var capSum int64
 			var rateSum float64
 			for _, sh := range split {
-				s := Scale(l, sh)
+				s := Scale(l, sh, len(split))
 				capSum += s.Capacity()
 				rateSum += float64(s.Rate) / s.Period.Seconds()
 			}
@@ -37,7 +38,11 @@ func TestScaleAddsUpToTheGlobalLimit(t *testing.T) {
 			}
 		}
 	}
-	if s := Scale(bucket.Limit{Algorithm: bucket.TokenBucket, Rate: 5, Period: time.Second}, 0); s.Rate != 0 {
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Rate: 100, Period: time.Second, Burst: 90}
+	if a, b := Scale(l, 10_000, 3), Scale(l, 900_000, 3); a.Capacity() != 30 || b.Capacity() != 30 {
+		t.Errorf("bucket capacity moved with the share: %d at 1%%, %d at 90%%, want 30 (burst / regions)", a.Capacity(), b.Capacity())
+	}
+	if s := Scale(bucket.Limit{Algorithm: bucket.TokenBucket, Rate: 5, Period: time.Second}, 0, 3); s.Rate != 0 {
 		t.Errorf("share 0 scales to %+v, want rate 0 (blocks)", s)
 	}
 }

@@ -29,7 +29,7 @@ func checkLatency(t *testing.T, nodes []*node.Node, rule string, callers, perCal
 				n := nodes[(c+i)%len(nodes)]
 				items := []limit.Item{{Rule: rule, Key: fmt.Sprintf("apikey:ak_%d", i%50), Cost: 1}}
 				out := make([]limit.Result, 1)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				start := time.Now()
 				err := n.Check(ctx, items, out)
 				local = append(local, time.Since(start))
@@ -60,7 +60,7 @@ func TestRegionsCheckLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("benchmark")
 	}
-	const callers, perCaller = 4, 1500
+	const callers, perCaller = 4, 1000
 	single := testcluster.New(t, 2)
 	single.ApplyRules(regionRules)
 	p50, p99, failed := checkLatency(t, single.Live(), "orders", callers, perCaller)
