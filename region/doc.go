@@ -20,6 +20,7 @@
 // latest snapshot (atomic pointer) and adds to the tally under a mutex.
 //
 // Enforcement: the key's owner scales the rule's limit to the region's
-// share before deciding (Scale): the bucket algorithms keep their rate by
-// stretching the period and scale the burst, the windows scale the rate.
+// share before deciding (Scale): the bucket algorithms get the share of the
+// rate (by stretching the period) and a fixed 1/n of the burst, the
+// windows the share of the rate.
 package region
