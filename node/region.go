@@ -1,7 +1,9 @@
 package node
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
@@ -20,7 +22,10 @@ import (
 // RegionDialer when a test sets one.
 func (n *Node) newRegionAgent() (*region.Agent, error) {
 	rc := n.cfg.Region
-	rc.DialOptions = append(peerDialOptions(n.cfg), rc.DialOptions...)
+	// The same credentials and options as peerPool.conn: when TLS is
+	// configured for peers, regions use it too.
+	rc.DialOptions = append(append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		peerDialOptions(n.cfg)...), rc.DialOptions...)
 	if n.cfg.RegionDialer != nil {
 		rc.DialOptions = append(rc.DialOptions, grpc.WithContextDialer(n.cfg.RegionDialer))
 	}
@@ -28,7 +33,27 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 	if rc.Now == nil {
 		rc.Now = n.now
 	}
-	return region.New(rc, regionCluster{n})
+	a, err := region.New(rc, regionCluster{n})
+	if err != nil {
+		return nil, err
+	}
+	reg := n.cfg.Registry
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_region_exchanges_total",
+			Help: "Exchanges this node sent to peer regions."}, func() float64 { return float64(a.Counters().Exchanges) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_region_exchange_failures_total",
+			Help: "Exchanges to peer regions that failed (unreachable, timeout, refused)."}, func() float64 { return float64(a.Counters().Failures) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_region_shared_keys",
+			Help: "Global keys this node holds shares of."}, func() float64 { return float64(a.Counters().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_region_minority",
+			Help: "1 while this node is cut off from a majority of the regions (its global keys hold their floor)."}, func() float64 {
+			if a.Counters().Minority {
+				return 1
+			}
+			return 0
+		}),
+	)
+	return a, nil
 }
 
 // regionCluster answers the agent's ownership questions from the ring.

@@ -153,6 +153,19 @@ type Agent struct {
 	conns  map[string]*grpc.ClientConn
 
 	exchanges, failures atomic.Int64
+	minority            atomic.Bool  // as of the last step
+	keys                atomic.Int64 // held by the table, as of the last step
+}
+
+// Counters are the agent's totals for metrics (safe from any goroutine).
+type Counters struct {
+	Exchanges, Failures, Keys int64
+	Minority                  bool
+}
+
+// Counters reads the agent's totals.
+func (a *Agent) Counters() Counters {
+	return Counters{Exchanges: a.exchanges.Load(), Failures: a.failures.Load(), Keys: a.keys.Load(), Minority: a.minority.Load()}
 }
 
 type count struct{ asked, spent int64 }
@@ -317,6 +330,8 @@ func (a *Agent) step() []*weirv1.RegionKey {
 	}
 	a.table.Step(a.cfg.Now())
 	a.snap.Store(a.table.Snapshot())
+	a.minority.Store(a.table.Minority())
+	a.keys.Store(int64(len(a.table.Keys())))
 	return toWire(a.table.Outbox())
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,6 +367,11 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	if s := rs.share("us", "search", key); s > share.Whole/100 {
 		t.Errorf("the lost region still holds %d > its floor", s)
 	}
+	for _, n := range rs.cl["us"].Live() {
+		if m := scrape(t, n.HTTPAddr()); !strings.Contains(m, "weir_region_minority 1") || !strings.Contains(m, "weir_region_exchange_failures_total") {
+			t.Errorf("%s (us, cut off) metrics do not show the minority:\n%s", n.ID(), grepLines(m, "weir_region_"))
+		}
+	}
 	if took < regionClaimAfter-regionLostAfter {
 		t.Errorf("share returned after %v, before claim-after: the lost region may still have admitted", took)
 	}
@@ -378,4 +385,28 @@ func TestRegionsShareOneQuota(t *testing.T) {
 			t.Errorf("scope region: %s admitted %d < its own burst of 100", name, a)
 		}
 	}
+}
+
+func scrape(t *testing.T, httpAddr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
