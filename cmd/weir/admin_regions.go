@@ -85,3 +85,38 @@ func globalFingerprint(rs []rules.Rule) (int, string) {
 	sum := sha256.Sum256(b)
 	return len(global), hex.EncodeToString(sum[:6])
 }
+
+// regionTarget is one node to send an admin request to: o's own address,
+// or one region's of --regions.
+type regionTarget struct {
+	name string // empty: no regions given
+	opts *adminOpts
+}
+
+// regionTargets expands --regions name=addr,... into one target per
+// region (sorted by name), each o with that region's address; without
+// --regions, o itself.
+func regionTargets(cmd *cobra.Command, o *adminOpts, spec string) ([]regionTarget, error) {
+	if spec == "" {
+		return []regionTarget{{opts: o}}, nil
+	}
+	addrs, err := region.ParsePeers(spec)
+	if err != nil || len(addrs) == 0 {
+		return nil, usageErr(cmd, "--regions %q: want name=addr,... (one node of each region)", spec)
+	}
+	if cmd.Flags().Changed("addr") {
+		return nil, usageErr(cmd, "give --addr or --regions, not both")
+	}
+	names := make([]string, 0, len(addrs))
+	for n := range addrs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out := make([]regionTarget, 0, len(names))
+	for _, n := range names {
+		ro := *o
+		ro.addr = addrs[n]
+		out = append(out, regionTarget{name: n, opts: &ro})
+	}
+	return out, nil
+}

@@ -26,6 +26,15 @@ func TestRulesRegions(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "global rules differ") {
 		t.Fatalf("different global rules: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// One apply to both regions brings them together again.
+	r = runCLI(t, base, nil, "rules", "apply", "-f", "-", "--replace", "--regions", arg)
+	if r.code != 0 || !strings.Contains(r.stdout, "region eu:") || !strings.Contains(r.stdout, "region us:") {
+		t.Fatalf("apply --regions: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "", nil, "rules", "regions", "--regions", arg)
+	if r.code != 0 {
+		t.Fatalf("after apply --regions: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r = runCLI(t, "", nil, "rules", "regions", "--regions", "eu")
 	if r.code != 2 {
 		t.Fatalf("bad --regions: exit %d, want 2 (usage)\n%s", r.code, r.stderr)
