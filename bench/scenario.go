@@ -16,6 +16,8 @@ type RuleSpec struct {
 	Burst  int64
 	// Lease is the tokens a gateway may hold locally (0: exact mode).
 	Lease int64
+	// Scope is the rule's scope ("": region; "global": shared by regions).
+	Scope string
 }
 
 // Event is something a scenario does to a spawned cluster half-way.
@@ -46,11 +48,15 @@ type Scenario struct {
 	// the owner before the rule's fail mode decides (0: the rules'
 	// default, 5ms).
 	Timeout time.Duration
+	// Regions, when set, runs the scenario on one spawned cluster per
+	// region, peered, with callers in the first region, half of them in
+	// the second, none in the others (unequal demand on one global quota).
+	Regions []string
 }
 
 // Presets lists the scenario names Preset knows.
 func Presets() []string {
-	return []string{"steady", "hot", "multiwindow", "accuracy", "lease", "failover", "resize"}
+	return []string{"steady", "hot", "multiwindow", "accuracy", "lease", "failover", "resize", "regions"}
 }
 
 // Preset returns the named scenario.
@@ -77,6 +83,10 @@ func Preset(name string) (Scenario, error) {
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventKill}, nil
 	case "resize":
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventAdd}, nil
+	case "regions":
+		global := acc
+		global.ID, global.Scope = "bench.global", "global"
+		return Scenario{Name: name, Rules: []RuleSpec{global}, Keys: 4, Cost: 1, Accuracy: true, Regions: []string{"ap", "eu", "us"}}, nil
 	}
 	return Scenario{}, fmt.Errorf("%w: unknown scenario %q (one of %s)", ErrInput, name, strings.Join(Presets(), ", "))
 }
@@ -126,6 +136,9 @@ func (s Scenario) RulesYAML() string {
 			r.ID, r.ID, r.Rate, r.Period, r.Burst, r.Lease)
 		if s.Timeout > 0 {
 			fmt.Fprintf(&b, "    timeout: %s\n", s.Timeout)
+		}
+		if r.Scope != "" {
+			fmt.Fprintf(&b, "    scope: %s\n", r.Scope)
 		}
 	}
 	return b.String()

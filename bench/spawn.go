@@ -72,6 +72,8 @@ type Spawned struct {
 	bin   string
 	log   io.Writer
 	dir   string
+	extra []string // more flags for every node (a region's)
+	grpc0 string   // the first node's gRPC address, when chosen up front
 	mu    sync.Mutex
 	nodes []*SpawnedNode
 	seq   int
@@ -94,6 +96,42 @@ type SpawnOptions struct {
 // first's gossip address), and waits until each answers /readyz and sees n
 // members. Child output goes to logw (may be nil).
 func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts SpawnOptions) (*Spawned, error) {
+	return spawnCluster(ctx, bin, n, logw, opts, nil, "")
+}
+
+// SpawnRegions starts one cluster of n nodes per region name, each node
+// started with --region and --peer-regions naming the first node of every
+// other region.
+func SpawnRegions(ctx context.Context, bin string, names []string, n int, logw io.Writer) (map[string]*Spawned, error) {
+	first := map[string]string{}
+	for _, name := range names {
+		a, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+		}
+		first[name] = a
+	}
+	out := map[string]*Spawned{}
+	for _, name := range names {
+		var peers []string
+		for _, o := range names {
+			if o != name {
+				peers = append(peers, o+"="+first[o])
+			}
+		}
+		s, err := spawnCluster(ctx, bin, n, logw, SpawnOptions{}, []string{"--region", name, "--peer-regions", strings.Join(peers, ",")}, first[name])
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("region %s: %w", name, err)
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+func spawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts SpawnOptions, extra []string, grpc0 string) (*Spawned, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrInput, n)
 	}
@@ -101,7 +139,7 @@ func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts S
 	if err != nil {
 		return nil, err
 	}
-	s := &Spawned{bin: bin, log: logw, dir: dir}
+	s := &Spawned{bin: bin, log: logw, dir: dir, extra: extra, grpc0: grpc0}
 	if opts.TLS {
 		if err := s.makeTLS(); err != nil {
 			_ = os.RemoveAll(dir)
@@ -126,7 +164,13 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	defer s.mu.Unlock()
 	s.seq++
 	nd := &SpawnedNode{ID: fmt.Sprintf("b%d", s.seq), done: make(chan struct{})}
+	if s.seq == 1 && s.grpc0 != "" {
+		nd.GRPC = s.grpc0
+	}
 	for _, p := range []*string{&nd.HTTP, &nd.GRPC, &nd.Raft} {
+		if *p != "" {
+			continue
+		}
 		a, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
@@ -141,6 +185,7 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	nd.DataDir = fmt.Sprintf("%s/%s", s.dir, nd.ID)
 	args := []string{"node", "--id", nd.ID, "--data-dir", nd.DataDir, "--http", nd.HTTP, "--grpc", nd.GRPC,
 		"--raft", nd.Raft, "--gossip", nd.Gossip, "--log-level", "warn"}
+	args = append(args, s.extra...)
 	if bootstrapExpect > 0 {
 		args = append(args, "--bootstrap-expect", strconv.Itoa(bootstrapExpect))
 	}

@@ -208,7 +208,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		sc.local = append(sc.local, shard.Item{
 			ID:        counterID(it.Rule, it.Key),
 			Partition: p,
-			Limit:     lim,
+			Limit:     n.regionLimit(cr, it.Key, lim),
 			Cost:      it.Cost,
 			Refund:    it.Refund,
 			Group:     group,
@@ -251,6 +251,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 				n.keyCapped(&res[i], items[i].Rule)
 			}
 		}
+		n.regionObserve(rv, items, sc.idx, sc.out)
 	}
 	for _, rc := range calls {
 		err := rc.err

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/internal/tlsconf"
+	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
 
@@ -131,6 +132,15 @@ type Config struct {
 	// plain transport.
 	WrapGossip func(memberlist.Transport) memberlist.Transport
 
+	// Region, when Region.Region is set, makes this node part of a region
+	// that shares global rules' quotas with its peer regions (package
+	// region; docs/operations.md, regions). The node adds its own peer
+	// dial options (TLS when configured) and logger.
+	Region region.Config
+	// RegionDialer, when set, opens the region agent's connections (tests
+	// add cross-region latency or cut regions apart).
+	RegionDialer func(ctx context.Context, addr string) (net.Conn, error)
+
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	// Now is the owner's clock in unix ns (tests may pass a fake).
@@ -213,6 +223,11 @@ func (c Config) Validate() error {
 	}
 	if c.ForwardMaxBatch < 1 || c.ForwardInflight < 1 {
 		return fmt.Errorf("%w: forward batch and inflight must be >= 1", ErrConfig)
+	}
+	if c.Region.Region != "" || len(c.Region.Peers) > 0 {
+		if err := c.Region.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 	}
 	return nil
 }

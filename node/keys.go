@@ -29,8 +29,12 @@ import (
 // `weir keyring` changed it, so a restart keeps the change.
 const keyringFile = "gossip-keyring"
 
-// peerMethods prefixes the gRPC methods only nodes of this cluster may call.
-const peerMethods = "/weir.v1.Peer/"
+// peerMethods and regionMethods prefix the gRPC methods only nodes may
+// call (of this cluster, or of a peer region sharing its keyring).
+const (
+	peerMethods   = "/weir.v1.Peer/"
+	regionMethods = "/weir.v1.Region/"
+)
 
 func (c Config) validateSecurity() error {
 	if c.ClusterName == "" || len(c.ClusterName) > 128 {
@@ -142,7 +146,7 @@ func (n *Node) peerGuard() []grpc.ServerOption {
 // peerServerOptions refuse Peer calls that carry no node proof.
 // A refusal is logged at most every 10 s.
 func (n *Node) peerServerOptions() []grpc.ServerOption {
-	return peerauth.Guard(peerMethods, n.PeerVerifier(), func(ctx context.Context, method string) {
+	refused := func(ctx context.Context, method string) {
 		n.refused.WithLabelValues("peer_call").Inc()
 		now := time.Now().UnixNano()
 		if last := n.refusedLogged.Load(); now-last > int64(10*time.Second) && n.refusedLogged.CompareAndSwap(last, now) {
@@ -152,7 +156,8 @@ func (n *Node) peerServerOptions() []grpc.ServerOption {
 			}
 			n.log.Warn("peer call without a valid node proof refused", "method", method, "from", from)
 		}
-	})
+	}
+	return append(peerauth.Guard(peerMethods, n.PeerVerifier(), refused), peerauth.Guard(regionMethods, n.PeerVerifier(), refused)...)
 }
 
 // peerCallOptions attach this node's proof to every peer call.

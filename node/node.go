@@ -29,6 +29,7 @@ import (
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -61,6 +62,7 @@ type Node struct {
 	tls      *tlsconf.Source   // nil without TLS (security.go)
 	authz    *authz.Authorizer // the role policy (node/authz)
 	admit    *admission        // members that proved they are nodes (TLS)
+	region   *region.Agent     // nil unless Config.Region is set
 
 	grpcSrv       *grpc.Server
 	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
@@ -237,6 +239,12 @@ func New(cfg Config) (*Node, error) {
 	n.grpcSrv = grpc.NewServer(append(append(grpcwin.ServerOptions(), n.peerGuard()...), n.grpcServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+	if cfg.Region.Region != "" {
+		if n.region, err = n.newRegionAgent(); err != nil {
+			return nil, fmt.Errorf("node: region: %w", err)
+		}
+		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
+	}
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
 		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -295,6 +303,9 @@ func (n *Node) Start() error {
 	n.goFunc(n.reconnectLoop)
 	n.goFunc(n.watchQuorum)
 	n.goFunc(n.serveHealth)
+	if n.region != nil {
+		n.goFunc(func() { _ = n.region.Run(n.ctx) })
+	}
 	n.signalChanged()
 	return nil
 }
@@ -525,6 +536,9 @@ func (n *Node) Close() error {
 		n.closeForwarders()
 		if n.replTransport != nil {
 			n.replTransport.close()
+		}
+		if n.region != nil {
+			n.region.Close()
 		}
 		n.closeResources()
 	})

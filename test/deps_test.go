@@ -64,6 +64,10 @@ var rules = []depRule{
 		why: "TLS files, identities and the CA know nothing of the cluster they secure"},
 	{pkg: "node/authz", required: true, never: []string{module + "/node/api", module + "/rulesraft", module + "/replication"},
 		why: "the role policy sits in front of the edges and knows no rule or counter"},
+	{pkg: "region/share", required: true, only: []string{"github.com/cespare/xxhash/v2"},
+		why: "the cross-region allocator is pure: no I/O, no clock, no goroutines"},
+	{pkg: "region", never: []string{module + "/node", module + "/rulesraft"},
+		why: "the region shell knows ownership through a small interface, not the node"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

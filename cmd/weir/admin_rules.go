@@ -60,10 +60,10 @@ func newFileError(name string, err error) error {
 func (c *cli) rulesCmd() *cobra.Command {
 	return group(&cobra.Command{
 		Use:     "rules",
-		Short:   "List, get, put, apply, delete, history, diff or roll back rules",
+		Short:   "List, get, put, apply, delete, history, diff or roll back rules; compare regions",
 		GroupID: "admin",
 	}, c.rulesListCmd(), c.rulesGetCmd(), c.rulesPutCmd(), c.rulesApplyCmd(), c.rulesDeleteCmd(),
-		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd())
+		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd(), c.rulesRegionsCmd())
 }
 
 func (c *cli) rulesListCmd() *cobra.Command {
@@ -227,9 +227,14 @@ func (c *cli) rulesApplyCmd() *cobra.Command {
 	dryRun := fs.Bool("dry-run", false, "print the diff only; change nothing")
 	replace := fs.Bool("replace", false, "also delete the rules the file does not hold")
 	allowEmpty := fs.Bool("allow-empty", false, "with --replace, allow a file with no rules (deletes every rule)")
+	inRegions := fs.String("regions", "", "apply to every region instead of --addr: `name=addr,...` (a node of each), in name order, stopping at the first failure")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *file == "" {
 			return usageErr(cmd, "missing -f FILE")
+		}
+		targets, err := regionTargets(cmd, o, *inRegions)
+		if err != nil {
+			return err
 		}
 		name, data, err := c.readFile(*file)
 		if err != nil {
@@ -242,17 +247,29 @@ func (c *cli) rulesApplyCmd() *cobra.Command {
 		if *replace && len(rs) == 0 && !*allowEmpty {
 			return usageErr(cmd, "%s holds no rules: --replace would delete every rule (add --allow-empty if that is what you want)", name)
 		}
-		return request(c, cmd, o, func(api *apiClient) (applyAnswer, []byte, error) {
-			return api.applyRules(cmd.Context(), data, *dryRun, *replace)
-		}, func(a applyAnswer) error {
-			formatDiff(c.stdout, a.Diff)
-			if a.DryRun || *dryRun {
-				fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
-				return nil
+		for _, tg := range targets {
+			if tg.name != "" {
+				fmt.Fprintf(c.stdout, "region %s:\n", tg.name)
 			}
-			fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
-			return nil
-		})
+			err := request(c, cmd, tg.opts, func(api *apiClient) (applyAnswer, []byte, error) {
+				return api.applyRules(cmd.Context(), data, *dryRun, *replace)
+			}, func(a applyAnswer) error {
+				formatDiff(c.stdout, a.Diff)
+				if a.DryRun || *dryRun {
+					fmt.Fprintf(c.stdout, "dry run: nothing changed (rules version %d)\n", a.Version)
+					return nil
+				}
+				fmt.Fprintf(c.stdout, "applied: rules version %d\n", a.Version)
+				return nil
+			})
+			if err != nil {
+				if tg.name != "" {
+					return fmt.Errorf("region %s: %w (regions after it were not changed)", tg.name, err)
+				}
+				return err
+			}
+		}
+		return nil
 	}
 	return cmd
 }

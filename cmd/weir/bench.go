@@ -152,6 +152,16 @@ func (c *cli) benchCmd() *cobra.Command {
 			return bench.WriteJSON(c.stdout, r)
 		}
 
+		if len(sc.Regions) > 0 {
+			if *spawn == 0 || len(seeds) > 0 || useRedis || len(targets) != 1 {
+				return usage("scenario %s spawns one cluster per region: give --spawn N (nodes per region), one target, and no --cluster or redis", sc.Name)
+			}
+			sdk := bench.SDKOptions{InFlight: *inflight, MaxBatch: *maxBatch}
+			if err := benchRegions(ctx, cfg, sc, run, *spawn, targets[0], sdk, logw, emit); err != nil {
+				return err
+			}
+			return bench.WriteTable(c.stdout, results)
+		}
 		for _, t := range targets {
 			for _, withTLS := range tlsRuns {
 				wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway, tls: withTLS,

@@ -41,6 +41,7 @@ type nodeFlags struct {
 	logLevel                                              slog.Level
 	adminTokenFile                                        string
 	tls                                                   tlsFlags
+	region                                                regionFlags
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -77,6 +78,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
 		"cluster-name", "gossip-key-file", "admin-token-file")
 	f.tls.register(fs)
+	f.region.register(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -122,6 +124,9 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	}
 	cfg.LeaveTimeout = f.leaveTimeout
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	if err := f.region.apply(cmd, &cfg); err != nil {
+		return cfg, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "node: invalid config: "))
 	}

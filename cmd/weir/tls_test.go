@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -97,9 +98,13 @@ func TestDevTLS(t *testing.T) {
 	if r := runCLI(t, "", nil, "rules", "list", "--addr", httpAddr, "--timeout", "3s"); r.code == exitOK {
 		t.Errorf("rules list without a certificate succeeded: %q", r.stdout)
 	}
-	if r := runCLI(t, "", env, "health", "--addr", grpcAddr); r.code != exitOK || !strings.Contains(r.stdout, "SERVING") {
-		t.Errorf("health over TLS: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
+	// grpc.health turns SERVING within 100 ms of the node being ready.
+	testwait.For(t, 10*time.Second, "health over TLS", func() error {
+		if r := runCLI(t, "", env, "health", "--addr", grpcAddr); r.code != exitOK || !strings.Contains(r.stdout, "SERVING") {
+			return fmt.Errorf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		return nil
+	})
 	if r := runCLI(t, "", nil, "health", "--addr", grpcAddr, "--timeout", "2s"); r.code == exitOK {
 		t.Errorf("plaintext health succeeded against a TLS node")
 	}

@@ -70,12 +70,27 @@ func NewWithFaults(t testing.TB, n int) *Cluster {
 	return start(t, n, NewFaults())
 }
 
+// NewConfigured is New with each node's config passed through configure
+// before the node starts (e.g. to make the cluster one of several regions).
+func NewConfigured(t testing.TB, n int, configure func(*node.Config)) *Cluster {
+	t.Helper()
+	return startWith(t, n, nil, configure)
+}
+
 func start(t testing.TB, n int, f *Faults) *Cluster {
+	t.Helper()
+	return startWith(t, n, f, nil)
+}
+
+func startWith(t testing.TB, n int, f *Faults, configure func(*node.Config)) *Cluster {
 	t.Helper()
 	c := &Cluster{T: t, Faults: f}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
 		cfg := Config(t, fmt.Sprintf("n%d", i+1))
+		if configure != nil {
+			configure(&cfg)
+		}
 		cfg.BootstrapExpect = n
 		if i > 0 {
 			cfg.Join = []string{c.Nodes[0].GossipAddr()}

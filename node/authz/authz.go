@@ -141,7 +141,7 @@ const (
 
 func grpcClass(method string) class {
 	switch {
-	case strings.HasPrefix(method, "/weir.v1.Peer/"):
+	case strings.HasPrefix(method, "/weir.v1.Peer/"), strings.HasPrefix(method, "/weir.v1.Region/"):
 		return peerOnly
 	case method == weirv1.Limiter_Check_FullMethodName, method == weirv1.Limiter_CheckStream_FullMethodName:
 		return checks

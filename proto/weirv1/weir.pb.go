@@ -753,8 +753,11 @@ type Rule struct {
 	MaxKeys int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
 	// Tokens a matching request takes (0: 1); cost_header, when the request
 	// carries it, gives the cost instead (rules.RequestCost).
-	Cost          int64  `protobuf:"varint,13,opt,name=cost,proto3" json:"cost,omitempty"`
-	CostHeader    string `protobuf:"bytes,14,opt,name=cost_header,json=costHeader,proto3" json:"cost_header,omitempty"`
+	Cost       int64  `protobuf:"varint,13,opt,name=cost,proto3" json:"cost,omitempty"`
+	CostHeader string `protobuf:"bytes,14,opt,name=cost_header,json=costHeader,proto3" json:"cost_header,omitempty"`
+	// "region" (default: the limit holds in each region) or "global" (one
+	// limit shared by all regions).
+	Scope         string `protobuf:"bytes,15,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,6 +886,13 @@ func (x *Rule) GetCost() int64 {
 func (x *Rule) GetCostHeader() string {
 	if x != nil {
 		return x.CostHeader
+	}
+	return ""
+}
+
+func (x *Rule) GetScope() string {
+	if x != nil {
+		return x.Scope
 	}
 	return ""
 }
@@ -2472,6 +2482,371 @@ func (x *Moved) GetTo() string {
 	return ""
 }
 
+type RegionExchangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sending region, and every region name in sorted order (records are
+	// indexed by it; a region configured with other peers is refused).
+	From    string       `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Regions []string     `protobuf:"bytes,2,rep,name=regions,proto3" json:"regions,omitempty"`
+	Keys    []*RegionKey `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Set when a node of the receiving region passes the request on to the
+	// key's owner (it is not passed on again).
+	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionExchangeRequest) Reset() {
+	*x = RegionExchangeRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionExchangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionExchangeRequest) ProtoMessage() {}
+
+func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionExchangeRequest.ProtoReflect.Descriptor instead.
+func (*RegionExchangeRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RegionExchangeRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RegionExchangeRequest) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *RegionExchangeRequest) GetKeys() []*RegionKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *RegionExchangeRequest) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
+}
+
+type RegionExchangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	Keys          []*RegionKey           `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionExchangeResponse) Reset() {
+	*x = RegionExchangeResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionExchangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionExchangeResponse) ProtoMessage() {}
+
+func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionExchangeResponse.ProtoReflect.Descriptor instead.
+func (*RegionExchangeResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RegionExchangeResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RegionExchangeResponse) GetKeys() []*RegionKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type RegionKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Records       []*RegionRecord        `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionKey) Reset() {
+	*x = RegionKey{}
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionKey) ProtoMessage() {}
+
+func (x *RegionKey) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionKey.ProtoReflect.Descriptor instead.
+func (*RegionKey) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RegionKey) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *RegionKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RegionKey) GetRecords() []*RegionRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// RegionRecord is one region's ledger for one key (region/share.Record).
+type RegionRecord struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Origin             int32                  `protobuf:"varint,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	Seq                int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Held               int64                  `protobuf:"varint,3,opt,name=held,proto3" json:"held,omitempty"`
+	Demand             int64                  `protobuf:"varint,4,opt,name=demand,proto3" json:"demand,omitempty"`
+	Spent              int64                  `protobuf:"varint,5,opt,name=spent,proto3" json:"spent,omitempty"`
+	Granted            []int64                `protobuf:"varint,6,rep,packed,name=granted,proto3" json:"granted,omitempty"`
+	Received           []int64                `protobuf:"varint,7,rep,packed,name=received,proto3" json:"received,omitempty"`
+	Claimed            []int64                `protobuf:"varint,8,rep,packed,name=claimed,proto3" json:"claimed,omitempty"`
+	ClaimSeq           []int64                `protobuf:"varint,9,rep,packed,name=claim_seq,json=claimSeq,proto3" json:"claim_seq,omitempty"`
+	Surrendered        int64                  `protobuf:"varint,10,opt,name=surrendered,proto3" json:"surrendered,omitempty"`
+	Minority           bool                   `protobuf:"varint,11,opt,name=minority,proto3" json:"minority,omitempty"`
+	Lost               []int64                `protobuf:"varint,12,rep,packed,name=lost,proto3" json:"lost,omitempty"`
+	SurrenderSeq       int64                  `protobuf:"varint,13,opt,name=surrender_seq,json=surrenderSeq,proto3" json:"surrender_seq,omitempty"`
+	SurrenderGranted   []int64                `protobuf:"varint,14,rep,packed,name=surrender_granted,json=surrenderGranted,proto3" json:"surrender_granted,omitempty"`
+	Seen               []int64                `protobuf:"varint,15,rep,packed,name=seen,proto3" json:"seen,omitempty"`
+	Restored           int64                  `protobuf:"varint,16,opt,name=restored,proto3" json:"restored,omitempty"`
+	RestoreSurrendered int64                  `protobuf:"varint,17,opt,name=restore_surrendered,json=restoreSurrendered,proto3" json:"restore_surrendered,omitempty"`
+	RestoreClaimed     []int64                `protobuf:"varint,18,rep,packed,name=restore_claimed,json=restoreClaimed,proto3" json:"restore_claimed,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RegionRecord) Reset() {
+	*x = RegionRecord{}
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionRecord) ProtoMessage() {}
+
+func (x *RegionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
+func (*RegionRecord) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RegionRecord) GetOrigin() int32 {
+	if x != nil {
+		return x.Origin
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetDemand() int64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetSpent() int64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetGranted() []int64 {
+	if x != nil {
+		return x.Granted
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetReceived() []int64 {
+	if x != nil {
+		return x.Received
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetClaimed() []int64 {
+	if x != nil {
+		return x.Claimed
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetClaimSeq() []int64 {
+	if x != nil {
+		return x.ClaimSeq
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetSurrendered() int64 {
+	if x != nil {
+		return x.Surrendered
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetMinority() bool {
+	if x != nil {
+		return x.Minority
+	}
+	return false
+}
+
+func (x *RegionRecord) GetLost() []int64 {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetSurrenderSeq() int64 {
+	if x != nil {
+		return x.SurrenderSeq
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetSurrenderGranted() []int64 {
+	if x != nil {
+		return x.SurrenderGranted
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetSeen() []int64 {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetRestored() int64 {
+	if x != nil {
+		return x.Restored
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetRestoreSurrendered() int64 {
+	if x != nil {
+		return x.RestoreSurrendered
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetRestoreClaimed() []int64 {
+	if x != nil {
+		return x.RestoreClaimed
+	}
+	return nil
+}
+
 var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
@@ -2521,7 +2896,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xe3\x02\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xf9\x02\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -2538,7 +2913,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\x12\x12\n" +
 	"\x04cost\x18\r \x01(\x03R\x04cost\x12\x1f\n" +
 	"\vcost_header\x18\x0e \x01(\tR\n" +
-	"costHeader\"\x94\x01\n" +
+	"costHeader\x12\x14\n" +
+	"\x05scope\x18\x0f \x01(\tR\x05scope\"\x94\x01\n" +
 	"\bOverride\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -2654,7 +3030,39 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"sent_at_ns\x18\x05 \x01(\x03R\bsentAtNs\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to*\xb5\x01\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\x8b\x01\n" +
+	"\x15RegionExchangeRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x18\n" +
+	"\aregions\x18\x02 \x03(\tR\aregions\x12&\n" +
+	"\x04keys\x18\x03 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\x12\x1c\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwarded\"T\n" +
+	"\x16RegionExchangeResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12&\n" +
+	"\x04keys\x18\x02 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\"b\n" +
+	"\tRegionKey\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12/\n" +
+	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\x95\x04\n" +
+	"\fRegionRecord\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\x05R\x06origin\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\x03R\x04held\x12\x16\n" +
+	"\x06demand\x18\x04 \x01(\x03R\x06demand\x12\x14\n" +
+	"\x05spent\x18\x05 \x01(\x03R\x05spent\x12\x18\n" +
+	"\agranted\x18\x06 \x03(\x03R\agranted\x12\x1a\n" +
+	"\breceived\x18\a \x03(\x03R\breceived\x12\x18\n" +
+	"\aclaimed\x18\b \x03(\x03R\aclaimed\x12\x1b\n" +
+	"\tclaim_seq\x18\t \x03(\x03R\bclaimSeq\x12 \n" +
+	"\vsurrendered\x18\n" +
+	" \x01(\x03R\vsurrendered\x12\x1a\n" +
+	"\bminority\x18\v \x01(\bR\bminority\x12\x12\n" +
+	"\x04lost\x18\f \x03(\x03R\x04lost\x12#\n" +
+	"\rsurrender_seq\x18\r \x01(\x03R\fsurrenderSeq\x12+\n" +
+	"\x11surrender_granted\x18\x0e \x03(\x03R\x10surrenderGranted\x12\x12\n" +
+	"\x04seen\x18\x0f \x03(\x03R\x04seen\x12\x1a\n" +
+	"\brestored\x18\x10 \x01(\x03R\brestored\x12/\n" +
+	"\x13restore_surrendered\x18\x11 \x01(\x03R\x12restoreSurrendered\x12'\n" +
+	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed*\xb5\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
@@ -2686,7 +3094,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\rForwardStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
 	"\tReplicate\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse\x12L\n" +
 	"\x0fReplicateStream\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse(\x010\x01\x12<\n" +
-	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
+	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse2U\n" +
+	"\x06Region\x12K\n" +
+	"\bExchange\x12\x1e.weir.v1.RegionExchangeRequest\x1a\x1f.weir.v1.RegionExchangeResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -2701,46 +3111,50 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_weir_v1_weir_proto_goTypes = []any{
-	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
-	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
-	(*CheckRequest)(nil),          // 2: weir.v1.CheckRequest
-	(*CheckResult)(nil),           // 3: weir.v1.CheckResult
-	(*CheckResponse)(nil),         // 4: weir.v1.CheckResponse
-	(*CheckStreamRequest)(nil),    // 5: weir.v1.CheckStreamRequest
-	(*CheckStreamResponse)(nil),   // 6: weir.v1.CheckStreamResponse
-	(*GetLimitsRequest)(nil),      // 7: weir.v1.GetLimitsRequest
-	(*KeyLimit)(nil),              // 8: weir.v1.KeyLimit
-	(*GetLimitsResponse)(nil),     // 9: weir.v1.GetLimitsResponse
-	(*Match)(nil),                 // 10: weir.v1.Match
-	(*Rule)(nil),                  // 11: weir.v1.Rule
-	(*Override)(nil),              // 12: weir.v1.Override
-	(*RuleSet)(nil),               // 13: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),      // 14: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),        // 15: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),     // 16: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),     // 17: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),       // 18: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),    // 19: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil), // 20: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),         // 21: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),        // 22: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),      // 23: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),     // 24: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),          // 25: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 26: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),          // 27: weir.v1.WatchRequest
-	(*WatchEvent)(nil),            // 28: weir.v1.WatchEvent
-	(*MembersRequest)(nil),        // 29: weir.v1.MembersRequest
-	(*Member)(nil),                // 30: weir.v1.Member
-	(*MembersResponse)(nil),       // 31: weir.v1.MembersResponse
-	(*CounterState)(nil),          // 32: weir.v1.CounterState
-	(*ReplicateRequest)(nil),      // 33: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),     // 34: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),        // 35: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),       // 36: weir.v1.HandoffResponse
-	(*Moved)(nil),                 // 37: weir.v1.Moved
+	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
+	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
+	(*CheckRequest)(nil),           // 2: weir.v1.CheckRequest
+	(*CheckResult)(nil),            // 3: weir.v1.CheckResult
+	(*CheckResponse)(nil),          // 4: weir.v1.CheckResponse
+	(*CheckStreamRequest)(nil),     // 5: weir.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil),    // 6: weir.v1.CheckStreamResponse
+	(*GetLimitsRequest)(nil),       // 7: weir.v1.GetLimitsRequest
+	(*KeyLimit)(nil),               // 8: weir.v1.KeyLimit
+	(*GetLimitsResponse)(nil),      // 9: weir.v1.GetLimitsResponse
+	(*Match)(nil),                  // 10: weir.v1.Match
+	(*Rule)(nil),                   // 11: weir.v1.Rule
+	(*Override)(nil),               // 12: weir.v1.Override
+	(*RuleSet)(nil),                // 13: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),       // 14: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),         // 15: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),      // 16: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),      // 17: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),        // 18: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),     // 19: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil),  // 20: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),          // 21: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),         // 22: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),       // 23: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 24: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),           // 25: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 26: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),           // 27: weir.v1.WatchRequest
+	(*WatchEvent)(nil),             // 28: weir.v1.WatchEvent
+	(*MembersRequest)(nil),         // 29: weir.v1.MembersRequest
+	(*Member)(nil),                 // 30: weir.v1.Member
+	(*MembersResponse)(nil),        // 31: weir.v1.MembersResponse
+	(*CounterState)(nil),           // 32: weir.v1.CounterState
+	(*ReplicateRequest)(nil),       // 33: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),      // 34: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),         // 35: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),        // 36: weir.v1.HandoffResponse
+	(*Moved)(nil),                  // 37: weir.v1.Moved
+	(*RegionExchangeRequest)(nil),  // 38: weir.v1.RegionExchangeRequest
+	(*RegionExchangeResponse)(nil), // 39: weir.v1.RegionExchangeResponse
+	(*RegionKey)(nil),              // 40: weir.v1.RegionKey
+	(*RegionRecord)(nil),           // 41: weir.v1.RegionRecord
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -2763,51 +3177,56 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	32, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
 	37, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
 	32, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	2,  // 20: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 21: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 22: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	14, // 23: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	15, // 24: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	16, // 25: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	17, // 26: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	22, // 27: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	18, // 28: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	19, // 29: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	20, // 30: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	27, // 31: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	23, // 32: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	29, // 33: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	29, // 34: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 35: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 36: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	33, // 37: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	33, // 38: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	35, // 39: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	4,  // 40: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 41: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 42: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 43: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 44: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 45: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 46: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	26, // 47: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 48: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 49: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 50: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	28, // 51: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	24, // 52: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	31, // 53: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	31, // 54: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 55: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 56: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	34, // 57: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	34, // 58: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	36, // 59: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	40, // [40:60] is the sub-list for method output_type
-	20, // [20:40] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	40, // 20: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	40, // 21: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	41, // 22: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	2,  // 23: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 24: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 25: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	14, // 26: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	15, // 27: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	16, // 28: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	17, // 29: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	22, // 30: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	18, // 31: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	19, // 32: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	20, // 33: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	27, // 34: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	23, // 35: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	29, // 36: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	29, // 37: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 38: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 39: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	33, // 40: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	33, // 41: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	35, // 42: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	38, // 43: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	4,  // 44: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 45: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 46: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	13, // 47: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 48: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	21, // 49: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	21, // 50: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	26, // 51: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	21, // 52: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	21, // 53: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	21, // 54: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	28, // 55: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	24, // 56: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	31, // 57: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	31, // 58: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 59: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 60: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	34, // 61: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	34, // 62: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	36, // 63: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	39, // 64: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	44, // [44:65] is the sub-list for method output_type
+	23, // [23:44] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -2821,9 +3240,9 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_weir_v1_weir_proto_goTypes,
 		DependencyIndexes: file_weir_v1_weir_proto_depIdxs,

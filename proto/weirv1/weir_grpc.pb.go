@@ -1090,3 +1090,113 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "weir/v1/weir.proto",
 }
+
+const (
+	Region_Exchange_FullMethodName = "/weir.v1.Region/Exchange"
+)
+
+// RegionClient is the client API for Region service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Region is the exchange between peer regions (docs/design.md, regions):
+// each interval a node sends its records of every global key it owns that
+// is active in more than one region, and answers with its own.
+type RegionClient interface {
+	Exchange(ctx context.Context, in *RegionExchangeRequest, opts ...grpc.CallOption) (*RegionExchangeResponse, error)
+}
+
+type regionClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewRegionClient(cc grpc.ClientConnInterface) RegionClient {
+	return &regionClient{cc}
+}
+
+func (c *regionClient) Exchange(ctx context.Context, in *RegionExchangeRequest, opts ...grpc.CallOption) (*RegionExchangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegionExchangeResponse)
+	err := c.cc.Invoke(ctx, Region_Exchange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RegionServer is the server API for Region service.
+// All implementations must embed UnimplementedRegionServer
+// for forward compatibility.
+//
+// Region is the exchange between peer regions (docs/design.md, regions):
+// each interval a node sends its records of every global key it owns that
+// is active in more than one region, and answers with its own.
+type RegionServer interface {
+	Exchange(context.Context, *RegionExchangeRequest) (*RegionExchangeResponse, error)
+	mustEmbedUnimplementedRegionServer()
+}
+
+// UnimplementedRegionServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedRegionServer struct{}
+
+func (UnimplementedRegionServer) Exchange(context.Context, *RegionExchangeRequest) (*RegionExchangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Exchange not implemented")
+}
+func (UnimplementedRegionServer) mustEmbedUnimplementedRegionServer() {}
+func (UnimplementedRegionServer) testEmbeddedByValue()                {}
+
+// UnsafeRegionServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to RegionServer will
+// result in compilation errors.
+type UnsafeRegionServer interface {
+	mustEmbedUnimplementedRegionServer()
+}
+
+func RegisterRegionServer(s grpc.ServiceRegistrar, srv RegionServer) {
+	// If the following call panics, it indicates UnimplementedRegionServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Region_ServiceDesc, srv)
+}
+
+func _Region_Exchange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegionExchangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegionServer).Exchange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Region_Exchange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegionServer).Exchange(ctx, req.(*RegionExchangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Region_ServiceDesc is the grpc.ServiceDesc for Region service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Region_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "weir.v1.Region",
+	HandlerType: (*RegionServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Exchange",
+			Handler:    _Region_Exchange_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "weir/v1/weir.proto",
+}

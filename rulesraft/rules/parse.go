@@ -224,9 +224,11 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.int(v, name, &r.Cost)
 		case "cost_header":
 			d.str(v, name, &r.CostHeader)
+		case "scope":
+			d.str(v, name, &r.Scope)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope)")
 		}
 	}
 	return r, lines, bad

@@ -26,6 +26,12 @@ const (
 	AlgSlidingLog    = "sliding_log"
 )
 
+// Rule scopes across regions.
+const (
+	ScopeRegion = "region"
+	ScopeGlobal = "global"
+)
+
 // Fail modes.
 const (
 	FailOpen   = "open"
@@ -61,7 +67,14 @@ type Rule struct {
 	// layer. See RequestCost.
 	Cost       int64  `json:"cost,omitempty" yaml:"cost,omitempty"`
 	CostHeader string `json:"cost_header,omitempty" yaml:"cost_header,omitempty"`
+	// Scope is region (the default: the limit holds in each region) or
+	// global (one limit shared by every region, docs/design.md, regions).
+	Scope string `json:"scope,omitempty" yaml:"scope,omitempty"`
 }
+
+// Global reports whether the rule's limit is one quota shared by every
+// region (scope: global) rather than a limit per region.
+func (r *Rule) Global() bool { return r.Scope == ScopeGlobal }
 
 // Match selects the requests a rule applies to. Route is exact, may hold
 // {param} segments, and may end in "*". Method and Plan default to "*".

@@ -209,6 +209,9 @@ func (r Rule) check(ps *problems) {
 	if h := r.CostHeader; h != "" && !isToken(h) {
 		ps.add("cost_header", "%q is not an HTTP header name", h)
 	}
+	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
+		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
+	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {

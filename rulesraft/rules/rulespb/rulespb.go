@@ -26,6 +26,7 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		MaxKeys:    r.MaxKeys,
 		Cost:       r.Cost,
 		CostHeader: r.CostHeader,
+		Scope:      r.Scope,
 	}
 }
 
@@ -83,6 +84,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		MaxKeys:    p.GetMaxKeys(),
 		Cost:       p.GetCost(),
 		CostHeader: p.GetCostHeader(),
+		Scope:      p.GetScope(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}

@@ -25,6 +25,7 @@ func sampleRule() rules.Rule {
 		Shadow:    true,
 		Lease:     2,
 		MaxKeys:   50_000,
+		Scope:     "global",
 	}
 }
 

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/weirlimit/weir/bench"
+)
+
+// benchRegions runs a scenario with Regions: one spawned cluster of spawn
+// nodes per region, peered, the same keys under one global rule, callers
+// in the first region and half as many in the second (unequal demand), all
+// at once. It emits each loaded region's result (latency as its gateways
+// see it) and one for all regions together, whose accuracy is the global
+// count against the one global limit.
+func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run string, spawn int, target string, sdk bench.SDKOptions,
+	logw io.Writer, emit func(*bench.Result) error) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	regs, err := bench.SpawnRegions(ctx, bin, sc.Regions, spawn, logw)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range regs {
+			s.Close()
+		}
+	}()
+	for _, name := range sc.Regions {
+		sp := regs[name]
+		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, sc.RulesYAML(), sc.RuleIDs(), sp.GRPCAddrs(), nil, nil); err != nil {
+			return fmt.Errorf("region %s: %w", name, err)
+		}
+	}
+	type out struct {
+		r   *bench.Result
+		err error
+	}
+	outs := make([]chan out, 0, 2)
+	for i, name := range sc.Regions[:min(2, len(sc.Regions))] {
+		rc := cfg
+		rc.Callers = max(1, cfg.Callers>>i)
+		rc.Gateways = max(1, min(cfg.Gateways, rc.Callers))
+		rc.KeyPrefix = run + ":regions:" // the same keys in every region
+		var factory bench.Factory
+		if target == "http" {
+			cl, err := bench.ReadCluster(ctx, regs[name].GRPCAddrs(), nil)
+			if err != nil {
+				return err
+			}
+			rc.Target = bench.TargetHTTP + "@" + name
+			factory = bench.HTTPFactory(cl.HTTPAddrs(), (rc.Callers+rc.Gateways-1)/rc.Gateways, nil)
+		} else {
+			rc.Target, rc.Leases = bench.TargetSDK+"@"+name, true
+			o := sdk
+			o.GatewayPrefix = run + "-" + name
+			factory = bench.SDKFactory(ctx, regs[name].GRPCAddrs(), o)
+		}
+		ch := make(chan out, 1)
+		outs = append(outs, ch)
+		go func() {
+			r, err := bench.Run(ctx, rc, sc, factory)
+			ch <- out{r, err}
+		}()
+	}
+	label := bench.TargetSDK
+	if target == "http" {
+		label = bench.TargetHTTP
+	}
+	all := &bench.Result{Target: label + "@all", Scenario: sc.Name, Keys: sc.Keys, Dist: "uniform",
+		Rules: len(sc.Rules), Accuracy: &bench.AccuracyResult{Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}}
+	var firstErr error
+	for _, ch := range outs {
+		o := <-ch
+		if o.err != nil {
+			firstErr = o.err
+			continue
+		}
+		r := o.r
+		if err := emit(r); err != nil {
+			return err
+		}
+		all.Callers += r.Callers
+		all.Gateways += r.Gateways
+		all.Checks += r.Checks
+		all.Allowed += r.Allowed
+		all.Errors += r.Errors
+		all.PerSec += r.PerSec
+		all.Elapsed = max(all.Elapsed, r.Elapsed)
+		if r.Accuracy != nil {
+			all.Accuracy.Ideal = max(all.Accuracy.Ideal, r.Accuracy.Ideal)
+			for k, v := range r.Accuracy.Admitted {
+				all.Accuracy.Admitted[k] += v
+			}
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	a := all.Accuracy
+	for k, adm := range a.Admitted {
+		d, err := bench.Deviation(adm, a.Ideal)
+		if err != nil {
+			return err
+		}
+		a.Deviation[k] = d
+		if abs(d) > abs(a.WorstDeviation) {
+			a.WorstDeviation, a.WorstExcess = d, float64(adm)-a.Ideal
+		}
+	}
+	return emit(all)
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,125 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirlimit/weir/bucket"
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/region/share"
+)
+
+// TestScaleAddsUpToTheGlobalLimit: the regions' scaled capacities and
+// rates add up to at most the global ones for any split of Whole, and a
+// bucket's capacity does not move with its share.
+func TestScaleAddsUpToTheGlobalLimit(t *testing.T) {
+	splits := [][]int64{{share.Whole}, {share.Whole / 2, share.Whole / 2}, {10_000, 737_500, 252_500}, {333_333, 333_333, 333_334}}
+	for _, alg := range []bucket.Algorithm{bucket.TokenBucket, bucket.LeakyBucket, bucket.FixedWindow, bucket.SlidingWindow} {
+		l := bucket.Limit{Algorithm: alg, Rate: 10_000, Period: time.Minute, Burst: 2_000}
+		for _, split := range splits {
+			var capSum int64
+			var rateSum float64
+			for _, sh := range split {
+				s := Scale(l, sh, len(split))
+				capSum += s.Capacity()
+				rateSum += float64(s.Rate) / s.Period.Seconds()
+			}
+			if capSum > l.Capacity() {
+				t.Errorf("%v %v: capacities add up to %d > %d", alg, split, capSum, l.Capacity())
+			}
+			if global := float64(l.Rate) / l.Period.Seconds(); rateSum > global*1.000001 {
+				t.Errorf("%v %v: rates add up to %.4f/s > %.4f/s", alg, split, rateSum, global)
+			}
+		}
+	}
+	l := bucket.Limit{Algorithm: bucket.TokenBucket, Rate: 100, Period: time.Second, Burst: 90}
+	if a, b := Scale(l, 10_000, 3), Scale(l, 900_000, 3); a.Capacity() != 30 || b.Capacity() != 30 {
+		t.Errorf("bucket capacity moved with the share: %d at 1%%, %d at 90%%, want 30 (burst / regions)", a.Capacity(), b.Capacity())
+	}
+	if s := Scale(bucket.Limit{Algorithm: bucket.TokenBucket, Rate: 5, Period: time.Second}, 0, 3); s.Rate != 0 {
+		t.Errorf("share 0 scales to %+v, want rate 0 (blocks)", s)
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	got, err := ParsePeers("eu=eu.weir:9090, us=10.0.0.1:9090")
+	if err != nil || len(got) != 2 || got["eu"] != "eu.weir:9090" || got["us"] != "10.0.0.1:9090" {
+		t.Fatalf("ParsePeers = %v, %v", got, err)
+	}
+	for _, bad := range []string{"eu", "=h:1", "eu=", "eu=h:1,eu=h:2"} {
+		if _, err := ParsePeers(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("ParsePeers(%q) = %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Region: "eu", Peers: map[string]string{"us": "h:1"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Config{
+		"no region":   {Peers: map[string]string{"us": "h:1"}},
+		"no peers":    {Region: "eu"},
+		"self peer":   {Region: "eu", Peers: map[string]string{"eu": "h:1"}},
+		"lost>=claim": {Region: "eu", Peers: map[string]string{"us": "h:1"}, LostAfter: 3 * time.Second, ClaimAfter: time.Second},
+		"floor":       {Region: "eu", Peers: map[string]string{"us": "h:1"}, Floor: share.Whole},
+	} {
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// ownsAll is a region of one node: it owns every key.
+type ownsAll struct{}
+
+func (ownsAll) Owner(string) (bool, string, bool) { return true, "", true }
+
+// TestExchangeMergesAndAnswers drives one agent's gRPC handler directly:
+// a peer configured with other regions is refused and nothing changes; a
+// well-formed exchange is merged (the key becomes held) and answered with
+// this region's record.
+func TestExchangeMergesAndAnswers(t *testing.T) {
+	a, err := New(Config{Region: "eu", Peers: map[string]string{"us": "unused:1"}, Interval: time.Hour}, ownsAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done; a.Close() }()
+
+	_, err = a.Exchange(ctx, &weirv1.RegionExchangeRequest{From: "us", Regions: []string{"ap", "eu", "us"}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("mismatched regions: err = %v, want FailedPrecondition", err)
+	}
+	if st, _ := a.Status(ctx); st.Keys != 0 {
+		t.Fatalf("refused exchange left %d keys", st.Keys)
+	}
+
+	// us asks for a key homed in eu (so it is shared).
+	key := "k1"
+	for i := 2; share.Home(tableKey("orders", key), 2) != 0; i++ {
+		key = fmt.Sprintf("k%d", i)
+	}
+	tab, _ := share.New(share.DefaultConfig("us", []string{"eu", "us"}), time.Now().UnixNano())
+	tab.Observe(tableKey("orders", key), 10, 10)
+	tab.Step(time.Now().UnixNano())
+	resp, err := a.Exchange(ctx, &weirv1.RegionExchangeRequest{From: "us", Regions: []string{"eu", "us"}, Keys: toWire(tab.Outbox())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetKeys()) != 1 || resp.GetKeys()[0].GetKey() != key || len(resp.GetKeys()[0].GetRecords()) != 2 {
+		t.Fatalf("answer %v: want %s with both regions' records", resp.GetKeys(), key)
+	}
+	if st, _ := a.Status(ctx); st.Keys != 1 {
+		t.Fatalf("after the exchange the agent holds %d keys, want 1", st.Keys)
+	}
+}

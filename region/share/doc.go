@@ -1,0 +1,28 @@
+// Package share allocates one global quota among regions by demand: the
+// pure core of Weir's multi-region mode (docs/design.md, "Regions").
+//
+// A Table is one region's view. Per key, every region owns a Record: a
+// ledger of cumulative grants given, grants taken, claims and surrenders,
+// from which its share (Held) follows. Regions exchange their records (and
+// relay the others') every interval; no call here does I/O, reads a clock
+// or starts a goroutine: the caller passes now and owns the Table from one
+// goroutine.
+//
+// Invariant: the shares of all regions never add up to more than Whole,
+// whatever messages are lost, delayed, duplicated or reordered:
+//
+//   - a region lowers its own share first (Granted) and only then
+//     announces it; the receiver takes no more than the grant addressed to
+//     it (Received ≤ Granted), so given share is re-granted only after the
+//     giver acknowledged giving it;
+//   - a region that has not completed a round trip with a majority for
+//     LostAfter keeps at most the floor (Surrendered) and moves nothing;
+//   - a region not heard from for ClaimAfter (> LostAfter + one round
+//     trip) is lost; the others claim its share above the floor only when
+//     they are a majority and all report the same lost set and the same
+//     last record of it, each an equal part, once per record.
+//
+// Shares follow demand: each step a region whose share exceeds its target
+// (floor + the spare share in proportion to its smoothed demand) by more
+// than MinMove gives the surplus to the regions below their targets.
+package share

@@ -1,0 +1,689 @@
+package share
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Whole is the global limit of a key, in shares: a region holding Whole/4
+// admits a quarter of the global rate and burst.
+const Whole int64 = 1_000_000
+
+// ErrConfig reports an invalid Config.
+var ErrConfig = errors.New("share: invalid config")
+
+// Config describes the regions and the allocator's timing. Every region
+// must be configured with the same Regions.
+type Config struct {
+	// Regions names every region, this one included; order does not
+	// matter (the table sorts them).
+	Regions []string
+	// Self is this region's name (one of Regions).
+	Self string
+	// Floor is the share every region keeps whatever its demand, so a quiet
+	// region still admits (default Whole/100: 1% of the limit).
+	Floor int64
+	// MinMove is the smallest surplus a region gives away in one step
+	// (default Whole/500), so shares do not churn on noise.
+	MinMove int64
+	// LostAfter: a region without a successful round trip to a majority of
+	// the regions (itself included) for this long is in the minority and
+	// surrenders every share down to the floor (default 3s).
+	LostAfter time.Duration
+	// ClaimAfter: a region not heard from for this long is lost; once the
+	// majority agrees (every region in it reports the same lost set and
+	// the same last record of the lost region) each of them claims an
+	// equal part of the lost region's share above its floor (default
+	// LostAfter + 2s; must exceed LostAfter by more than one exchange
+	// round trip and one interval).
+	ClaimAfter time.Duration
+	// Interval is how often the caller steps the table and exchanges
+	// (default 250ms); it bounds how long after its last record a lost
+	// region can take to surrender.
+	Interval time.Duration
+}
+
+// DefaultConfig returns the defaults for the given regions.
+func DefaultConfig(self string, regions []string) Config {
+	return Config{Regions: regions, Self: self, Floor: Whole / 100, MinMove: Whole / 500,
+		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if len(c.Regions) < 1 {
+		return fmt.Errorf("%w: no regions", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Regions {
+		if r == "" {
+			return fmt.Errorf("%w: empty region name", ErrConfig)
+		}
+		if seen[r] {
+			return fmt.Errorf("%w: region %q listed twice", ErrConfig, r)
+		}
+		seen[r] = true
+	}
+	if !seen[c.Self] {
+		return fmt.Errorf("%w: self %q is not among the regions", ErrConfig, c.Self)
+	}
+	if c.Floor < 0 || c.Floor*int64(len(c.Regions)) > Whole {
+		return fmt.Errorf("%w: floor %d: want 0..%d for %d regions", ErrConfig, c.Floor, Whole/int64(len(c.Regions)), len(c.Regions))
+	}
+	if c.MinMove < 0 {
+		return fmt.Errorf("%w: min move must be >= 0", ErrConfig)
+	}
+	if c.LostAfter <= 0 || c.ClaimAfter <= c.LostAfter || c.Interval <= 0 {
+		return fmt.Errorf("%w: want 0 < lost-after < claim-after and interval > 0", ErrConfig)
+	}
+	return nil
+}
+
+// Record is one region's state for one key, as the region itself last
+// wrote it (Seq orders them). All slices are indexed by region (the
+// table's sorted Regions) and are cumulative, so a record may be delivered
+// late, twice or never, and a newer one replaces it.
+type Record struct {
+	Origin int
+	Seq    int64 // origin's clock at the step that wrote it (strictly increasing)
+	Held   int64 // the origin's share, in shares of Whole
+	Demand int64 // tokens asked per interval, smoothed, ×demandScale
+	Spent  int64 // tokens admitted in the last interval
+
+	Granted     []int64 // given to each region
+	Received    []int64 // taken from each region's grants
+	Claimed     []int64 // claimed from each lost region
+	ClaimSeq    []int64 // per region: the Seq+1 of the record a claim was made at
+	Surrendered int64   // given up (to the floor) while in the minority
+	// SurrenderSeq is the Seq of the last step in the minority, and
+	// SurrenderGranted the Granted vector then: grants made before it that
+	// a region which declared the origin lost had not seen are void.
+	SurrenderSeq     int64
+	SurrenderGranted []int64
+	// Seen, per region: the Seq of its record the origin holds.
+	Seen []int64
+	// Restored is share surrendered and taken back once every region had
+	// seen the surrender and no claim covered it; RestoreSurrendered and
+	// RestoreClaimed are Surrendered and each region's Claimed[origin] at
+	// the last restore.
+	Restored           int64
+	RestoreSurrendered int64
+	RestoreClaimed     []int64
+	Minority           bool
+	// Lost, per region: 0 if the origin hears from it, else the Seq+1 of
+	// the region's record the origin holds (1: none).
+	Lost []int64
+}
+
+const demandScale = 1024
+
+func (r *Record) clone() Record {
+	c := *r
+	c.Granted = slices.Clone(r.Granted)
+	c.Received = slices.Clone(r.Received)
+	c.Claimed = slices.Clone(r.Claimed)
+	c.ClaimSeq = slices.Clone(r.ClaimSeq)
+	c.Lost = slices.Clone(r.Lost)
+	c.SurrenderGranted = slices.Clone(r.SurrenderGranted)
+	c.Seen = slices.Clone(r.Seen)
+	c.RestoreClaimed = slices.Clone(r.RestoreClaimed)
+	return c
+}
+
+func (r *Record) valid(n int) bool {
+	return r.Origin >= 0 && r.Origin < n && len(r.Granted) == n && len(r.Received) == n &&
+		len(r.Claimed) == n && len(r.ClaimSeq) == n && len(r.Lost) == n && len(r.SurrenderGranted) == n &&
+		len(r.Seen) == n && len(r.RestoreClaimed) == n
+}
+
+type keyState struct {
+	recs   []Record // latest record per origin; recs[i].Seq == 0 && !have[i]: none
+	have   []bool
+	asked  int64 // since the last step
+	spent  int64
+	shared bool // exchanged with the other regions
+	fresh  bool // no peer batch merged yet: a relayed record of this region is adopted
+	// Per region j this region declared lost at j's record capSeq[j]-1:
+	// it takes no more of j's grants than capGranted[j] (what that record
+	// granted it) until j's record shows a surrender after it; voided[j]
+	// is the share j granted in between, never taken (the majority's
+	// claims counted it as j's).
+	capSeq     []int64
+	capGranted []int64
+	voided     []int64
+	direct     []int64 // per region: Seq of its last record received from itself
+}
+
+// Table holds this region's view of every shared key. It is not safe for
+// concurrent use: one goroutine (the region loop) owns it.
+type Table struct {
+	cfg      Config
+	regions  []string
+	self     int
+	keys     map[string]*keyState
+	heard    []int64 // per region: last contact of any kind (unix ns)
+	ok       []int64 // per region: last round trip this region made (unix ns)
+	minority bool
+	fell     bool // in the minority at the last step: new keys start at the floor
+}
+
+// New returns a table whose regions all count as reached at now.
+func New(cfg Config, now int64) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	regions := slices.Clone(cfg.Regions)
+	slices.Sort(regions)
+	t := &Table{cfg: cfg, regions: regions, self: slices.Index(regions, cfg.Self), keys: map[string]*keyState{},
+		heard: make([]int64, len(regions)), ok: make([]int64, len(regions))}
+	for i := range regions {
+		t.heard[i], t.ok[i] = now, now
+	}
+	return t, nil
+}
+
+// Regions returns the sorted region names records are indexed by.
+func (t *Table) Regions() []string { return slices.Clone(t.regions) }
+
+// Self is this region's index.
+func (t *Table) Self() int { return t.self }
+
+// Minority reports whether this region is cut off from a majority.
+func (t *Table) Minority() bool { return t.minority }
+
+// Home is the region that holds a key's share above the floors until
+// another region asks for it: keys used in one region only cost no
+// exchange when that region is their home.
+func Home(key string, n int) int { return int(xxhash.Sum64String(key) % uint64(n)) }
+
+func (t *Table) initial(key string, i int) int64 {
+	n := int64(len(t.regions))
+	if Home(key, len(t.regions)) == i {
+		return Whole - (n-1)*t.cfg.Floor
+	}
+	return t.cfg.Floor
+}
+
+// held computes a record's share from its ledger.
+func held(init int64, r *Record) int64 {
+	h := init - r.Surrendered + r.Restored
+	for i := range r.Granted {
+		h += r.Received[i] + r.Claimed[i] - r.Granted[i]
+	}
+	return h
+}
+
+func (t *Table) key(key string) *keyState {
+	if k := t.keys[key]; k != nil {
+		return k
+	}
+	n := len(t.regions)
+	k := &keyState{recs: make([]Record, n), have: make([]bool, n),
+		capSeq: make([]int64, n), capGranted: make([]int64, n), voided: make([]int64, n), direct: make([]int64, n)}
+	for i := range k.recs {
+		k.recs[i] = Record{Origin: i, Granted: make([]int64, n), Received: make([]int64, n), Claimed: make([]int64, n),
+			ClaimSeq: make([]int64, n), Lost: make([]int64, n), SurrenderGranted: make([]int64, n),
+			Seen: make([]int64, n), RestoreClaimed: make([]int64, n)}
+		k.recs[i].Held = t.initial(key, i)
+	}
+	k.have[t.self] = true
+	k.fresh = true
+	if t.minority && t.initial(key, t.self) > t.cfg.Floor {
+		// Cut off from the majority, which may have claimed this region's
+		// home share of keys it had not seen yet.
+		k.recs[t.self].Surrendered = t.initial(key, t.self) - t.cfg.Floor
+		k.recs[t.self].Held = t.cfg.Floor
+	}
+	t.keys[key] = k
+	return k
+}
+
+// Share is this region's share of key, in shares of Whole.
+func (t *Table) Share(key string) int64 {
+	if k := t.keys[key]; k != nil {
+		return max(0, min(Whole, k.recs[t.self].Held))
+	}
+	if t.fell {
+		return t.cfg.Floor
+	}
+	return t.initial(key, t.self)
+}
+
+// Keys returns the keys the table holds.
+func (t *Table) Keys() []string {
+	out := make([]string, 0, len(t.keys))
+	for k := range t.keys {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Forget drops a key (this node no longer owns it in its region; the new
+// owner recovers the region's record from the peers' relays).
+func (t *Table) Forget(key string) { delete(t.keys, key) }
+
+// Snapshot is an immutable copy of this region's shares, for readers on
+// other goroutines.
+type Snapshot struct {
+	shares map[string]int64
+	n      int
+	self   int
+	floor  int64
+	fell   bool
+}
+
+// Snapshot copies the current shares.
+func (t *Table) Snapshot() *Snapshot {
+	m := make(map[string]int64, len(t.keys))
+	for key := range t.keys {
+		m[key] = t.Share(key)
+	}
+	return &Snapshot{shares: m, n: len(t.regions), self: t.self, floor: t.cfg.Floor, fell: t.fell}
+}
+
+// Keys returns the keys the snapshot holds.
+func (s *Snapshot) Keys() []string {
+	out := make([]string, 0, len(s.shares))
+	for k := range s.shares {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Share is the share of key as of the snapshot (a key the table did not
+// hold has its initial share).
+func (s *Snapshot) Share(key string) int64 {
+	if v, ok := s.shares[key]; ok {
+		return v
+	}
+	if s.fell || Home(key, s.n) != s.self {
+		return s.floor
+	}
+	return Whole - int64(s.n-1)*s.floor
+}
+
+// Observe adds local traffic for key: asked tokens were requested and
+// spent of them admitted. A key asked for outside its home region becomes
+// shared.
+func (t *Table) Observe(key string, asked, spent int64) {
+	k := t.key(key)
+	k.asked += asked
+	k.spent += spent
+	if asked > 0 && Home(key, len(t.regions)) != t.self {
+		k.shared = true
+	}
+}
+
+// Heard records contact from region i at now (a request that arrived).
+func (t *Table) Heard(i int, now int64) {
+	if i >= 0 && i < len(t.heard) {
+		t.heard[i] = max(t.heard[i], now)
+	}
+}
+
+// RoundTrip records a successful exchange this region made with region i.
+func (t *Table) RoundTrip(i int, now int64) {
+	if i >= 0 && i < len(t.ok) {
+		t.ok[i] = max(t.ok[i], now)
+		t.heard[i] = max(t.heard[i], now)
+	}
+}
+
+// Merge takes records for key from peer region from (its own and those it
+// relays).
+// A newer record replaces the held one; a record of this region newer than
+// its own (written by a previous owner of the key) is adopted. Malformed
+// records are ignored.
+func (t *Table) Merge(from int, key string, recs []Record) {
+	k := t.key(key)
+	k.shared = true
+	fresh, adopted, claimed := k.fresh && idle(&k.recs[t.self]), false, false
+	for i := range recs {
+		r := &recs[i]
+		if !r.valid(len(t.regions)) {
+			continue
+		}
+		if r.Origin == t.self {
+			if (k.fresh && idle(&k.recs[t.self])) || r.Seq > k.recs[t.self].Seq {
+				seq := k.recs[t.self].Seq
+				k.recs[t.self] = r.clone()
+				k.recs[t.self].Seq = max(seq, r.Seq)
+				adopted = true
+			}
+			continue
+		}
+		if r.ClaimSeq[t.self] == 1 {
+			claimed = true
+		}
+		if r.Origin == from {
+			k.direct[from] = max(k.direct[from], r.Seq)
+		}
+		if k.have[r.Origin] && r.Seq <= k.recs[r.Origin].Seq {
+			continue
+		}
+		k.recs[r.Origin] = r.clone()
+		k.have[r.Origin] = true
+	}
+	if me := &k.recs[t.self]; fresh && !adopted && claimed && me.Surrendered == 0 {
+		// The majority claimed this region's initial share of a key this
+		// table had not held (while it was lost, or before this node
+		// owned the key): it holds the floor until it may restore.
+		if excess := t.initial(key, t.self) - t.cfg.Floor; excess > 0 {
+			me.Surrendered = excess
+			me.SurrenderSeq = me.Seq + 1
+			me.Held = held(t.initial(key, t.self), me)
+		}
+	}
+	k.fresh = false
+}
+
+// idle reports whether a record has moved no share yet.
+func idle(r *Record) bool {
+	for i := range r.Granted {
+		if r.Granted[i] != 0 || r.Received[i] != 0 || r.Claimed[i] != 0 {
+			return false
+		}
+	}
+	return r.Surrendered == 0
+}
+
+// Outbox returns every shared key's records (this region's and the ones it
+// relays), to send to each peer region.
+func (t *Table) Outbox() map[string][]Record {
+	out := map[string][]Record{}
+	for key, k := range t.keys {
+		if !k.shared {
+			continue
+		}
+		var rs []Record
+		for i := range k.recs {
+			if k.have[i] {
+				rs = append(rs, k.recs[i].clone())
+			}
+		}
+		out[key] = rs
+	}
+	return out
+}
+
+// Records returns the records held for key (nil if the key is unknown).
+func (t *Table) Records(key string) []Record {
+	k := t.keys[key]
+	if k == nil {
+		return nil
+	}
+	var rs []Record
+	for i := range k.recs {
+		if k.have[i] {
+			rs = append(rs, k.recs[i].clone())
+		}
+	}
+	return rs
+}
+
+// Step runs one interval at now: it takes grants addressed to this region,
+// surrenders in the minority, claims from lost regions when the majority
+// agrees, gives surplus share toward demand, and writes this region's
+// records.
+func (t *Table) Step(now int64) {
+	n := len(t.regions)
+	reached := 1
+	for i := range t.regions {
+		if i != t.self && now-t.ok[i] <= int64(t.cfg.LostAfter) {
+			reached++
+		}
+	}
+	t.minority = 2*reached <= n
+	t.fell = t.minority
+	for key, k := range t.keys {
+		t.stepKey(key, k, now)
+	}
+}
+
+func (t *Table) stepKey(key string, k *keyState, now int64) {
+	n := len(t.regions)
+	me := &k.recs[t.self]
+	// Targets use the demand this region last reported, the one its peers
+	// see beside their own, so both sides compute from the same step.
+	reported := me.Demand
+	me.Demand = (me.Demand + k.asked*demandScale) / 2
+	me.Spent = k.spent
+	k.asked, k.spent = 0, 0
+	me.Minority = t.minority
+	lost := make([]bool, n)
+	for i := range t.regions {
+		me.Lost[i] = 0
+		if i != t.self && now-t.heard[i] > int64(t.cfg.ClaimAfter) {
+			lost[i] = true
+			me.Lost[i] = k.recs[i].Seq + 1
+			if k.capSeq[i] == 0 && !t.minority {
+				k.capSeq[i], k.capGranted[i] = k.recs[i].Seq+1, k.recs[i].Granted[t.self]
+			}
+		}
+		if r := &k.recs[i]; k.capSeq[i] != 0 && !lost[i] {
+			switch {
+			case r.SurrenderSeq >= k.capSeq[i]:
+				// It surrendered since: what it granted between the
+				// record the majority may have claimed at and the
+				// surrender may have been counted in the claims.
+				k.voided[i] += max(0, r.SurrenderGranted[t.self]-k.capGranted[i])
+				k.capSeq[i] = 0
+			case k.direct[i] >= k.capSeq[i]:
+				// It answered itself with a newer record and has not
+				// surrendered since: it never was in the minority, so
+				// no claim at the capped record was or can be made.
+				k.capSeq[i] = 0
+			}
+		}
+	}
+
+	if t.minority {
+		// Cut off from the majority: keep at most the floor; take, claim
+		// and give nothing until back.
+		if h := held(t.initial(key, t.self), me); h > t.cfg.Floor {
+			me.Surrendered += h - t.cfg.Floor
+		}
+		me.SurrenderSeq = max(me.Seq+1, now)
+		copy(me.SurrenderGranted, me.Granted)
+		t.write(key, k, now)
+		return
+	}
+
+	// Take what was granted to this region.
+	for i := range t.regions {
+		if i != t.self && k.have[i] {
+			granted := k.recs[i].Granted[t.self]
+			if k.capSeq[i] != 0 {
+				granted = min(granted, k.capGranted[i])
+			}
+			if avail := granted - k.voided[i] - me.Received[i]; avail > 0 {
+				me.Received[i] += avail
+			}
+		}
+	}
+
+	// Claim from lost regions once the majority agrees.
+	t.claim(key, k, lost)
+	t.restore(k)
+
+	// Give surplus toward demand, among regions that take part.
+	t.write(key, k, now)
+	active := make([]bool, n)
+	views := make([]int64, n)
+	var pool, demand int64
+	count := int64(0)
+	for i := range t.regions {
+		r := &k.recs[i]
+		if lost[i] || r.Minority || (i != t.self && now-t.ok[i] > int64(t.cfg.LostAfter)) {
+			continue
+		}
+		active[i] = true
+		views[i] = t.view(k, i, lost)
+		pool += views[i]
+		if i == t.self {
+			demand += reported
+		} else {
+			demand += r.Demand
+		}
+		count++
+	}
+	if demand <= 0 || count < 2 {
+		return
+	}
+	spare := pool - count*t.cfg.Floor
+	if spare < 0 {
+		return
+	}
+	target := func(i int) int64 {
+		d := k.recs[i].Demand
+		if i == t.self {
+			d = reported
+		}
+		return t.cfg.Floor + int64(float64(spare)*float64(d)/float64(demand))
+	}
+	surplus := me.Held - target(t.self)
+	if surplus <= t.cfg.MinMove {
+		return
+	}
+	var deficit int64
+	defs := make([]int64, n)
+	for i := range t.regions {
+		if i != t.self && active[i] {
+			if d := target(i) - views[i]; d > 0 {
+				defs[i] = d
+				deficit += d
+			}
+		}
+	}
+	if deficit <= 0 {
+		return
+	}
+	for i, d := range defs {
+		if d > 0 {
+			me.Granted[i] += min(d, int64(float64(surplus)*float64(d)/float64(deficit)))
+		}
+	}
+	t.write(key, k, now)
+}
+
+// view is region i's share as this region expects it once i has seen what
+// this region sent: its last record, plus grants from this region it has
+// not taken yet, plus the claims it will make from regions lost with the
+// agreement this region already acted on. Using it, two regions do not
+// both give toward the same stale picture.
+func (t *Table) view(k *keyState, i int, lost []bool) int64 {
+	r := &k.recs[i]
+	if i == t.self {
+		return r.Held
+	}
+	me := &k.recs[t.self]
+	v := r.Held + max(0, me.Granted[i]-r.Received[t.self])
+	alive := 0
+	for j := range lost {
+		if !lost[j] {
+			alive++
+		}
+	}
+	for j := range lost {
+		if lost[j] && me.ClaimSeq[j] == k.recs[j].Seq+1 && r.ClaimSeq[j] < me.ClaimSeq[j] {
+			if excess := k.recs[j].Held - t.cfg.Floor; excess > 0 {
+				v += excess / int64(alive)
+			}
+		}
+	}
+	return v
+}
+
+// claim takes, for each region this one counts as lost, an equal part of
+// that region's share above its floor, when the regions still heard from
+// are a majority and each of them reports the same lost set and the same
+// last record of every lost region (so they all claim from the same
+// ledger, and together no more than it held).
+func (t *Table) claim(key string, k *keyState, lost []bool) {
+	n := len(t.regions)
+	me := &k.recs[t.self]
+	var alive []int
+	anyLost := false
+	for i := range t.regions {
+		if lost[i] {
+			anyLost = true
+		} else {
+			alive = append(alive, i)
+		}
+	}
+	if !anyLost || 2*len(alive) <= n {
+		return
+	}
+	for _, s := range alive {
+		if s == t.self {
+			continue
+		}
+		r := &k.recs[s]
+		if !k.have[s] || r.Minority {
+			return
+		}
+		for i := range t.regions {
+			want := int64(0)
+			if lost[i] {
+				want = k.recs[i].Seq + 1
+			}
+			if r.Lost[i] != want {
+				return
+			}
+		}
+	}
+	for j := range t.regions {
+		if !lost[j] || me.ClaimSeq[j] >= k.recs[j].Seq+1 {
+			continue
+		}
+		me.ClaimSeq[j] = k.recs[j].Seq + 1
+		if excess := k.recs[j].Held - t.cfg.Floor; excess > 0 {
+			me.Claimed[j] += excess / int64(len(alive))
+		}
+	}
+}
+
+// restore takes back share this region surrendered in the minority, less
+// what the majority claimed from it, once every other region's record
+// (direct or relayed) shows it has seen the surrender and does not count
+// this region as lost: no claim against the records before the surrender
+// can follow.
+func (t *Table) restore(k *keyState) {
+	me := &k.recs[t.self]
+	if me.Surrendered <= me.RestoreSurrendered {
+		return
+	}
+	var claims int64
+	for p := range t.regions {
+		if p == t.self {
+			continue
+		}
+		r := &k.recs[p]
+		if !k.have[p] || r.Seen[t.self] < me.SurrenderSeq || r.Lost[t.self] != 0 {
+			return
+		}
+		claims += r.Claimed[t.self] - me.RestoreClaimed[p]
+	}
+	if back := me.Surrendered - me.RestoreSurrendered - claims; back > 0 {
+		me.Restored += back
+	}
+	me.RestoreSurrendered = me.Surrendered
+	for p := range t.regions {
+		if p != t.self {
+			me.RestoreClaimed[p] = k.recs[p].Claimed[t.self]
+		}
+	}
+}
+
+func (t *Table) write(key string, k *keyState, now int64) {
+	me := &k.recs[t.self]
+	me.Held = held(t.initial(key, t.self), me)
+	me.Seq = max(me.Seq+1, now)
+	for i := range me.Seen {
+		me.Seen[i] = k.recs[i].Seq
+	}
+}

@@ -1,0 +1,112 @@
+package share
+
+import (
+	"testing"
+	"time"
+)
+
+const interval = int64(250 * time.Millisecond)
+
+// sim runs n tables in lockstep over a network the test controls: each
+// step every table observes its demand, steps, and sends its outbox to
+// every peer it is not cut from, which merges it and answers with its own
+// records for those keys (one round trip).
+type sim struct {
+	t    testing.TB
+	tabs []*Table
+	now  int64
+	cut  [][]bool // cut[i][j]: i's requests do not reach j (or j's answers do not reach i)
+	// oneWay[i][j]: i's request reaches j but the answer is lost.
+	oneWay [][]bool
+}
+
+func newSim(t testing.TB, names ...string) *sim {
+	s := &sim{t: t, now: 1_000_000_000}
+	for _, name := range names {
+		tab, err := New(DefaultConfig(name, names), s.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.tabs = append(s.tabs, tab)
+	}
+	n := len(names)
+	s.cut, s.oneWay = make([][]bool, n), make([][]bool, n)
+	for i := range s.cut {
+		s.cut[i], s.oneWay[i] = make([]bool, n), make([]bool, n)
+	}
+	return s
+}
+
+func (s *sim) cutLink(i, j int, down bool) { s.cut[i][j], s.cut[j][i] = down, down }
+
+func (s *sim) isolate(i int, down bool) {
+	for j := range s.tabs {
+		if j != i {
+			s.cutLink(i, j, down)
+		}
+	}
+}
+
+// step advances one interval; demand[i] tokens are asked in region i for key.
+func (s *sim) step(key string, demand []int64) {
+	s.t.Helper()
+	for i, tab := range s.tabs {
+		if demand[i] > 0 {
+			tab.Observe(key, demand[i], demand[i])
+		}
+		tab.Step(s.now)
+	}
+	s.check(key)
+	outs := make([]map[string][]Record, len(s.tabs))
+	for i, tab := range s.tabs {
+		outs[i] = tab.Outbox()
+	}
+	for i, tab := range s.tabs {
+		for j, peer := range s.tabs {
+			if i == j || s.cut[i][j] {
+				continue
+			}
+			peer.Heard(tab.Self(), s.now)
+			for key, recs := range outs[i] {
+				peer.Merge(tab.Self(), key, recs)
+			}
+			if s.oneWay[i][j] {
+				continue
+			}
+			for key := range outs[i] {
+				tab.Merge(peer.Self(), key, peer.Records(key))
+			}
+			tab.RoundTrip(peer.Self(), s.now)
+		}
+	}
+	s.check(key)
+	s.now += interval
+}
+
+// check asserts the invariant: the regions' shares add up to at most Whole.
+func (s *sim) check(key string) {
+	s.t.Helper()
+	var sum int64
+	for _, tab := range s.tabs {
+		sum += tab.Share(key)
+	}
+	if sum > Whole {
+		s.t.Fatalf("at %v: shares of %q add up to %d > %d: %v", time.Duration(s.now), key, sum, Whole, s.shares(key))
+	}
+}
+
+func (s *sim) shares(key string) []int64 {
+	out := make([]int64, len(s.tabs))
+	for i, tab := range s.tabs {
+		out[i] = tab.Share(key)
+	}
+	return out
+}
+
+func (s *sim) sum(key string) int64 {
+	var sum int64
+	for _, v := range s.shares(key) {
+		sum += v
+	}
+	return sum
+}

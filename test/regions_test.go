@@ -1,0 +1,412 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/region/share"
+)
+
+// regionNet is the test's wide-area network between regions: every
+// region agent dials peer regions through it by logical address
+// (passthrough:///region-<name>:1). It maps the name to the region's first
+// live node, delays every read and write by Delay (so an exchange round
+// trip costs about 4×Delay more), and can cut a pair of regions apart or
+// take a region off the network, closing open connections across the cut.
+type regionNet struct {
+	Delay time.Duration
+
+	mu    sync.Mutex
+	addrs map[string]string   // region -> gRPC address of its first node
+	cut   map[[2]string]bool  // sorted region pairs
+	conns map[*delayConn]bool // open cross-region connections
+}
+
+var errRegionCut = errors.New("regionNet: regions cut apart by the test")
+
+func newRegionNet(delay time.Duration) *regionNet {
+	return &regionNet{Delay: delay, addrs: map[string]string{}, cut: map[[2]string]bool{}, conns: map[*delayConn]bool{}}
+}
+
+func pair(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+func regionAddr(name string) string { return "passthrough:///region-" + name + ":1" }
+
+// dialer is the RegionDialer of a node in region from.
+func (rn *regionNet) dialer(from string) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		host, _, _ := net.SplitHostPort(addr)
+		to, logical := strings.CutPrefix(host, "region-")
+		if !logical {
+			// A hand-on to the key's owner inside the region.
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
+		rn.mu.Lock()
+		real, blocked := rn.addrs[to], rn.cut[pair(from, to)]
+		rn.mu.Unlock()
+		if blocked || real == "" {
+			return nil, errRegionCut
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", real)
+		if err != nil {
+			return nil, err
+		}
+		dc := &delayConn{Conn: c, delay: rn.Delay, link: pair(from, to)}
+		rn.mu.Lock()
+		rn.conns[dc] = true
+		rn.mu.Unlock()
+		return dc, nil
+	}
+}
+
+// Cut cuts (or heals) the link between regions a and b.
+func (rn *regionNet) Cut(a, b string, down bool) {
+	rn.mu.Lock()
+	rn.cut[pair(a, b)] = down
+	var doomed []*delayConn
+	if down {
+		for c := range rn.conns {
+			if c.link == pair(a, b) {
+				doomed = append(doomed, c)
+				delete(rn.conns, c)
+			}
+		}
+	}
+	rn.mu.Unlock()
+	for _, c := range doomed {
+		_ = c.Close()
+	}
+}
+
+type delayConn struct {
+	net.Conn
+	delay time.Duration
+	link  [2]string
+}
+
+func (c *delayConn) Write(p []byte) (int, error) {
+	time.Sleep(c.delay)
+	return c.Conn.Write(p)
+}
+
+func (c *delayConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		time.Sleep(c.delay)
+	}
+	return n, err
+}
+
+// regionSet is three regions, each its own loopback cluster.
+type regionSet struct {
+	t     *testing.T
+	net   *regionNet
+	names []string
+	cl    map[string]*testcluster.Cluster
+}
+
+const (
+	// Shorter than the defaults (3 s, 5 s) to keep the test short, long
+	// enough that exchanges slowed by -race on a loaded machine do not
+	// count as lost.
+	regionLostAfter  = 2 * time.Second
+	regionClaimAfter = 4 * time.Second
+)
+
+func newRegionSet(t *testing.T, nodesPer int, delay time.Duration) *regionSet {
+	rs := &regionSet{t: t, net: newRegionNet(delay), names: []string{"ap", "eu", "us"}, cl: map[string]*testcluster.Cluster{}}
+	for _, name := range rs.names {
+		peers := map[string]string{}
+		for _, o := range rs.names {
+			if o != name {
+				peers[o] = regionAddr(o)
+			}
+		}
+		rs.cl[name] = testcluster.NewConfigured(t, nodesPer, func(cfg *node.Config) {
+			cfg.Region.Region = name
+			cfg.Region.Peers = peers
+			cfg.Region.LostAfter = regionLostAfter
+			cfg.Region.ClaimAfter = regionClaimAfter
+			cfg.RegionDialer = rs.net.dialer(name)
+		})
+		rs.net.mu.Lock()
+		rs.net.addrs[name] = rs.cl[name].Nodes[0].GRPCAddr()
+		rs.net.mu.Unlock()
+	}
+	return rs
+}
+
+func (rs *regionSet) applyRules(yaml string) {
+	for _, name := range rs.names {
+		rs.cl[name].ApplyRules(yaml)
+	}
+}
+
+// share is region name's share of (rule, key): the owner's.
+func (rs *regionSet) share(name, rule, key string) int64 {
+	var best int64 = -1
+	for _, n := range rs.cl[name].Live() {
+		if v, ok := n.Region().Shares()[[2]string{rule, key}]; ok {
+			best = max(best, v)
+		}
+	}
+	if best < 0 {
+		return rs.cl[name].Live()[0].Region().Share(rule, key)
+	}
+	return best
+}
+
+// hammer checks (rule, key) in each region at its rate (per second)
+// until stop, spreading the checks over the region's nodes, and counts
+// admitted and asked per region. Bounded: at most rate×maxDur checks.
+type hammer struct {
+	admitted, asked map[string]*atomic.Int64
+	wg              sync.WaitGroup
+	stop            chan struct{}
+}
+
+func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.Duration) *hammer {
+	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, stop: make(chan struct{})}
+	for _, name := range rs.names {
+		h.admitted[name], h.asked[name] = &atomic.Int64{}, &atomic.Int64{}
+	}
+	for name, rate := range rates {
+		nodes := rs.cl[name].Live()
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			const tick = 10 * time.Millisecond
+			tk := time.NewTicker(tick)
+			defer tk.Stop()
+			deadline := time.Now().Add(maxDur)
+			start := time.Now()
+			sent := 0
+			for i := 0; time.Now().Before(deadline); i++ {
+				select {
+				case <-h.stop:
+					return
+				case <-tk.C:
+				}
+				due := int(time.Since(start).Seconds() * float64(rate))
+				for ; sent < due; sent++ {
+					n := nodes[sent%len(nodes)]
+					items := []limit.Item{{Rule: rule, Key: key, Cost: 1}}
+					out := make([]limit.Result, 1)
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					err := n.Check(ctx, items, out)
+					cancel()
+					h.asked[name].Add(1)
+					if err == nil && out[0].Allowed {
+						h.admitted[name].Add(1)
+					}
+				}
+			}
+		}()
+	}
+	return h
+}
+
+func (h *hammer) Stop() {
+	close(h.stop)
+	h.wg.Wait()
+}
+
+func (h *hammer) total() int64 {
+	var s int64
+	for _, a := range h.admitted {
+		s += a.Load()
+	}
+	return s
+}
+
+const regionRules = `rules:
+  - id: orders
+    match: {route: /v1/orders, method: POST}
+    key: apikey
+    rate: 200
+    period: 1s
+    burst: 200
+    scope: global
+  - id: search
+    match: {route: /v1/search}
+    key: apikey
+    rate: 300
+    period: 1s
+    burst: 300
+    scope: global
+  - id: local
+    match: {route: /v1/local}
+    key: apikey
+    rate: 100
+    period: 1s
+    scope: region
+`
+
+// TestRegionsShareOneQuota runs three regions (two nodes each, 20 ms
+// added each way on every cross-region read and write) and checks, in
+// order: one key hammered from two regions with unequal demand is
+// admitted within 2% of its global limit and the shares follow the
+// demand; a cut between those two regions keeps the bound and the heal
+// brings no burst; a region lost entirely gives its share back to the
+// other two within ClaimAfter plus a few intervals; a scope: region rule
+// still admits its limit in every region.
+func TestRegionsShareOneQuota(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three clusters")
+	}
+	rs := newRegionSet(t, 2, 10*time.Millisecond)
+	rs.applyRules(regionRules)
+
+	// Unequal demand from ap (300/s) and eu (100/s) on a 200/s key.
+	const rate, burst = 200, 200
+	key := "apikey:ak_demand"
+	h := rs.hammer("orders", key, map[string]int{"ap": 300, "eu": 100}, 20*time.Second)
+	start := time.Now()
+	time.Sleep(3 * time.Second)
+	// Steady state: both regions ask more than their shares, so every
+	// bucket is empty and a window admits rate×T globally, less the floor
+	// the idle region keeps (1%).
+	winStart, before := time.Now(), h.total()
+	time.Sleep(5 * time.Second)
+	win := float64(h.total() - before)
+	winDur := time.Since(winStart).Seconds()
+	h.Stop()
+	elapsed := time.Since(start).Seconds()
+	t.Logf("demand: whole run %d admitted in %.1fs (ap %d of %d asked, eu %d of %d), burst+rate×T = %.0f; steady window %.0f in %.1fs = %.1f%% of rate×T",
+		h.total(), elapsed, h.admitted["ap"].Load(), h.asked["ap"].Load(), h.admitted["eu"].Load(), h.asked["eu"].Load(),
+		burst+rate*elapsed, win, winDur, 100*win/(rate*winDur))
+	if float64(h.total()) > (burst+rate*elapsed)*1.02 {
+		t.Errorf("whole run admitted %d > burst+rate×T %.0f + 2%%", h.total(), burst+rate*elapsed)
+	}
+	if d := win/(rate*winDur) - 1; d > 0.02 || d < -0.02 {
+		t.Errorf("steady window admitted %.0f, %.1f%% off rate×T %.0f (want within 2%%)", win, 100*d, rate*winDur)
+	}
+	shAP, shEU, shUS := rs.share("ap", "orders", key), rs.share("eu", "orders", key), rs.share("us", "orders", key)
+	t.Logf("shares after the run: ap %d eu %d us %d (of %d)", shAP, shEU, shUS, share.Whole)
+	if shAP+shEU+shUS > share.Whole {
+		t.Errorf("shares add up to %d > %d", shAP+shEU+shUS, share.Whole)
+	}
+	// Targets: floor + (Whole − 3 floors) × demand share = 73.75% and 25.25%.
+	spare := share.Whole - 3*share.Whole/100
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{{"ap", shAP, share.Whole/100 + spare*3/4}, {"eu", shEU, share.Whole/100 + spare/4}} {
+		if d := c.got - c.want; d > share.Whole*3/100 || d < -share.Whole*3/100 {
+			t.Errorf("%s holds %d, want %d ± 3%% (its demand's part)", c.name, c.got, c.want)
+		}
+	}
+
+	// Cut ap–eu (both still reach us) while both hammer, then heal.
+	key = "apikey:ak_cut"
+	h = rs.hammer("orders", key, map[string]int{"ap": 200, "eu": 200}, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	rs.net.Cut("ap", "eu", true)
+	cutStart, before := time.Now(), h.total()
+	time.Sleep(4 * time.Second)
+	cutAdmitted := h.total() - before
+	cutDur := time.Since(cutStart).Seconds()
+	rs.net.Cut("ap", "eu", false)
+	healStart, before := time.Now(), h.total()
+	time.Sleep(2 * time.Second)
+	healAdmitted := h.total() - before
+	healDur := time.Since(healStart).Seconds()
+	h.Stop()
+	t.Logf("cut: %d admitted in %.1fs (rate×T = %.0f); heal: %d in %.1fs (rate×T = %.0f)",
+		cutAdmitted, cutDur, rate*cutDur, healAdmitted, healDur, rate*healDur)
+	// The buckets were empty (both regions hammering above the limit), so
+	// a window admits at most rate×T, plus what share moves can add.
+	if float64(cutAdmitted) > rate*cutDur*1.05+burst*0.05 {
+		t.Errorf("during the cut %d admitted > rate×T %.0f + 5%%", cutAdmitted, rate*cutDur)
+	}
+	if float64(healAdmitted) > rate*healDur*1.05+burst*0.05 {
+		t.Errorf("after the heal %d admitted > rate×T %.0f + 5%%: a burst on heal", healAdmitted, rate*healDur)
+	}
+
+	// A region lost entirely: all three use a key, then us goes away.
+	key = "apikey:ak_lost"
+	h = rs.hammer("search", key, map[string]int{"ap": 150, "eu": 150, "us": 150}, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	usShare := rs.share("us", "search", key)
+	t.Logf("lost: us holds %d before it goes", usShare)
+	if usShare < share.Whole/10 {
+		t.Errorf("us holds %d before it is lost: want about a third", usShare)
+	}
+	rs.net.Cut("ap", "us", true)
+	rs.net.Cut("eu", "us", true)
+	lostAt := time.Now()
+	testwait.For(t, 30*time.Second, "ap and eu to take the lost region's share", func() error {
+		if s := rs.share("ap", "search", key) + rs.share("eu", "search", key); s < share.Whole*95/100 {
+			return fmt.Errorf("ap+eu hold %d", s)
+		}
+		return nil
+	})
+	took := time.Since(lostAt)
+	h.Stop()
+	t.Logf("lost: ap+eu hold ≥95%% %v after us was cut off (claim-after %v)", took.Round(10*time.Millisecond), regionClaimAfter)
+	if s := rs.share("us", "search", key); s > share.Whole/100 {
+		t.Errorf("the lost region still holds %d > its floor", s)
+	}
+	for _, n := range rs.cl["us"].Live() {
+		if m := scrape(t, n.HTTPAddr()); !strings.Contains(m, "weir_region_minority 1") || !strings.Contains(m, "weir_region_exchange_failures_total") {
+			t.Errorf("%s (us, cut off) metrics do not show the minority:\n%s", n.ID(), grepLines(m, "weir_region_"))
+		}
+	}
+	if took < regionClaimAfter-regionLostAfter {
+		t.Errorf("share returned after %v, before claim-after: the lost region may still have admitted", took)
+	}
+
+	// A scope: region rule is per region: each region admits its own.
+	h = rs.hammer("local", "apikey:ak_local", map[string]int{"ap": 300, "eu": 300}, 5*time.Second)
+	time.Sleep(time.Second)
+	h.Stop()
+	for _, name := range []string{"ap", "eu"} {
+		if a := h.admitted[name].Load(); a < 100 {
+			t.Errorf("scope region: %s admitted %d < its own burst of 100", name, a)
+		}
+	}
+}
+
+func scrape(t *testing.T, httpAddr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
