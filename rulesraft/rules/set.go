@@ -159,6 +159,8 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("shadow", a.Shadow, b.Shadow)
 	cs.add("lease", a.Lease, b.Lease)
 	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
+	cs.add("events.sample", a.Events.Sample, b.Events.Sample)
+	cs.add("events.redact", a.Events.Redact, b.Events.Redact)
 	return cs
 }
 

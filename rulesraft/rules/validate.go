@@ -189,6 +189,9 @@ func (r Rule) check(ps *problems) {
 	if r.MaxKeys < 0 {
 		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
 	}
+	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
+		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
+	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {

@@ -24,7 +24,16 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Shadow:    r.Shadow,
 		Lease:     r.Lease,
 		MaxKeys:   r.MaxKeys,
+		Events:    eventsToProto(r.Events),
 	}
+}
+
+// eventsToProto sends the zero (default) option as absent.
+func eventsToProto(e rules.Events) *weirv1.EventsOption {
+	if e == (rules.Events{}) {
+		return nil
+	}
+	return &weirv1.EventsOption{Sample: e.Sample, Redact: e.Redact}
 }
 
 func durationString(d rules.Duration) string {
@@ -79,6 +88,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Shadow:    p.GetShadow(),
 		Lease:     p.GetLease(),
 		MaxKeys:   p.GetMaxKeys(),
+		Events:    rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}
