@@ -711,13 +711,15 @@ type checkResultJSON struct {
 	Shadow       bool   `json:"shadow,omitempty"`
 	Error        string `json:"error,omitempty"`
 	ErrorCode    string `json:"error_code,omitempty"`
+	// RuleVersion is the rules version that decided the item.
+	RuleVersion uint64 `json:"rule_version,omitempty"`
 }
 
 func resultJSON(r *limit.Result) checkResultJSON {
 	out := checkResultJSON{
 		Allowed: r.Allowed, Remaining: r.Remaining, Limit: r.Limit,
 		ResetMS: limit.Millis(r.Reset), RetryAfterMS: limit.Millis(r.RetryAfter), WindowMS: limit.Millis(r.Window),
-		Shadow: r.Shadow, Error: r.Err,
+		Shadow: r.Shadow, Error: r.Err, RuleVersion: r.RuleVersion,
 	}
 	if r.Code != limit.CodeNone {
 		out.ErrorCode = r.Code.String()
@@ -799,16 +801,24 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// ResetAt is when the bucket is full again / the window ends, to the
+	// millisecond (RFC 3339, UTC); empty for an item not decided.
 	type limitJSON struct {
 		Rule string `json:"rule"`
 		checkResultJSON
+		ResetAt string `json:"reset_at,omitempty"`
 	}
 	out := struct {
 		Key    string      `json:"key"`
 		Limits []limitJSON `json:"limits"`
 	}{Key: key, Limits: make([]limitJSON, len(ls))}
+	now := s.cfg.Now()
 	for i := range ls {
-		out.Limits[i] = limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
+		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
+		if ls[i].Result.Code == limit.CodeNone {
+			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		out.Limits[i] = l
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

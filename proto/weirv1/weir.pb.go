@@ -2747,11 +2747,10 @@ type HotKey struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rule  string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
 	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// Estimated checks per second over the sketch's window, and the upper
-	// bound of the estimate's overcount.
+	// Estimated checks per second over the last 30 to 60 seconds, at most
+	// err_rate above the true rate.
 	Rate          float64 `protobuf:"fixed64,3,opt,name=rate,proto3" json:"rate,omitempty"`
-	Count         uint64  `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
-	Error         uint64  `protobuf:"varint,5,opt,name=error,proto3" json:"error,omitempty"`
+	ErrRate       float64 `protobuf:"fixed64,4,opt,name=err_rate,json=errRate,proto3" json:"err_rate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2807,16 +2806,9 @@ func (x *HotKey) GetRate() float64 {
 	return 0
 }
 
-func (x *HotKey) GetCount() uint64 {
+func (x *HotKey) GetErrRate() float64 {
 	if x != nil {
-		return x.Count
-	}
-	return 0
-}
-
-func (x *HotKey) GetError() uint64 {
-	if x != nil {
-		return x.Error
+		return x.ErrRate
 	}
 	return 0
 }
@@ -3074,13 +3066,12 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x03seq\x18\t \x01(\x04R\x03seq\"6\n" +
 	"\x0eHotKeysRequest\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
-	"\x03top\x18\x02 \x01(\rR\x03top\"n\n" +
+	"\x03top\x18\x02 \x01(\rR\x03top\"]\n" +
 	"\x06HotKey\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
-	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x14\n" +
-	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\x04R\x05error\"J\n" +
+	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x19\n" +
+	"\berr_rate\x18\x04 \x01(\x01R\aerrRate\"J\n" +
 	"\x0fHotKeysResponse\x12#\n" +
 	"\x04keys\x18\x01 \x03(\v2\x0f.weir.v1.HotKeyR\x04keys\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node*\x9d\x01\n" +

@@ -1,0 +1,74 @@
+package opsapi
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirlimit/weir/node/events"
+	"github.com/weirlimit/weir/proto/weirv1"
+)
+
+// RegisterGRPC registers the Ops service (this node's events and hot keys).
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	weirv1.RegisterOpsServer(g, opsService{s: s})
+}
+
+type opsService struct {
+	weirv1.UnimplementedOpsServer
+	s *Server
+}
+
+func eventToProto(e *events.Event) *weirv1.LimitEvent {
+	return &weirv1.LimitEvent{
+		TimeUnixMs: e.Time.UnixMilli(), Rule: e.Rule, RuleVersion: e.RuleVersion, Key: e.Key,
+		Decision: e.Decision, Remaining: e.Remaining, Node: e.Node, Gateway: e.Gateway, Seq: e.Seq,
+	}
+}
+
+// Events sends the buffered events that match (the newest limit), then,
+// with follow, new ones until the client or the node goes away.
+func (o opsService) Events(req *weirv1.EventsRequest, stream grpc.ServerStreamingServer[weirv1.LimitEvent]) error {
+	f := events.Filter{Rule: req.GetRule(), Key: req.GetKey(), Decision: req.GetDecision()}
+	if !events.ValidDecision(f.Decision) {
+		return status.Errorf(codes.InvalidArgument, "decision %q: want allowed, denied or error", f.Decision)
+	}
+	buf := o.s.src.Events()
+	evs, next, wake := buf.Since(0, f, int(req.GetLimit()))
+	for {
+		for i := range evs {
+			if err := stream.Send(eventToProto(&evs[i])); err != nil {
+				return err
+			}
+		}
+		if !req.GetFollow() {
+			return nil
+		}
+		select {
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-o.s.cfg.Ctx.Done():
+			return status.Error(codes.Unavailable, "node is shutting down")
+		case <-wake:
+			if buf.Closed() {
+				return status.Error(codes.Unavailable, "node is shutting down")
+			}
+			evs, next, wake = buf.Since(next, f, 0)
+		}
+	}
+}
+
+// HotKeys answers this node's hottest keys.
+func (o opsService) HotKeys(_ context.Context, req *weirv1.HotKeysRequest) (*weirv1.HotKeysResponse, error) {
+	top := int(req.GetTop())
+	if top == 0 {
+		top = 10
+	}
+	out := &weirv1.HotKeysResponse{Node: o.s.src.Self()}
+	for _, k := range MergeHotKeys(o.s.src.HotKeys(req.GetRule(), 0), top) {
+		out.Keys = append(out.Keys, &weirv1.HotKey{Rule: k.Rule, Key: k.Key, Rate: k.Rate, ErrRate: k.ErrRate})
+	}
+	return out, nil
+}
