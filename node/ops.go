@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +25,7 @@ import (
 
 const (
 	// hotEvery: one item in hotEvery feeds the hot-key sketches (with
-	// weight hotEvery), chosen by a per-node counter.
+	// weight hotEvery), from a random offset in each batch.
 	hotEvery = 4
 	// hotSlots is the keys one rule's sketch holds.
 	hotSlots = 64
@@ -45,7 +44,6 @@ const (
 // gateway reports; the events buffer has its own lock.
 type opsState struct {
 	events *events.Buffer
-	seq    atomic.Uint64 // items observed, for hot-key sampling
 
 	mu        sync.Mutex
 	hot       map[string]*hotPair // by rule
@@ -78,8 +76,9 @@ func newOpsState(now time.Time) *opsState {
 func (n *Node) observe(items []limit.Item, res []limit.Result) {
 	o := n.ops
 	cnt := uint64(len(items))
-	base := o.seq.Add(cnt) - cnt
-	if first := (hotEvery - base%hotEvery) % hotEvery; first < cnt {
+	// A random offset, then every hotEvery-th item: no aliasing with
+	// periodic traffic, one random draw per batch.
+	if first := rand.Uint64N(hotEvery); first < cnt {
 		o.mu.Lock()
 		for i := first; i < cnt; i += hotEvery {
 			if res[i].Code == limit.CodeNone && !items[i].Refund {

@@ -523,7 +523,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 			snap.Events = snap.Events[len(snap.Events)-50:]
 		}
 	}
-	snap.HotKeys = MergeHotKeys(snap.HotKeys, 10)
+	snap.HotKeys = MergeHotKeys(snap.HotKeys, 5)
 	if snap.Events == nil {
 		snap.Events = []events.Event{}
 	}
