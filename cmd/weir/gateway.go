@@ -49,6 +49,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	untilRules := fs.String("until-rules", string(def.UntilRules), "`policy` while no rule set is held: wait (up to --until-rules-timeout, then deny), deny (503) or allow (no limits)")
 	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
+	logFmt := logFormatFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -77,7 +78,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 			}
 			cfg.TrustedProxies = append(cfg.TrustedProxies, p)
 		}
-		logger := slog.New(slog.NewTextHandler(c.stderr, nil))
+		logger := newLogger(c.stderr, *logFmt, slog.LevelInfo)
 		cfg.Logger = logger
 		reg := prometheus.NewRegistry()
 		cfg.Registry = reg

@@ -35,6 +35,7 @@ type nodeFlags struct {
 	replInterval, leaveTimeout                            time.Duration
 	reflection                                            bool
 	logLevel                                              slog.Level
+	logFormat                                             *logFormat
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -66,6 +67,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
+	f.logFormat = logFormatFlag(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -88,7 +90,7 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--leave-timeout %s: must be > 0", f.leaveTimeout)
 	}
 	cfg.LeaveTimeout = f.leaveTimeout
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	cfg.Logger = newLogger(os.Stderr, *f.logFormat, f.logLevel)
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "node: invalid config: "))
 	}
