@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -71,4 +72,28 @@ func (o opsService) HotKeys(_ context.Context, req *weirv1.HotKeysRequest) (*wei
 		out.Keys = append(out.Keys, &weirv1.HotKey{Rule: k.Rule, Key: k.Key, Rate: k.Rate, ErrRate: k.ErrRate})
 	}
 	return out, nil
+}
+
+// Report takes a gateway's batch of gateway-side decisions.
+func (o opsService) Report(_ context.Context, req *weirv1.GatewayReport) (*weirv1.GatewayReportResponse, error) {
+	rep := Report{Gateway: req.GetGatewayId()}
+	for _, c := range req.GetCounts() {
+		rep.Counts = append(rep.Counts, ReportCount{Rule: c.GetRule(), LocalAllowed: c.GetLocalAllowed(),
+			LocalDenied: c.GetLocalDenied(), FailOpen: c.GetFailOpen(), FailClosed: c.GetFailClosed()})
+	}
+	for _, e := range req.GetEvents() {
+		var at time.Time // zero: the node stamps it
+		if ms := e.GetTimeUnixMs(); ms > 0 {
+			at = time.UnixMilli(ms)
+		}
+		rep.Events = append(rep.Events, ReportEvent{Time: at, Rule: e.GetRule(),
+			RuleVersion: e.GetRuleVersion(), Key: e.GetKey(), Decision: e.GetDecision(), Remaining: e.GetRemaining()})
+	}
+	if err := rep.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := o.s.src.Report(rep); err != nil {
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	}
+	return &weirv1.GatewayReportResponse{}, nil
 }

@@ -2502,6 +2502,183 @@ func (x *Moved) GetTo() string {
 	return ""
 }
 
+type GatewayReport struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	GatewayId string                 `protobuf:"bytes,1,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
+	Counts    []*GatewayRuleCounts   `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	// Sampled gateway-side decisions (node and seq are ignored).
+	Events        []*LimitEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayReport) Reset() {
+	*x = GatewayReport{}
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayReport) ProtoMessage() {}
+
+func (x *GatewayReport) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayReport.ProtoReflect.Descriptor instead.
+func (*GatewayReport) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GatewayReport) GetGatewayId() string {
+	if x != nil {
+		return x.GatewayId
+	}
+	return ""
+}
+
+func (x *GatewayReport) GetCounts() []*GatewayRuleCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *GatewayReport) GetEvents() []*LimitEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// One rule's gateway-side decisions since the gateway's last report.
+type GatewayRuleCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rule  string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Allowed from a lease / denied by the blocked-until cache (or by the
+	// fail-open share bucket).
+	LocalAllowed uint64 `protobuf:"varint,2,opt,name=local_allowed,json=localAllowed,proto3" json:"local_allowed,omitempty"`
+	LocalDenied  uint64 `protobuf:"varint,3,opt,name=local_denied,json=localDenied,proto3" json:"local_denied,omitempty"`
+	// Allowed by the fail-open fallback; denied by fail_mode closed.
+	FailOpen      uint64 `protobuf:"varint,4,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
+	FailClosed    uint64 `protobuf:"varint,5,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayRuleCounts) Reset() {
+	*x = GatewayRuleCounts{}
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayRuleCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayRuleCounts) ProtoMessage() {}
+
+func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayRuleCounts.ProtoReflect.Descriptor instead.
+func (*GatewayRuleCounts) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GatewayRuleCounts) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *GatewayRuleCounts) GetLocalAllowed() uint64 {
+	if x != nil {
+		return x.LocalAllowed
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetLocalDenied() uint64 {
+	if x != nil {
+		return x.LocalDenied
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetFailOpen() uint64 {
+	if x != nil {
+		return x.FailOpen
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetFailClosed() uint64 {
+	if x != nil {
+		return x.FailClosed
+	}
+	return 0
+}
+
+type GatewayReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayReportResponse) Reset() {
+	*x = GatewayReportResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayReportResponse) ProtoMessage() {}
+
+func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayReportResponse.ProtoReflect.Descriptor instead.
+func (*GatewayReportResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+}
+
 type EventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters: exact rule id, exact key (or its hash for a redacted rule),
@@ -2518,7 +2695,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2707,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2720,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *EventsRequest) GetRule() string {
@@ -2600,7 +2777,7 @@ type LimitEvent struct {
 
 func (x *LimitEvent) Reset() {
 	*x = LimitEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2789,7 @@ func (x *LimitEvent) String() string {
 func (*LimitEvent) ProtoMessage() {}
 
 func (x *LimitEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2802,7 @@ func (x *LimitEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitEvent.ProtoReflect.Descriptor instead.
 func (*LimitEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LimitEvent) GetTimeUnixMs() int64 {
@@ -2701,7 +2878,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2890,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2903,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HotKeysRequest) GetRule() string {
@@ -2757,7 +2934,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2946,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2959,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HotKey) GetRule() string {
@@ -2823,7 +3000,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3012,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3025,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HotKeysResponse) GetKeys() []*HotKey {
@@ -3045,7 +3222,20 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06copies\x18\x04 \x03(\v2\x15.weir.v1.CounterStateR\x06copies\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\"\x7f\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\x8f\x01\n" +
+	"\rGatewayReport\x12\x1d\n" +
+	"\n" +
+	"gateway_id\x18\x01 \x01(\tR\tgatewayId\x122\n" +
+	"\x06counts\x18\x02 \x03(\v2\x1a.weir.v1.GatewayRuleCountsR\x06counts\x12+\n" +
+	"\x06events\x18\x03 \x03(\v2\x13.weir.v1.LimitEventR\x06events\"\xad\x01\n" +
+	"\x11GatewayRuleCounts\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12#\n" +
+	"\rlocal_allowed\x18\x02 \x01(\x04R\flocalAllowed\x12!\n" +
+	"\flocal_denied\x18\x03 \x01(\x04R\vlocalDenied\x12\x1b\n" +
+	"\tfail_open\x18\x04 \x01(\x04R\bfailOpen\x12\x1f\n" +
+	"\vfail_closed\x18\x05 \x01(\x04R\n" +
+	"failClosed\"\x17\n" +
+	"\x15GatewayReportResponse\"\x7f\n" +
 	"\rEventsRequest\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
@@ -3105,10 +3295,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\rForwardStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
 	"\tReplicate\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse\x12L\n" +
 	"\x0fReplicateStream\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse(\x010\x01\x12<\n" +
-	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse2|\n" +
+	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse2\xbe\x01\n" +
 	"\x03Ops\x127\n" +
 	"\x06Events\x12\x16.weir.v1.EventsRequest\x1a\x13.weir.v1.LimitEvent0\x01\x12<\n" +
-	"\aHotKeys\x12\x17.weir.v1.HotKeysRequest\x1a\x18.weir.v1.HotKeysResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
+	"\aHotKeys\x12\x17.weir.v1.HotKeysRequest\x1a\x18.weir.v1.HotKeysResponse\x12@\n" +
+	"\x06Report\x12\x16.weir.v1.GatewayReport\x1a\x1e.weir.v1.GatewayReportResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -3123,7 +3314,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
@@ -3164,11 +3355,14 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*HandoffRequest)(nil),        // 36: weir.v1.HandoffRequest
 	(*HandoffResponse)(nil),       // 37: weir.v1.HandoffResponse
 	(*Moved)(nil),                 // 38: weir.v1.Moved
-	(*EventsRequest)(nil),         // 39: weir.v1.EventsRequest
-	(*LimitEvent)(nil),            // 40: weir.v1.LimitEvent
-	(*HotKeysRequest)(nil),        // 41: weir.v1.HotKeysRequest
-	(*HotKey)(nil),                // 42: weir.v1.HotKey
-	(*HotKeysResponse)(nil),       // 43: weir.v1.HotKeysResponse
+	(*GatewayReport)(nil),         // 39: weir.v1.GatewayReport
+	(*GatewayRuleCounts)(nil),     // 40: weir.v1.GatewayRuleCounts
+	(*GatewayReportResponse)(nil), // 41: weir.v1.GatewayReportResponse
+	(*EventsRequest)(nil),         // 42: weir.v1.EventsRequest
+	(*LimitEvent)(nil),            // 43: weir.v1.LimitEvent
+	(*HotKeysRequest)(nil),        // 44: weir.v1.HotKeysRequest
+	(*HotKey)(nil),                // 45: weir.v1.HotKey
+	(*HotKeysResponse)(nil),       // 46: weir.v1.HotKeysResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -3192,56 +3386,60 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	33, // 18: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
 	38, // 19: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
 	33, // 20: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	42, // 21: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
-	2,  // 22: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 23: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 24: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	15, // 25: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	16, // 26: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	17, // 27: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	18, // 28: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	23, // 29: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	19, // 30: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	20, // 31: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	21, // 32: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	28, // 33: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	24, // 34: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	30, // 35: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	30, // 36: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 37: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 38: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	34, // 39: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	34, // 40: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	36, // 41: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	39, // 42: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
-	41, // 43: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
-	4,  // 44: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 45: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 46: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	14, // 47: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 48: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	22, // 49: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	22, // 50: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	27, // 51: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	22, // 52: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	22, // 53: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	22, // 54: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	29, // 55: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	25, // 56: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	32, // 57: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	32, // 58: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 59: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 60: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	35, // 61: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	35, // 62: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	37, // 63: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	40, // 64: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
-	43, // 65: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
-	44, // [44:66] is the sub-list for method output_type
-	22, // [22:44] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	40, // 21: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	43, // 22: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	45, // 23: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 24: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 25: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 26: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	15, // 27: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	16, // 28: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	17, // 29: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	18, // 30: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	23, // 31: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	19, // 32: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	20, // 33: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	21, // 34: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	28, // 35: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	24, // 36: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	30, // 37: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	30, // 38: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 39: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 40: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	34, // 41: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	34, // 42: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	36, // 43: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	42, // 44: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	44, // 45: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	39, // 46: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 47: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 48: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 49: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	14, // 50: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 51: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	22, // 52: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	22, // 53: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	27, // 54: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	22, // 55: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	22, // 56: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	22, // 57: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	29, // 58: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	25, // 59: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	32, // 60: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	32, // 61: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 62: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 63: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	35, // 64: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	35, // 65: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	37, // 66: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	43, // 67: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	46, // 68: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	41, // 69: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	47, // [47:70] is the sub-list for method output_type
+	24, // [24:47] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -3255,7 +3453,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   5,
 		},

@@ -1094,6 +1094,7 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 const (
 	Ops_Events_FullMethodName  = "/weir.v1.Ops/Events"
 	Ops_HotKeys_FullMethodName = "/weir.v1.Ops/HotKeys"
+	Ops_Report_FullMethodName  = "/weir.v1.Ops/Report"
 )
 
 // OpsClient is the client API for Ops service.
@@ -1107,6 +1108,10 @@ type OpsClient interface {
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LimitEvent], error)
 	// HotKeys answers the hottest keys per rule this node has seen.
 	HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error)
+	// Report takes a gateway's decisions made without the owner (leases,
+	// the blocked-until cache, fail modes), sent in batches every few
+	// seconds: the node counts them in its per-rule metrics and events.
+	Report(ctx context.Context, in *GatewayReport, opts ...grpc.CallOption) (*GatewayReportResponse, error)
 }
 
 type opsClient struct {
@@ -1146,6 +1151,16 @@ func (c *opsClient) HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grp
 	return out, nil
 }
 
+func (c *opsClient) Report(ctx context.Context, in *GatewayReport, opts ...grpc.CallOption) (*GatewayReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayReportResponse)
+	err := c.cc.Invoke(ctx, Ops_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServer is the server API for Ops service.
 // All implementations must embed UnimplementedOpsServer
 // for forward compatibility.
@@ -1157,6 +1172,10 @@ type OpsServer interface {
 	Events(*EventsRequest, grpc.ServerStreamingServer[LimitEvent]) error
 	// HotKeys answers the hottest keys per rule this node has seen.
 	HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error)
+	// Report takes a gateway's decisions made without the owner (leases,
+	// the blocked-until cache, fail modes), sent in batches every few
+	// seconds: the node counts them in its per-rule metrics and events.
+	Report(context.Context, *GatewayReport) (*GatewayReportResponse, error)
 	mustEmbedUnimplementedOpsServer()
 }
 
@@ -1172,6 +1191,9 @@ func (UnimplementedOpsServer) Events(*EventsRequest, grpc.ServerStreamingServer[
 }
 func (UnimplementedOpsServer) HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HotKeys not implemented")
+}
+func (UnimplementedOpsServer) Report(context.Context, *GatewayReport) (*GatewayReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
 }
 func (UnimplementedOpsServer) mustEmbedUnimplementedOpsServer() {}
 func (UnimplementedOpsServer) testEmbeddedByValue()             {}
@@ -1223,6 +1245,24 @@ func _Ops_HotKeys_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Ops_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayReport)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ops_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServer).Report(ctx, req.(*GatewayReport))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Ops_ServiceDesc is the grpc.ServiceDesc for Ops service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1233,6 +1273,10 @@ var Ops_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HotKeys",
 			Handler:    _Ops_HotKeys_Handler,
+		},
+		{
+			MethodName: "Report",
+			Handler:    _Ops_Report_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
