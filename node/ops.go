@@ -26,7 +26,7 @@ import (
 const (
 	// hotEvery: one item in hotEvery feeds the hot-key sketches (with
 	// weight hotEvery), from a random offset in each batch.
-	hotEvery = 4
+	hotEvery = 32
 	// hotSlots is the keys one rule's sketch holds.
 	hotSlots = 64
 	// hotWindow is how long a sketch counts before it becomes the

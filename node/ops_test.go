@@ -262,8 +262,8 @@ func TestHotKeysRatesAndGatewayReports(t *testing.T) {
 	c := testcluster.New(t, 3)
 	ver := c.ApplyRules(opsRules)
 	entry := c.Nodes[0]
-	items := make([]limit.Item, 0, 400)
-	for i := 0; i < 400; i++ {
+	items := make([]limit.Item, 0, 2000) // hot-key sampling takes 1 item in 32
+	for i := 0; i < 2000; i++ {
 		k := "ip:10.0.0.1"
 		if i%4 == 3 {
 			k = fmt.Sprintf("ip:10.1.0.%d", i)

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/limit"
 )
 
 // The shipped alert rules are valid and fire as their unit tests say
@@ -65,8 +67,12 @@ func TestMonitoringMetricNamesExist(t *testing.T) {
     max_keys: 1
 `)
 	base := "http://" + c.Nodes[0].HTTPAddr()
-	for i := 0; i < 64; i++ { // denials after the burst; hot-key samples (1 in 4) for sure
-		post(t, base+"/v1/limits/check", `{"key":"apikey:m","rule":"orders.write","cost":1}`)
+	items := make([]limit.Item, 1000) // denials after the burst; hot-key samples (1 in 32) for sure
+	for i := range items {
+		items[i] = limit.Item{Key: "apikey:m", Rule: "orders.write", Cost: 1}
+	}
+	if err := c.Nodes[0].Check(context.Background(), items, make([]limit.Result, len(items))); err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; i < 40; i++ { // more keys than the cap: key_cap refusals
 		postAny(t, base+"/v1/limits/check", fmt.Sprintf(`{"key":"ip:10.9.0.%d","rule":"capped"}`, i))
