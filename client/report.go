@@ -94,19 +94,24 @@ func (r *reporter) event(now time.Time, rs *ruleState, rule, key, decision strin
 		Key: key, Decision: decision, Remaining: remaining})
 }
 
-// take returns the report so far and starts a new one (nil: nothing).
+// take returns the report so far and starts a new one. An empty report
+// still tells the node the gateway is there (the dashboard lists it).
 func (r *reporter) take(gateway string) *weirv1.GatewayReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.counts) == 0 && len(r.events) == 0 {
-		return nil
-	}
 	rep := &weirv1.GatewayReport{GatewayId: gateway, Events: r.events}
 	for _, c := range r.counts {
 		rep.Counts = append(rep.Counts, c)
 	}
 	r.counts, r.events = nil, nil
 	return rep
+}
+
+// pending reports whether anything was counted since the last report.
+func (r *reporter) pending() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.counts) > 0 || len(r.events) > 0
 }
 
 // putBack merges counts of a report that could not be sent into the next
@@ -124,7 +129,7 @@ func (r *reporter) putBack(rep *weirv1.GatewayReport) {
 }
 
 // reportLoop sends the report every ReportInterval to a node (the
-// members in turn), and once more on Close.
+// members in turn), and once more on Close (if it holds anything).
 func (c *Client) reportLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.ReportInterval)
@@ -132,9 +137,11 @@ func (c *Client) reportLoop() {
 	for {
 		select {
 		case <-c.ctx.Done():
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			c.sendReport(ctx)
-			cancel()
+			if c.report.pending() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				c.sendReport(ctx)
+				cancel()
+			}
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReportInterval)
@@ -146,9 +153,6 @@ func (c *Client) reportLoop() {
 
 func (c *Client) sendReport(ctx context.Context) {
 	rep := c.report.take(c.cfg.GatewayID)
-	if rep == nil {
-		return
-	}
 	addrs := c.addrs()
 	addr := addrs[int(c.next.Add(1))%len(addrs)]
 	cc, err := c.dial(addr) // its own short-lived connection: Close may be under way

@@ -36,6 +36,9 @@ const (
 	// rateStep*ratePoints (5 minutes).
 	rateStep   = 2 * time.Second
 	ratePoints = 150
+	// gatewayTTL: a gateway that has not reported for this long (it
+	// reports every few seconds, even with nothing to count) is forgotten.
+	gatewayTTL = 10 * time.Minute
 	// eventCapacity is the events a node keeps.
 	eventCapacity = 4096
 )
@@ -194,6 +197,11 @@ func (n *Node) opsStep(now time.Time) {
 	for rule := range o.hot {
 		if _, ok := live[rule]; !ok {
 			delete(o.hot, rule)
+		}
+	}
+	for id, g := range o.gateways {
+		if now.Sub(g.LastReport) > gatewayTTL {
+			delete(o.gateways, id)
 		}
 	}
 	if d := now.Sub(o.hotSince); d >= hotWindow {

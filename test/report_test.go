@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,8 @@ rules:
 // fail-open fallback, here forced by the rule's key cap) are reported to
 // the nodes in batches: they count in weir_checks_total and
 // weir_gateway_decisions_total, the gateway shows in the snapshot with its
-// fail-open count, and its fail-mode decisions become events.
+// fail-open count (a gateway with nothing to count shows too), and its
+// fail-mode decisions become events.
 func TestGatewayDecisionsReported(t *testing.T) {
 	c := testcluster.New(t, 1)
 	ver := c.ApplyRules(reportRules)
@@ -52,14 +54,29 @@ func TestGatewayDecisionsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	quietCfg := cfg // a gateway that decides nothing itself still shows (it reports empty batches)
+	quietCfg.GatewayID = "gw-quiet"
+	quiet, err := client.New(context.Background(), quietCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := cl.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 6; i++ { // 1 allowed, 1 denied by the owner, then the blocked-until cache
-		if _, err := cl.CheckKey(ctx, "apikey:abuser", 1, "blk"); err != nil {
+	// blk: allowed once, denied by the owner, then by the blocked-until
+	// cache; a check the owner does not answer in time (a fresh
+	// connection under -race) fails closed, also a gateway-side decision.
+	closed := 0
+	for i := 0; i < 6; i++ {
+		d, err := cl.CheckKey(ctx, "apikey:abuser", 1, "blk")
+		if err != nil {
 			t.Fatal(err)
+		}
+		if d.Limits[0].Fallback {
+			closed++
 		}
 	}
 	opened := 0
@@ -68,31 +85,37 @@ func TestGatewayDecisionsReported(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Limits[0].Fallback {
+		if d.Limits[0].Fallback && d.Limits[0].Allowed {
 			opened++
 		}
 	}
-	if opened < 3 || cl.Stats().BlockedHits < 4 {
-		t.Fatalf("%d fail-open decisions, %d blocked-until hits: the test did not make gateway-side decisions", opened, cl.Stats().BlockedHits)
+	blocked := cl.Stats().BlockedHits
+	if opened < 3 || blocked < 1 {
+		t.Fatalf("%d fail-open decisions, %d blocked-until hits: the test did not make gateway-side decisions", opened, blocked)
 	}
 
 	base := "http://" + c.Nodes[0].HTTPAddr()
 	testwait.For(t, 10*time.Second, "the gateway's report in the node's metrics and snapshot", func() error {
 		m := get(t, base+"/metrics")
 		for _, want := range []string{
-			`weir_gateway_decisions_total{decision="denied",reason="local",rule="blk"} 4`,
+			fmt.Sprintf(`weir_gateway_decisions_total{decision="denied",reason="local",rule="blk"} %d`, blocked),
+			fmt.Sprintf(`weir_gateway_decisions_total{decision="denied",reason="fail_closed",rule="blk"} %d`, closed),
 			fmt.Sprintf(`weir_gateway_decisions_total{decision="allowed",reason="fail_open",rule="capped"} %d`, opened),
-			`weir_checks_total{decision="denied",rule="blk"} 5`, // 1 by the owner + 4 reported
 		} {
 			if !strings.Contains(m, want+"\n") {
 				return fmt.Errorf("metrics lack %q", want)
 			}
 		}
+		// The owner's own denials plus the reported ones.
+		if n := metricValue(m, `weir_checks_total{decision="denied",rule="blk"}`); n < float64(blocked)+float64(closed) {
+			return fmt.Errorf("weir_checks_total denied blk = %v, want >= %d reported", n, blocked+uint64(closed))
+		}
 		var s opsapi.Snapshot
 		if err := json.Unmarshal([]byte(get(t, base+"/v1/ops/snapshot")), &s); err != nil {
 			return err
 		}
-		if len(s.Gateways) != 1 || s.Gateways[0].ID != "gw-report" || s.Gateways[0].FailOpen != uint64(opened) || s.Gateways[0].Local != 4 {
+		if len(s.Gateways) != 2 || s.Gateways[0].ID != "gw-quiet" || s.Gateways[0].Local+s.Gateways[0].FailOpen != 0 ||
+			s.Gateways[1].ID != "gw-report" || s.Gateways[1].FailOpen != uint64(opened) || s.Gateways[1].Local != blocked {
 			return fmt.Errorf("gateways %+v", s.Gateways)
 		}
 		for _, e := range s.Events {
@@ -102,6 +125,19 @@ func TestGatewayDecisionsReported(t *testing.T) {
 		}
 		return fmt.Errorf("no fail-open event from the gateway in %+v", s.Events)
 	})
+}
+
+// metricValue is the value of the sample named exactly series (-1: none).
+func metricValue(metrics, series string) float64 {
+	for _, l := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 func get(t *testing.T, url string) string {

@@ -250,8 +250,11 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQ
 	backlog, next, wake := buf.Since(eq.after, eq.filter, eq.limit)
 	peerNext := map[string]uint64{} // peer id → its last seq seen
 	if !eq.local {
-		backlog = append(backlog, s.pollPeers(r.Context(), eq, peerNext, eq.limit)...)
+		backlog = append(backlog, s.pollPeers(r.Context(), eq, peerNext)...)
 		sortEvents(backlog)
+		if eq.limit > 0 && len(backlog) > eq.limit {
+			backlog = backlog[len(backlog)-eq.limit:]
+		}
 	}
 	if !send(backlog) {
 		return
@@ -276,7 +279,7 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQ
 			}
 			fl.Flush()
 		case <-tick:
-			if !send(s.pollPeers(r.Context(), eq, peerNext, 0)) {
+			if !send(s.pollPeers(r.Context(), eq, peerNext)) {
 				return
 			}
 		case <-wake:
@@ -293,9 +296,9 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQ
 }
 
 // pollPeers fetches the other members' events after the seq last seen of
-// each (the newest limit on the first poll of a member; limit 0 then
-// means none of its backlog, only what comes after).
-func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[string]uint64, limit int) []events.Event {
+// each; from a member not polled before, its buffered events (the newest
+// eq.limit, 0: all).
+func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[string]uint64) []events.Event {
 	var (
 		mu  sync.Mutex
 		out []events.Event
@@ -322,7 +325,7 @@ func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[str
 				q.Set("after", strconv.FormatUint(after, 10))
 				q.Set("limit", "0")
 			} else {
-				q.Set("limit", strconv.Itoa(max(limit, 1)))
+				q.Set("limit", strconv.Itoa(eq.limit))
 			}
 			body, err := s.get(ctx, addr, "/v1/events?"+q.Encode())
 			if err != nil {
@@ -338,9 +341,7 @@ func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[str
 			mu.Lock()
 			defer mu.Unlock()
 			peerNext[id] = part.Next
-			if seen || limit > 0 {
-				out = append(out, part.Events...)
-			}
+			out = append(out, part.Events...)
 		}()
 	}
 	wg.Wait()
