@@ -19,6 +19,9 @@ import (
 // branch per rule decision when nothing local happened, and one short
 // lock when something did.
 
+// reportTimeout is the least time a report may take (dial included).
+const reportTimeout = 2 * time.Second
+
 // maxReportEvents bounds the events one report carries; more in one
 // interval are dropped (the counts stay exact).
 const maxReportEvents = 100
@@ -114,11 +117,14 @@ func (r *reporter) pending() bool {
 	return len(r.counts) > 0 || len(r.events) > 0
 }
 
-// putBack merges counts of a report that could not be sent into the next
-// one (its events are dropped: they are samples).
+// putBack merges a report that could not be sent into the next one (its
+// events too, as long as they fit in maxReportEvents).
 func (r *reporter) putBack(rep *weirv1.GatewayReport) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if room := maxReportEvents - len(r.events); room > 0 {
+		r.events = append(rep.Events[:min(room, len(rep.Events)):min(room, len(rep.Events))], r.events...)
+	}
 	for _, c := range rep.Counts {
 		n := r.count(c.Rule)
 		n.LocalAllowed += c.LocalAllowed
@@ -144,7 +150,7 @@ func (c *Client) reportLoop() {
 			}
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.ReportInterval)
+			ctx, cancel := context.WithTimeout(c.ctx, max(c.cfg.ReportInterval, reportTimeout))
 			c.sendReport(ctx)
 			cancel()
 		}
