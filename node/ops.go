@@ -24,8 +24,8 @@ import (
 // sampled event or a sketch's new key.
 
 const (
-	// hotEvery: one item in hotEvery feeds the hot-key sketches (with
-	// weight hotEvery), from a random offset in each batch.
+	// hotEvery: on average one item in hotEvery feeds the hot-key
+	// sketches (with weight hotEvery), at random gaps.
 	hotEvery = 32
 	// hotSlots is the keys one rule's sketch holds.
 	hotSlots = 64
@@ -79,11 +79,11 @@ func newOpsState(now time.Time) *opsState {
 func (n *Node) observe(items []limit.Item, res []limit.Result) {
 	o := n.ops
 	cnt := uint64(len(items))
-	// A random offset, then every hotEvery-th item: no aliasing with
-	// periodic traffic, one random draw per batch.
+	// Random gaps averaging hotEvery items (not a fixed stride, which
+	// aliases with periodic traffic): one random draw per sampled item.
 	if first := rand.Uint64N(hotEvery); first < cnt {
 		o.mu.Lock()
-		for i := first; i < cnt; i += hotEvery {
+		for i := first; i < cnt; i += 1 + rand.Uint64N(2*hotEvery-1) {
 			if res[i].Code == limit.CodeNone && !items[i].Refund {
 				o.hotAdd(items[i].Rule, items[i].Key)
 			}

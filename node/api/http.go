@@ -802,7 +802,8 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// ResetAt is when the bucket is full again / the window ends, to the
-	// millisecond (RFC 3339, UTC); empty for an item not decided.
+	// millisecond (RFC 3339, UTC); empty for an item not decided (or one
+	// that never resets: a block with no end).
 	type limitJSON struct {
 		Rule string `json:"rule"`
 		checkResultJSON
@@ -815,7 +816,7 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	now := s.cfg.Now()
 	for i := range ls {
 		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
-		if ls[i].Result.Code == limit.CodeNone {
+		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
 			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 		}
 		out.Limits[i] = l
