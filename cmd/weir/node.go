@@ -313,6 +313,7 @@ func printDevHelp(w io.Writer, n *node.Node, dataDir, gateway string) {
 	h := n.HTTPAddr()
 	fmt.Fprintf(w, `weir dev: one node with the example rules is up.
   HTTP  http://%[1]s    gRPC %[2]s    data %[3]s
+  Dashboard  http://%[1]s/ui/
 
 Try:
   weir rules list --addr %[1]s
@@ -320,6 +321,7 @@ Try:
   curl -s -XPOST http://%[1]s/v1/limits/check -d '{"key":"apikey:ak_1","rule":"orders.write"}'
   curl -s http://%[1]s/v1/limits/apikey:ak_1
   curl -s http://%[1]s/metrics | grep weir_
+  weir events --addr %[1]s --follow          # sampled denials, with the rule version
 `, h, n.GRPCAddr(), dataDir)
 	if gateway != "" {
 		fmt.Fprintf(w, `
