@@ -24,6 +24,16 @@ import (
 
 const opsRules = `
 rules:
+  - id: reads.free
+    match: {route: /r, plan: "*"}
+    key: apikey
+    rate: 10
+    period: 1m
+  - id: reads.pro
+    match: {route: /r, plan: pro}
+    key: apikey
+    rate: 100
+    period: 1m
   - id: burst2
     match: {route: /b, method: GET}
     key: apikey
@@ -318,7 +328,7 @@ func TestHotKeysRatesAndGatewayReports(t *testing.T) {
 		}
 		return fmt.Errorf("no denied rate for perip yet: %+v", snap.Rates)
 	})
-	if snap.Cluster == nil || len(snap.Cluster.Members) != 3 || snap.Rules == nil || snap.Rules.Version != ver || snap.Rules.LastChange == nil || len(snap.Rules.LastChange.Diff) != 5 {
+	if snap.Cluster == nil || len(snap.Cluster.Members) != 3 || snap.Rules == nil || snap.Rules.Version != ver || snap.Rules.LastChange == nil || len(snap.Rules.LastChange.Diff) != 7 {
 		t.Fatalf("snapshot cluster %+v rules %+v", snap.Cluster, snap.Rules)
 	}
 	found := false
@@ -352,7 +362,9 @@ func TestGetLimitsByKeyType(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"ip:127.0.0.1":       "perip",
-		"apikey:zz":          "burst2",
+		"apikey:zz":          "burst2,reads.free,reads.pro",
+		"apikey:zz?plan=pro": "burst2,reads.pro",
+		"apikey:zz?plan=x":   "burst2,reads.free",
 		"user:bob":           "secret",
 		"global:global":      "glob",
 		"header:X-Tenant:t1": "tenant",

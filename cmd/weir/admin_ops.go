@@ -214,7 +214,7 @@ type limitsAnswer struct {
 
 // limitsCmd is `weir limits KEY`: GET /v1/limits/{key}.
 func (c *cli) limitsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "limits KEY", GroupID: "admin",
+	cmd := &cobra.Command{Use: "limits KEY [--plan P]", GroupID: "admin",
 		Short: "Show a key's quota under each rule that applies to it",
 		Long: "Show, without taking anything, a limited key's quota under each rule of its key\n" +
 			"type (apikey:ak_1 → the apikey rules; global:global → the global rules):\n" +
@@ -226,10 +226,15 @@ func (c *cli) limitsCmd() *cobra.Command {
 			return nil
 		}}
 	o := adminFlags(cmd)
+	plan := cmd.Flags().String("plan", "", "only the rules that apply to requests of this `plan` (a plan's own rule replaces the \"*\" one)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var q url.Values
+		if *plan != "" {
+			q = url.Values{"plan": {*plan}}
+		}
 		return request(c, cmd, o, func(api *apiClient) (limitsAnswer, []byte, error) {
 			var a limitsAnswer
-			raw, err := api.getJSON(cmd.Context(), "/v1/limits/"+url.PathEscape(args[0]), nil, &a)
+			raw, err := api.getJSON(cmd.Context(), "/v1/limits/"+url.PathEscape(args[0]), q, &a)
 			return a, raw, err
 		}, func(a limitsAnswer) error {
 			if len(a.Limits) == 0 {

@@ -794,12 +794,17 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GET /v1/limits/{key...}
+// GET /v1/limits/{key...}[?plan=P]
 func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	key := r.PathValue("key")
 	ls, err := s.getLimits(r.Context(), key)
 	if err != nil {
 		return err
+	}
+	if plan := r.URL.Query().Get("plan"); plan != "" {
+		if ls, err = forPlan(s.b.Rules().Current(), ls, plan); err != nil {
+			return err
+		}
 	}
 	// ResetAt is when the bucket is full again / the window ends, to the
 	// millisecond (RFC 3339, UTC); empty for an item not decided (or one
@@ -823,6 +828,22 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// forPlan keeps the limits of the rules that apply to requests of plan
+// (rules.Matcher.AppliesToPlan: a plan's own rule replaces the "*" one).
+func forPlan(set *rules.Set, ls []KeyLimit, plan string) ([]KeyLimit, error) {
+	m, err := rules.Compile(set.Rules)
+	if err != nil {
+		return nil, limit.Errorf(limit.ErrUnavailable, "compiling rules version %d: %v", set.Version, err)
+	}
+	out := ls[:0]
+	for _, l := range ls {
+		if m.AppliesToPlan(l.Rule, plan) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // memberJSON is one member in GET /v1/cluster.
