@@ -52,6 +52,7 @@ type Client struct {
 	timers sync.Pool // *time.Timer, see timer
 
 	local   localState
+	report  reporter // gateway-side decisions, sent to a node every ReportInterval (report.go)
 	stats   stats
 	metrics *metrics
 	logLim  logLimiter
@@ -106,6 +107,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	go c.watchRules()
 	go c.watchMembers()
 	go c.leaseJanitor()
+	if cfg.ReportInterval > 0 {
+		c.wg.Add(1)
+		go c.reportLoop()
+	}
 	return c, nil
 }
 

@@ -62,6 +62,11 @@ type Config struct {
 	// for BreakerCooldown; then one probe is let through.
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// ReportInterval is how often the gateway-side decisions (leases, the
+	// blocked-until cache, fail modes) are reported to a node, in one batch,
+	// so the cluster's per-rule counts, events and dashboard include them
+	// (0: never; DefaultConfig: 5s).
+	ReportInterval time.Duration
 	// LeaseTTL is how long unspent lease tokens are kept before they are
 	// given back to the owner.
 	LeaseTTL time.Duration
@@ -137,6 +142,7 @@ func DefaultConfig() Config {
 		BreakerFailures:  5,
 		BreakerCooldown:  time.Second,
 		LeaseTTL:         time.Second,
+		ReportInterval:   5 * time.Second,
 		ClosedRetryAfter: time.Second,
 
 		UntilRules:        UntilRulesWait,
@@ -168,6 +174,8 @@ func (c Config) Validate() error {
 		return bad("BreakerCooldown %v: must be > 0", c.BreakerCooldown)
 	case c.LeaseTTL <= 0:
 		return bad("LeaseTTL %v: must be > 0", c.LeaseTTL)
+	case c.ReportInterval < 0:
+		return bad("ReportInterval %v: must be >= 0 (0: no reports)", c.ReportInterval)
 	case c.ClosedRetryAfter <= 0:
 		return bad("ClosedRetryAfter %v: must be > 0", c.ClosedRetryAfter)
 	case c.UntilRules != UntilRulesWait && c.UntilRules != UntilRulesDeny && c.UntilRules != UntilRulesAllow:

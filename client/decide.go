@@ -190,6 +190,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 			}
 		}
 	}
+	c.report.note(rs, ps, &d, blocked, now)
 	return d
 }
 

@@ -42,8 +42,8 @@ type Item struct {
 	Refund bool
 }
 
-// Result is the answer for one Item. (Fields are ordered to pack it into
-// 64 bytes: batches of results are allocated on the check path.)
+// Result is the answer for one Item. (Fields are ordered to pack it
+// tightly: batches of results are allocated on the check path.)
 type Result struct {
 	// Remaining is the whole tokens left (before the call, if denied).
 	Remaining int64
@@ -70,6 +70,9 @@ type Result struct {
 	// Code is set when the item could not be decided; Allowed is then
 	// false.
 	Code ErrorCode
+	// RuleVersion is the rules version (Raft index) of the rule set that
+	// decided the item (0: none did, e.g. an unknown rule).
+	RuleVersion uint64
 }
 
 // ErrorCode says why an item could not be decided.

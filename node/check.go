@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
-	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -114,6 +112,7 @@ func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result
 	}
 	n.settleGroups(ctx, items, out)
 	n.met.observeChecks(items, out, time.Since(start))
+	n.observe(items, out)
 	return nil
 }
 
@@ -173,6 +172,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			r.Code, r.Err = limit.CodeUnknownRule, fmt.Sprintf("unknown rule %q", it.Rule)
 			continue
 		}
+		r.RuleVersion = rv.version
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		r.Limit = lim.Capacity()
 		r.Window = cr.window
@@ -492,34 +492,6 @@ func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit
 			n.log.Warn("group refund failed", "items", len(refunds), "err", err)
 		}
 	}
-}
-
-// GetLimits peeks every rule that applies to key's type (cost 0), sorted by
-// rule.
-func (n *Node) GetLimits(ctx context.Context, key string) ([]api.KeyLimit, error) {
-	rv := n.rules()
-	var items []limit.Item
-	for id, cr := range rv.rules {
-		kt := cr.rule.Key
-		if kt == rules.KeyGlobal || strings.HasPrefix(key, kt+":") {
-			items = append(items, limit.Item{Key: key, Rule: id})
-		}
-	}
-	if len(items) == 0 {
-		for id := range rv.rules {
-			items = append(items, limit.Item{Key: key, Rule: id})
-		}
-	}
-	res := make([]limit.Result, len(items))
-	if err := n.check(ctx, items, res, false); err != nil {
-		return nil, err
-	}
-	out := make([]api.KeyLimit, len(items))
-	for i := range items {
-		out[i] = api.KeyLimit{Rule: items[i].Rule, Result: res[i]}
-	}
-	slices.SortFunc(out, func(a, b api.KeyLimit) int { return strings.Compare(a.Rule, b.Rule) })
-	return out, nil
 }
 
 // errUnavailable is the node's "cannot answer now" (no ring yet, no

@@ -35,6 +35,9 @@
 //     gossip and Raft on loopback and Peer from loopback only), the HTTP
 //     server's timeouts. keyring.go: key rotation across the live cluster
 //     (weir keyring), one change at a time under keyringMu.
+//   - limits.go: GetLimits (the rules of a key's type, peeked).
+//   - ops.go, ops_wire.go: the operators' view (sampled events, hot keys,
+//     per-rule rates, gateway reports) and node/opsapi's Source.
 //
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
@@ -70,6 +73,10 @@
 //     the join with backoff.
 //   - serveHealth: sets grpc.health.v1 to SERVING once the node is first
 //     ready, then ends; Leave turns it NOT_SERVING for good.
+//   - opsLoop: steps the per-rule rates every 2 s and rotates the hot-key
+//     windows; opsState.mu guards the sketches, rates and gateway reports
+//     (the check path takes it once per batch, for sampled items only);
+//     the events buffer has its own small lock.
 //   - membersMu guards the member maps the gossip callbacks fill; fwdMu the
 //     forwarder map. Neither is held while calling out.
 package node

@@ -27,6 +27,7 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/region"
@@ -73,6 +74,8 @@ type Node struct {
 	changed       chan struct{} // non-blocking "members changed" signal
 	view          atomic.Pointer[clusterView]
 	rview         atomic.Pointer[ruleView]
+	ops           *opsState      // events, hot keys, rates (ops.go)
+	opsAPI        *opsapi.Server // /ui/, /v1/events, the Ops service
 	rviewMu       sync.Mutex
 	fwdMu         sync.Mutex
 	fwd           map[string]*forwarder
@@ -220,6 +223,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}
 	n.met.registerFuncs(cfg.Registry, n)
+	n.initOps()
 
 	n.api, err = api.New(api.Config{
 		AdminToken:   cfg.AdminToken,
@@ -245,6 +249,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
 	}
+	n.opsAPI.RegisterGRPC(n.grpcSrv)
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
 		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -257,6 +262,7 @@ func New(cfg Config) (*Node, error) {
 
 	mux := http.NewServeMux()
 	n.handleKeyring(mux)
+	n.opsAPI.Register(mux)
 	mux.Handle("/", n.api.Handler())
 	n.httpSrv = n.newHTTPServer(mux)
 	n.secureHTTP(n.httpSrv)
@@ -277,6 +283,7 @@ func New(cfg Config) (*Node, error) {
 // Start serves the APIs and runs the membership, replication and shard loops.
 func (n *Node) Start() error {
 	n.engine.Start()
+	n.goFunc(n.opsLoop)
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
 	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
 	n.goFunc(func() {
@@ -533,6 +540,7 @@ func (n *Node) Close() error {
 		_ = n.httpSrv.Shutdown(sctx)
 		c()
 		n.wg.Wait()
+		n.opsAPI.Close()
 		n.closeForwarders()
 		if n.replTransport != nil {
 			n.replTransport.close()

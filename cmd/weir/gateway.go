@@ -52,6 +52,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
 	var tf tlsFlags
 	tf.register(fs)
+	logFmt := logFormatFlag(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -83,7 +84,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 			}
 			cfg.TrustedProxies = append(cfg.TrustedProxies, p)
 		}
-		logger := slog.New(slog.NewTextHandler(c.stderr, nil))
+		logger := newLogger(c.stderr, *logFmt, slog.LevelInfo)
 		cfg.Logger = logger
 		if cfg.TLS, err = tf.client(cmd, logger); err != nil {
 			return err

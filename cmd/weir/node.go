@@ -42,6 +42,7 @@ type nodeFlags struct {
 	adminTokenFile                                        string
 	tls                                                   tlsFlags
 	region                                                regionFlags
+	logFormat                                             *logFormat
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -79,6 +80,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 		"cluster-name", "gossip-key-file", "admin-token-file")
 	f.tls.register(fs)
 	f.region.register(fs)
+	f.logFormat = logFormatFlag(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -123,7 +125,7 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--leave-timeout %s: must be > 0", f.leaveTimeout)
 	}
 	cfg.LeaveTimeout = f.leaveTimeout
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	cfg.Logger = newLogger(os.Stderr, *f.logFormat, f.logLevel)
 	if err := f.region.apply(cmd, &cfg); err != nil {
 		return cfg, err
 	}
@@ -388,6 +390,7 @@ Try:
 	}
 	fmt.Fprintf(w, `weir dev: one node with the example rules is up.
   HTTP  http://%[1]s    gRPC %[2]s    data %[3]s
+  Dashboard  http://%[1]s/ui/
 
 Try:
   weir rules list --addr %[1]s
@@ -395,6 +398,7 @@ Try:
   curl -s -XPOST http://%[1]s/v1/limits/check -d '{"key":"apikey:ak_1","rule":"orders.write"}'
   curl -s http://%[1]s/v1/limits/apikey:ak_1
   curl -s http://%[1]s/metrics | grep weir_
+  weir events --addr %[1]s --follow          # sampled denials, with the rule version
 `, h, n.GRPCAddr(), dataDir)
 	if gateway != "" {
 		fmt.Fprintf(w, `

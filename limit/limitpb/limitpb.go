@@ -95,6 +95,7 @@ func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {
 	dst.ResetMs, dst.RetryAfterMs, dst.WindowMs = limit.Millis(r.Reset), limit.Millis(r.RetryAfter), limit.Millis(r.Window)
 	dst.ErrorCode, dst.Error = CodeToProto(r.Code), r.Err
 	dst.Shadow, dst.Voided = r.Shadow, r.Voided
+	dst.RuleVersion = r.RuleVersion
 }
 
 // ResultsFromProto converts wire results into one slice of values; a nil
@@ -115,7 +116,7 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 		Allowed: p.GetAllowed(), Remaining: p.GetRemaining(), Limit: p.GetLimit(),
 		Reset: limit.FromMillis(p.GetResetMs()), RetryAfter: limit.FromMillis(p.GetRetryAfterMs()), Window: limit.FromMillis(p.GetWindowMs()),
 		Code: CodeFromProto(p.GetErrorCode()), Err: p.GetError(),
-		Shadow: p.GetShadow(), Voided: p.GetVoided(),
+		Shadow: p.GetShadow(), Voided: p.GetVoided(), RuleVersion: p.GetRuleVersion(),
 	}
 }
 

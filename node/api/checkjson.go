@@ -188,6 +188,10 @@ func appendResultJSON(buf []byte, r *limit.Result) ([]byte, bool) {
 	if r.Shadow {
 		buf = append(buf, `,"shadow":true`...)
 	}
+	if r.RuleVersion != 0 {
+		buf = append(buf, `,"rule_version":`...)
+		buf = strconv.AppendUint(buf, r.RuleVersion, 10)
+	}
 	return append(buf, "}\n"...), true
 }
 

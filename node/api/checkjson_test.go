@@ -81,6 +81,8 @@ func TestAppendResultJSON(t *testing.T) {
 		{Allowed: true, Remaining: 9, Limit: 10, Reset: 100 * time.Millisecond},
 		{Allowed: false, Remaining: 0, Limit: 10, Reset: 1500 * time.Millisecond, RetryAfter: 99 * time.Millisecond},
 		{Allowed: true, Remaining: -1, Limit: 1 << 40, Window: time.Hour, Shadow: true},
+		{Allowed: true, Remaining: 3, Limit: 5, Shadow: true, RuleVersion: 42},
+		{Allowed: false, Limit: 5, RetryAfter: time.Second, RuleVersion: 1 << 40},
 	} {
 		got, ok := appendResultJSON(nil, &r)
 		want, _ := json.Marshal(resultJSON(&r))

@@ -730,13 +730,15 @@ type checkResultJSON struct {
 	Shadow       bool   `json:"shadow,omitempty"`
 	Error        string `json:"error,omitempty"`
 	ErrorCode    string `json:"error_code,omitempty"`
+	// RuleVersion is the rules version that decided the item.
+	RuleVersion uint64 `json:"rule_version,omitempty"`
 }
 
 func resultJSON(r *limit.Result) checkResultJSON {
 	out := checkResultJSON{
 		Allowed: r.Allowed, Remaining: r.Remaining, Limit: r.Limit,
 		ResetMS: limit.Millis(r.Reset), RetryAfterMS: limit.Millis(r.RetryAfter), WindowMS: limit.Millis(r.Window),
-		Shadow: r.Shadow, Error: r.Err,
+		Shadow: r.Shadow, Error: r.Err, RuleVersion: r.RuleVersion,
 	}
 	if r.Code != limit.CodeNone {
 		out.ErrorCode = r.Code.String()
@@ -825,26 +827,56 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// GET /v1/limits/{key...}
+// GET /v1/limits/{key...}[?plan=P]
 func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	key := r.PathValue("key")
 	ls, err := s.getLimits(r.Context(), key)
 	if err != nil {
 		return err
 	}
+	if plan := r.URL.Query().Get("plan"); plan != "" {
+		if ls, err = forPlan(s.b.Rules().Current(), ls, plan); err != nil {
+			return err
+		}
+	}
+	// ResetAt is when the bucket is full again / the window ends, to the
+	// millisecond (RFC 3339, UTC); empty for an item not decided (or one
+	// that never resets: a block with no end).
 	type limitJSON struct {
 		Rule string `json:"rule"`
 		checkResultJSON
+		ResetAt string `json:"reset_at,omitempty"`
 	}
 	out := struct {
 		Key    string      `json:"key"`
 		Limits []limitJSON `json:"limits"`
 	}{Key: key, Limits: make([]limitJSON, len(ls))}
+	now := s.cfg.Now()
 	for i := range ls {
-		out.Limits[i] = limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
+		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
+		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
+			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		out.Limits[i] = l
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// forPlan keeps the limits of the rules that apply to requests of plan
+// (rules.Matcher.AppliesToPlan: a plan's own rule replaces the "*" one).
+func forPlan(set *rules.Set, ls []KeyLimit, plan string) ([]KeyLimit, error) {
+	m, err := rules.Compile(set.Rules)
+	if err != nil {
+		return nil, limit.Errorf(limit.ErrUnavailable, "compiling rules version %d: %v", set.Version, err)
+	}
+	out := ls[:0]
+	for _, l := range ls {
+		if m.AppliesToPlan(l.Rule, plan) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // memberJSON is one member in GET /v1/cluster.

@@ -258,7 +258,10 @@ type CheckResult struct {
 	// (it took nothing). A voided item was not itself over its limit
 	// (retry_after_ms is 0). Shadow and refund items are never voided and
 	// never void their group.
-	Voided        bool `protobuf:"varint,10,opt,name=voided,proto3" json:"voided,omitempty"`
+	Voided bool `protobuf:"varint,10,opt,name=voided,proto3" json:"voided,omitempty"`
+	// The rules version (Raft index) of the rule set that decided the item
+	// (0: not decided by a rule, e.g. an unknown rule).
+	RuleVersion   uint64 `protobuf:"varint,11,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +364,13 @@ func (x *CheckResult) GetVoided() bool {
 		return x.Voided
 	}
 	return false
+}
+
+func (x *CheckResult) GetRuleVersion() uint64 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return 0
 }
 
 type CheckResponse struct {
@@ -757,7 +767,9 @@ type Rule struct {
 	CostHeader string `protobuf:"bytes,14,opt,name=cost_header,json=costHeader,proto3" json:"cost_header,omitempty"`
 	// "region" (default: the limit holds in each region) or "global" (one
 	// limit shared by all regions).
-	Scope         string `protobuf:"bytes,15,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,15,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Which of the rule's decisions become limit events (unset: the default).
+	Events        *EventsOption `protobuf:"bytes,16,opt,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -897,6 +909,68 @@ func (x *Rule) GetScope() string {
 	return ""
 }
 
+func (x *Rule) GetEvents() *EventsOption {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type EventsOption struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Fraction (0..1) of the rule's denials sampled as events; 0 with the
+	// option set: none. Fail-mode decisions are always events.
+	Sample float64 `protobuf:"fixed64,1,opt,name=sample,proto3" json:"sample,omitempty"`
+	// Events carry a hash of the key instead of the key.
+	Redact        bool `protobuf:"varint,2,opt,name=redact,proto3" json:"redact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsOption) Reset() {
+	*x = EventsOption{}
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsOption) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsOption) ProtoMessage() {}
+
+func (x *EventsOption) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsOption.ProtoReflect.Descriptor instead.
+func (*EventsOption) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EventsOption) GetSample() float64 {
+	if x != nil {
+		return x.Sample
+	}
+	return 0
+}
+
+func (x *EventsOption) GetRedact() bool {
+	if x != nil {
+		return x.Redact
+	}
+	return false
+}
+
 type Override struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -912,7 +986,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +998,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1011,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Override) GetKey() string {
@@ -993,7 +1067,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1079,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1092,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -1056,7 +1130,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1142,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1155,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -1109,7 +1183,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1195,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1208,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -1171,7 +1245,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1257,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1270,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1237,7 +1311,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1323,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1336,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1289,7 +1363,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1375,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1388,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1341,7 +1415,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1427,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1440,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1394,7 +1468,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1480,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1493,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1455,7 +1529,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1541,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1554,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1508,7 +1582,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1594,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1607,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1558,7 +1632,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1644,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1657,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 type ReadIndexResponse struct {
@@ -1596,7 +1670,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1682,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1695,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadIndexResponse) GetVersion() uint64 {
@@ -1644,7 +1718,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1730,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1743,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1709,7 +1783,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1795,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1808,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1756,7 +1830,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1842,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1855,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -1813,7 +1887,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1899,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1912,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -1870,7 +1944,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +1956,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +1969,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 type Member struct {
@@ -1917,7 +1991,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2003,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2016,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Member) GetId() string {
@@ -2023,7 +2097,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2109,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2122,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2110,7 +2184,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2196,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2209,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2194,7 +2268,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2280,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2293,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2258,7 +2332,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2344,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2357,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 type HandoffRequest struct {
@@ -2298,7 +2372,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2384,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2397,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2367,7 +2441,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2453,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2466,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2440,7 +2514,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2526,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2539,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2498,7 +2572,7 @@ type RegionExchangeRequest struct {
 
 func (x *RegionExchangeRequest) Reset() {
 	*x = RegionExchangeRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2584,7 @@ func (x *RegionExchangeRequest) String() string {
 func (*RegionExchangeRequest) ProtoMessage() {}
 
 func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2597,7 @@ func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeRequest.ProtoReflect.Descriptor instead.
 func (*RegionExchangeRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RegionExchangeRequest) GetFrom() string {
@@ -2564,7 +2638,7 @@ type RegionExchangeResponse struct {
 
 func (x *RegionExchangeResponse) Reset() {
 	*x = RegionExchangeResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2650,7 @@ func (x *RegionExchangeResponse) String() string {
 func (*RegionExchangeResponse) ProtoMessage() {}
 
 func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2663,7 @@ func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeResponse.ProtoReflect.Descriptor instead.
 func (*RegionExchangeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RegionExchangeResponse) GetFrom() string {
@@ -2617,7 +2691,7 @@ type RegionKey struct {
 
 func (x *RegionKey) Reset() {
 	*x = RegionKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2703,7 @@ func (x *RegionKey) String() string {
 func (*RegionKey) ProtoMessage() {}
 
 func (x *RegionKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2716,7 @@ func (x *RegionKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionKey.ProtoReflect.Descriptor instead.
 func (*RegionKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegionKey) GetRule() string {
@@ -2693,7 +2767,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2779,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2792,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegionRecord) GetOrigin() int32 {
@@ -2847,6 +2921,546 @@ func (x *RegionRecord) GetRestoreClaimed() []int64 {
 	return nil
 }
 
+type GatewayReport struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	GatewayId string                 `protobuf:"bytes,1,opt,name=gateway_id,json=gatewayId,proto3" json:"gateway_id,omitempty"`
+	Counts    []*GatewayRuleCounts   `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	// Sampled gateway-side decisions (node and seq are ignored).
+	Events        []*LimitEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayReport) Reset() {
+	*x = GatewayReport{}
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayReport) ProtoMessage() {}
+
+func (x *GatewayReport) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayReport.ProtoReflect.Descriptor instead.
+func (*GatewayReport) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GatewayReport) GetGatewayId() string {
+	if x != nil {
+		return x.GatewayId
+	}
+	return ""
+}
+
+func (x *GatewayReport) GetCounts() []*GatewayRuleCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *GatewayReport) GetEvents() []*LimitEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// One rule's gateway-side decisions since the gateway's last report.
+type GatewayRuleCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rule  string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// Allowed from a lease / denied by the blocked-until cache (or by the
+	// fail-open share bucket).
+	LocalAllowed uint64 `protobuf:"varint,2,opt,name=local_allowed,json=localAllowed,proto3" json:"local_allowed,omitempty"`
+	LocalDenied  uint64 `protobuf:"varint,3,opt,name=local_denied,json=localDenied,proto3" json:"local_denied,omitempty"`
+	// Allowed by the fail-open fallback; denied by fail_mode closed.
+	FailOpen      uint64 `protobuf:"varint,4,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
+	FailClosed    uint64 `protobuf:"varint,5,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayRuleCounts) Reset() {
+	*x = GatewayRuleCounts{}
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayRuleCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayRuleCounts) ProtoMessage() {}
+
+func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayRuleCounts.ProtoReflect.Descriptor instead.
+func (*GatewayRuleCounts) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GatewayRuleCounts) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *GatewayRuleCounts) GetLocalAllowed() uint64 {
+	if x != nil {
+		return x.LocalAllowed
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetLocalDenied() uint64 {
+	if x != nil {
+		return x.LocalDenied
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetFailOpen() uint64 {
+	if x != nil {
+		return x.FailOpen
+	}
+	return 0
+}
+
+func (x *GatewayRuleCounts) GetFailClosed() uint64 {
+	if x != nil {
+		return x.FailClosed
+	}
+	return 0
+}
+
+type GatewayReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayReportResponse) Reset() {
+	*x = GatewayReportResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayReportResponse) ProtoMessage() {}
+
+func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayReportResponse.ProtoReflect.Descriptor instead.
+func (*GatewayReportResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
+}
+
+type EventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters: exact rule id, exact key (or its hash for a redacted rule),
+	// decision ("allowed", "denied", "error"); empty matches all.
+	Rule     string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Key      string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Decision string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	Follow   bool   `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Most buffered events sent first (0: all the buffer holds).
+	Limit         uint32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *EventsRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *EventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type LimitEvent struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixMs  int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	Rule        string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	RuleVersion uint64                 `protobuf:"varint,3,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	Key         string                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// "allowed", "denied" or "error" (the owner could not decide; the
+	// caller's fail mode applied).
+	Decision      string `protobuf:"bytes,5,opt,name=decision,proto3" json:"decision,omitempty"`
+	Remaining     int64  `protobuf:"varint,6,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	Node          string `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	Gateway       string `protobuf:"bytes,8,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Seq           uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitEvent) Reset() {
+	*x = LimitEvent{}
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitEvent) ProtoMessage() {}
+
+func (x *LimitEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitEvent.ProtoReflect.Descriptor instead.
+func (*LimitEvent) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *LimitEvent) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *LimitEvent) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *LimitEvent) GetRuleVersion() uint64 {
+	if x != nil {
+		return x.RuleVersion
+	}
+	return 0
+}
+
+func (x *LimitEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LimitEvent) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+func (x *LimitEvent) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *LimitEvent) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LimitEvent) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *LimitEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type HotKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Top           uint32                 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKeysRequest) Reset() {
+	*x = HotKeysRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKeysRequest) ProtoMessage() {}
+
+func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
+func (*HotKeysRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *HotKeysRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *HotKeysRequest) GetTop() uint32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+type HotKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rule  string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Estimated checks per second over the last 30 to 60 seconds, at most
+	// err_rate above the true rate.
+	Rate          float64 `protobuf:"fixed64,3,opt,name=rate,proto3" json:"rate,omitempty"`
+	ErrRate       float64 `protobuf:"fixed64,4,opt,name=err_rate,json=errRate,proto3" json:"err_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *HotKey) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *HotKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HotKey) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *HotKey) GetErrRate() float64 {
+	if x != nil {
+		return x.ErrRate
+	}
+	return 0
+}
+
+type HotKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*HotKey              `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKeysResponse) Reset() {
+	*x = HotKeysResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKeysResponse) ProtoMessage() {}
+
+func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
+func (*HotKeysResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *HotKeysResponse) GetKeys() []*HotKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HotKeysResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
@@ -2861,7 +3475,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
 	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xb2\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd5\x02\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -2874,7 +3488,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12\x1b\n" +
 	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\x12\x16\n" +
 	"\x06voided\x18\n" +
-	" \x01(\bR\x06voided\"?\n" +
+	" \x01(\bR\x06voided\x12!\n" +
+	"\frule_version\x18\v \x01(\x04R\vruleVersion\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -2896,7 +3511,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xf9\x02\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xa8\x03\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -2914,7 +3529,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04cost\x18\r \x01(\x03R\x04cost\x12\x1f\n" +
 	"\vcost_header\x18\x0e \x01(\tR\n" +
 	"costHeader\x12\x14\n" +
-	"\x05scope\x18\x0f \x01(\tR\x05scope\"\x94\x01\n" +
+	"\x05scope\x18\x0f \x01(\tR\x05scope\x12-\n" +
+	"\x06events\x18\x10 \x01(\v2\x15.weir.v1.EventsOptionR\x06events\">\n" +
+	"\fEventsOption\x12\x16\n" +
+	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
+	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
 	"\bOverride\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3062,7 +3681,49 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04seen\x18\x0f \x03(\x03R\x04seen\x12\x1a\n" +
 	"\brestored\x18\x10 \x01(\x03R\brestored\x12/\n" +
 	"\x13restore_surrendered\x18\x11 \x01(\x03R\x12restoreSurrendered\x12'\n" +
-	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed*\xb5\x01\n" +
+	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\"\x8f\x01\n" +
+	"\rGatewayReport\x12\x1d\n" +
+	"\n" +
+	"gateway_id\x18\x01 \x01(\tR\tgatewayId\x122\n" +
+	"\x06counts\x18\x02 \x03(\v2\x1a.weir.v1.GatewayRuleCountsR\x06counts\x12+\n" +
+	"\x06events\x18\x03 \x03(\v2\x13.weir.v1.LimitEventR\x06events\"\xad\x01\n" +
+	"\x11GatewayRuleCounts\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12#\n" +
+	"\rlocal_allowed\x18\x02 \x01(\x04R\flocalAllowed\x12!\n" +
+	"\flocal_denied\x18\x03 \x01(\x04R\vlocalDenied\x12\x1b\n" +
+	"\tfail_open\x18\x04 \x01(\x04R\bfailOpen\x12\x1f\n" +
+	"\vfail_closed\x18\x05 \x01(\x04R\n" +
+	"failClosed\"\x17\n" +
+	"\x15GatewayReportResponse\"\x7f\n" +
+	"\rEventsRequest\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
+	"\bdecision\x18\x03 \x01(\tR\bdecision\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xf1\x01\n" +
+	"\n" +
+	"LimitEvent\x12 \n" +
+	"\ftime_unix_ms\x18\x01 \x01(\x03R\n" +
+	"timeUnixMs\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12!\n" +
+	"\frule_version\x18\x03 \x01(\x04R\vruleVersion\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x1a\n" +
+	"\bdecision\x18\x05 \x01(\tR\bdecision\x12\x1c\n" +
+	"\tremaining\x18\x06 \x01(\x03R\tremaining\x12\x12\n" +
+	"\x04node\x18\a \x01(\tR\x04node\x12\x18\n" +
+	"\agateway\x18\b \x01(\tR\agateway\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\"6\n" +
+	"\x0eHotKeysRequest\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
+	"\x03top\x18\x02 \x01(\rR\x03top\"]\n" +
+	"\x06HotKey\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x19\n" +
+	"\berr_rate\x18\x04 \x01(\x01R\aerrRate\"J\n" +
+	"\x0fHotKeysResponse\x12#\n" +
+	"\x04keys\x18\x01 \x03(\v2\x0f.weir.v1.HotKeyR\x04keys\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node*\xb5\x01\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
@@ -3096,7 +3757,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0fReplicateStream\x12\x19.weir.v1.ReplicateRequest\x1a\x1a.weir.v1.ReplicateResponse(\x010\x01\x12<\n" +
 	"\aHandoff\x12\x17.weir.v1.HandoffRequest\x1a\x18.weir.v1.HandoffResponse2U\n" +
 	"\x06Region\x12K\n" +
-	"\bExchange\x12\x1e.weir.v1.RegionExchangeRequest\x1a\x1f.weir.v1.RegionExchangeResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
+	"\bExchange\x12\x1e.weir.v1.RegionExchangeRequest\x1a\x1f.weir.v1.RegionExchangeResponse2\xbe\x01\n" +
+	"\x03Ops\x127\n" +
+	"\x06Events\x12\x16.weir.v1.EventsRequest\x1a\x13.weir.v1.LimitEvent0\x01\x12<\n" +
+	"\aHotKeys\x12\x17.weir.v1.HotKeysRequest\x1a\x18.weir.v1.HotKeysResponse\x12@\n" +
+	"\x06Report\x12\x16.weir.v1.GatewayReport\x1a\x1e.weir.v1.GatewayReportResponseB/Z-github.com/weirlimit/weir/proto/weirv1;weirv1b\x06proto3"
 
 var (
 	file_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -3111,7 +3776,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
@@ -3125,36 +3790,45 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*GetLimitsResponse)(nil),      // 9: weir.v1.GetLimitsResponse
 	(*Match)(nil),                  // 10: weir.v1.Match
 	(*Rule)(nil),                   // 11: weir.v1.Rule
-	(*Override)(nil),               // 12: weir.v1.Override
-	(*RuleSet)(nil),                // 13: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),       // 14: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),         // 15: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),      // 16: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),      // 17: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),        // 18: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),     // 19: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil),  // 20: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),          // 21: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),         // 22: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),       // 23: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 24: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),           // 25: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 26: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),           // 27: weir.v1.WatchRequest
-	(*WatchEvent)(nil),             // 28: weir.v1.WatchEvent
-	(*MembersRequest)(nil),         // 29: weir.v1.MembersRequest
-	(*Member)(nil),                 // 30: weir.v1.Member
-	(*MembersResponse)(nil),        // 31: weir.v1.MembersResponse
-	(*CounterState)(nil),           // 32: weir.v1.CounterState
-	(*ReplicateRequest)(nil),       // 33: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),      // 34: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),         // 35: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),        // 36: weir.v1.HandoffResponse
-	(*Moved)(nil),                  // 37: weir.v1.Moved
-	(*RegionExchangeRequest)(nil),  // 38: weir.v1.RegionExchangeRequest
-	(*RegionExchangeResponse)(nil), // 39: weir.v1.RegionExchangeResponse
-	(*RegionKey)(nil),              // 40: weir.v1.RegionKey
-	(*RegionRecord)(nil),           // 41: weir.v1.RegionRecord
+	(*EventsOption)(nil),           // 12: weir.v1.EventsOption
+	(*Override)(nil),               // 13: weir.v1.Override
+	(*RuleSet)(nil),                // 14: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),       // 15: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),         // 16: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),      // 17: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),      // 18: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),        // 19: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),     // 20: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil),  // 21: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),          // 22: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),         // 23: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),       // 24: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 25: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),           // 26: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 27: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),           // 28: weir.v1.WatchRequest
+	(*WatchEvent)(nil),             // 29: weir.v1.WatchEvent
+	(*MembersRequest)(nil),         // 30: weir.v1.MembersRequest
+	(*Member)(nil),                 // 31: weir.v1.Member
+	(*MembersResponse)(nil),        // 32: weir.v1.MembersResponse
+	(*CounterState)(nil),           // 33: weir.v1.CounterState
+	(*ReplicateRequest)(nil),       // 34: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),      // 35: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),         // 36: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),        // 37: weir.v1.HandoffResponse
+	(*Moved)(nil),                  // 38: weir.v1.Moved
+	(*RegionExchangeRequest)(nil),  // 39: weir.v1.RegionExchangeRequest
+	(*RegionExchangeResponse)(nil), // 40: weir.v1.RegionExchangeResponse
+	(*RegionKey)(nil),              // 41: weir.v1.RegionKey
+	(*RegionRecord)(nil),           // 42: weir.v1.RegionRecord
+	(*GatewayReport)(nil),          // 43: weir.v1.GatewayReport
+	(*GatewayRuleCounts)(nil),      // 44: weir.v1.GatewayRuleCounts
+	(*GatewayReportResponse)(nil),  // 45: weir.v1.GatewayReportResponse
+	(*EventsRequest)(nil),          // 46: weir.v1.EventsRequest
+	(*LimitEvent)(nil),             // 47: weir.v1.LimitEvent
+	(*HotKeysRequest)(nil),         // 48: weir.v1.HotKeysRequest
+	(*HotKey)(nil),                 // 49: weir.v1.HotKey
+	(*HotKeysResponse)(nil),        // 50: weir.v1.HotKeysResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -3166,67 +3840,77 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
 	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
 	10, // 8: weir.v1.Rule.match:type_name -> weir.v1.Match
-	11, // 9: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	12, // 10: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	11, // 11: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	12, // 12: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	25, // 13: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	13, // 14: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	30, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	32, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	32, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	37, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	32, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	40, // 20: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
-	40, // 21: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
-	41, // 22: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
-	2,  // 23: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 24: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 25: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	14, // 26: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	15, // 27: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	16, // 28: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	17, // 29: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	22, // 30: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	18, // 31: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	19, // 32: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	20, // 33: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	27, // 34: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	23, // 35: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	29, // 36: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	29, // 37: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 38: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 39: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	33, // 40: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	33, // 41: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	35, // 42: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	38, // 43: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
-	4,  // 44: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 45: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 46: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 47: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 48: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 49: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 50: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	26, // 51: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 52: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 53: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 54: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	28, // 55: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	24, // 56: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	31, // 57: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	31, // 58: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 59: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 60: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	34, // 61: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	34, // 62: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	36, // 63: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	39, // 64: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
-	44, // [44:65] is the sub-list for method output_type
-	23, // [23:44] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	12, // 9: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
+	11, // 10: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	13, // 11: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	11, // 12: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	13, // 13: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	26, // 14: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	14, // 15: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	31, // 16: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	33, // 17: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	33, // 18: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	38, // 19: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	33, // 20: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	41, // 21: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	41, // 22: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	42, // 23: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	44, // 24: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	47, // 25: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	49, // 26: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 27: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 28: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 29: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	15, // 30: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	16, // 31: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	17, // 32: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	18, // 33: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	23, // 34: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	19, // 35: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	20, // 36: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	21, // 37: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	28, // 38: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	24, // 39: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	30, // 40: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	30, // 41: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 42: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 43: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	34, // 44: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	34, // 45: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	36, // 46: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	39, // 47: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	46, // 48: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	48, // 49: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	43, // 50: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 51: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 52: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 53: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	14, // 54: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	11, // 55: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	22, // 56: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	22, // 57: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	27, // 58: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	22, // 59: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	22, // 60: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	22, // 61: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	29, // 62: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	25, // 63: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	32, // 64: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	32, // 65: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 66: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 67: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	35, // 68: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	35, // 69: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	37, // 70: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	40, // 71: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	47, // 72: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	50, // 73: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	45, // 74: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	51, // [51:75] is the sub-list for method output_type
+	27, // [27:51] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -3240,9 +3924,9 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   50,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_weir_v1_weir_proto_goTypes,
 		DependencyIndexes: file_weir_v1_weir_proto_depIdxs,

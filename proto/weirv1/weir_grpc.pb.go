@@ -1200,3 +1200,201 @@ var Region_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "weir/v1/weir.proto",
 }
+
+const (
+	Ops_Events_FullMethodName  = "/weir.v1.Ops/Events"
+	Ops_HotKeys_FullMethodName = "/weir.v1.Ops/HotKeys"
+	Ops_Report_FullMethodName  = "/weir.v1.Ops/Report"
+)
+
+// OpsClient is the client API for Ops service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Ops serves what operators watch: sampled limit events and hot keys.
+type OpsClient interface {
+	// Events streams this node's sampled limit events: first the buffered
+	// ones that match (up to limit), then, with follow, new ones as they come.
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LimitEvent], error)
+	// HotKeys answers the hottest keys per rule this node has seen.
+	HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error)
+	// Report takes a gateway's decisions made without the owner (leases,
+	// the blocked-until cache, fail modes), sent in batches every few
+	// seconds: the node counts them in its per-rule metrics and events.
+	Report(ctx context.Context, in *GatewayReport, opts ...grpc.CallOption) (*GatewayReportResponse, error)
+}
+
+type opsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewOpsClient(cc grpc.ClientConnInterface) OpsClient {
+	return &opsClient{cc}
+}
+
+func (c *opsClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LimitEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Ops_ServiceDesc.Streams[0], Ops_Events_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EventsRequest, LimitEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Ops_EventsClient = grpc.ServerStreamingClient[LimitEvent]
+
+func (c *opsClient) HotKeys(ctx context.Context, in *HotKeysRequest, opts ...grpc.CallOption) (*HotKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HotKeysResponse)
+	err := c.cc.Invoke(ctx, Ops_HotKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsClient) Report(ctx context.Context, in *GatewayReport, opts ...grpc.CallOption) (*GatewayReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayReportResponse)
+	err := c.cc.Invoke(ctx, Ops_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// OpsServer is the server API for Ops service.
+// All implementations must embed UnimplementedOpsServer
+// for forward compatibility.
+//
+// Ops serves what operators watch: sampled limit events and hot keys.
+type OpsServer interface {
+	// Events streams this node's sampled limit events: first the buffered
+	// ones that match (up to limit), then, with follow, new ones as they come.
+	Events(*EventsRequest, grpc.ServerStreamingServer[LimitEvent]) error
+	// HotKeys answers the hottest keys per rule this node has seen.
+	HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error)
+	// Report takes a gateway's decisions made without the owner (leases,
+	// the blocked-until cache, fail modes), sent in batches every few
+	// seconds: the node counts them in its per-rule metrics and events.
+	Report(context.Context, *GatewayReport) (*GatewayReportResponse, error)
+	mustEmbedUnimplementedOpsServer()
+}
+
+// UnimplementedOpsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedOpsServer struct{}
+
+func (UnimplementedOpsServer) Events(*EventsRequest, grpc.ServerStreamingServer[LimitEvent]) error {
+	return status.Error(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedOpsServer) HotKeys(context.Context, *HotKeysRequest) (*HotKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HotKeys not implemented")
+}
+func (UnimplementedOpsServer) Report(context.Context, *GatewayReport) (*GatewayReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedOpsServer) mustEmbedUnimplementedOpsServer() {}
+func (UnimplementedOpsServer) testEmbeddedByValue()             {}
+
+// UnsafeOpsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to OpsServer will
+// result in compilation errors.
+type UnsafeOpsServer interface {
+	mustEmbedUnimplementedOpsServer()
+}
+
+func RegisterOpsServer(s grpc.ServiceRegistrar, srv OpsServer) {
+	// If the following call panics, it indicates UnimplementedOpsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Ops_ServiceDesc, srv)
+}
+
+func _Ops_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(OpsServer).Events(m, &grpc.GenericServerStream[EventsRequest, LimitEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Ops_EventsServer = grpc.ServerStreamingServer[LimitEvent]
+
+func _Ops_HotKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HotKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServer).HotKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ops_HotKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServer).HotKeys(ctx, req.(*HotKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Ops_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayReport)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Ops_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServer).Report(ctx, req.(*GatewayReport))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Ops_ServiceDesc is the grpc.ServiceDesc for Ops service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Ops_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "weir.v1.Ops",
+	HandlerType: (*OpsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "HotKeys",
+			Handler:    _Ops_HotKeys_Handler,
+		},
+		{
+			MethodName: "Report",
+			Handler:    _Ops_Report_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Events",
+			Handler:       _Ops_Events_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "weir/v1/weir.proto",
+}

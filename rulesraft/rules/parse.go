@@ -226,9 +226,11 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.str(v, name, &r.CostHeader)
 		case "scope":
 			d.str(v, name, &r.Scope)
+		case "events":
+			d.events(v, &r.Events)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events)")
 		}
 	}
 	return r, lines, bad
@@ -327,6 +329,48 @@ func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
 			delete(d.lines, field)
 			d.bad[field] = true
 			d.p.add(k, d.prefix+field, "unknown field (want route, method, plan)")
+		}
+	}
+}
+
+// events reads a rule's events option: {sample: 0.01, redact: true}.
+func (d fieldDecoder) events(n *yaml.Node, dst *Events) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, "events", "must be a mapping such as {sample: 0.01, redact: true}")
+		return
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, "events", "field names must be plain strings")
+			continue
+		}
+		field := "events." + k.Value
+		if first, dup := d.lines[field]; dup {
+			d.fail(k, field, "appears twice (first at line %d)", first)
+			continue
+		}
+		d.lines[field] = v.Line
+		switch k.Value {
+		case "sample":
+			if isNull(v) {
+				continue
+			}
+			var f float64
+			if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!float" && v.ShortTag() != "!!int") || v.Decode(&f) != nil {
+				d.fail(v, field, "must be a number from 0 to 1, got %s", describe(v))
+				continue
+			}
+			dst.Sample = f
+		case "redact":
+			d.bool(v, field, &dst.Redact)
+		default:
+			delete(d.lines, field)
+			d.bad[field] = true
+			d.p.add(k, d.prefix+field, "unknown field (want sample, redact)")
 		}
 	}
 }

@@ -61,7 +61,7 @@ func TestParseFileListsEveryProblemWithLines(t *testing.T) {
 		{7, "rules[1].id", `"bad rate": may hold only letters, digits and . _ : -`},
 		{8, "rules[1].match.method", `"get": must be "*" or an uppercase HTTP method such as GET`},
 		{10, "rules[1].rate", "must be > 0"},
-		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope)"},
+		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events)"},
 		{13, "rules[2].id", `duplicate id "ok" (first used by rules[0] at line 2)`},
 		{15, "rules[2].match.route", `"/v1/{id": segment "{id" must be a whole {param}`},
 		{17, "rules[2].key", `unknown key type "cookie" (want apikey | user | ip | global | header:<Name>)`},
@@ -316,5 +316,24 @@ func TestParseMaxKeys(t *testing.T) {
 	ps := parseProblems(t, "rules:\n  - {id: a, match: {route: /a}, key: ip, rate: 5, period: 1s, max_keys: -1}\n")
 	if len(ps) != 1 || ps[0].Field != "rules[0].max_keys" {
 		t.Fatalf("problems %+v, want one on rules[0].max_keys", ps)
+	}
+}
+
+func TestParseEventsOption(t *testing.T) {
+	rs, err := ParseFile([]byte("rules:\n  - id: a\n    match: {route: /x}\n    key: ip\n    rate: 1\n    period: 1s\n    events: {sample: 0.5, redact: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Events != (Events{Sample: 0.5, Redact: true}) || rs[0].Events.SampleRate() != 0.5 {
+		t.Fatalf("events = %+v", rs[0].Events)
+	}
+	if (Events{}).SampleRate() != DefaultEventSample {
+		t.Fatal("default sample rate")
+	}
+	for _, bad := range []string{"{sample: 2}", "{sample: yes}", "{colour: red}", "[1]"} {
+		_, err := ParseFile([]byte("rules:\n  - id: a\n    match: {route: /x}\n    key: ip\n    rate: 1\n    period: 1s\n    events: " + bad + "\n"))
+		if err == nil || !strings.Contains(err.Error(), "events") {
+			t.Fatalf("events: %s: err = %v, want an events problem", bad, err)
+		}
 	}
 }

@@ -161,6 +161,8 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
 	cs.add("cost", a.Cost, b.Cost)
 	cs.add("cost_header", a.CostHeader, b.CostHeader)
+	cs.add("events.sample", a.Events.Sample, b.Events.Sample)
+	cs.add("events.redact", a.Events.Redact, b.Events.Redact)
 	return cs
 }
 

@@ -70,6 +70,31 @@ type Rule struct {
 	// Scope is region (the default: the limit holds in each region) or
 	// global (one limit shared by every region, docs/design.md, regions).
 	Scope string `json:"scope,omitempty" yaml:"scope,omitempty"`
+	// Events says which of the rule's decisions become limit events (the
+	// zero value: the default, DefaultEventSample of denials).
+	Events Events `json:"events,omitzero" yaml:"events,omitempty"`
+}
+
+// DefaultEventSample is the fraction of a rule's denials a node keeps as
+// limit events when the rule sets no events.sample.
+const DefaultEventSample = 0.01
+
+// Events is a rule's limit-event option. Fail-mode decisions (the owner
+// could not decide) always become events.
+type Events struct {
+	// Sample is the fraction (0 to 1) of denials kept; 0 means
+	// DefaultEventSample.
+	Sample float64 `json:"sample,omitempty" yaml:"sample,omitempty"`
+	// Redact makes events carry a hash of the key instead of the key.
+	Redact bool `json:"redact,omitempty" yaml:"redact,omitempty"`
+}
+
+// SampleRate is the fraction of denials kept (Sample, or the default).
+func (e Events) SampleRate() float64 {
+	if e.Sample == 0 {
+		return DefaultEventSample
+	}
+	return e.Sample
 }
 
 // Global reports whether the rule's limit is one quota shared by every

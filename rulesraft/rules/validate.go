@@ -212,6 +212,9 @@ func (r Rule) check(ps *problems) {
 	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
 		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
 	}
+	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
+		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
+	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {

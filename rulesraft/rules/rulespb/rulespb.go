@@ -27,7 +27,16 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Cost:       r.Cost,
 		CostHeader: r.CostHeader,
 		Scope:      r.Scope,
+		Events:     eventsToProto(r.Events),
 	}
+}
+
+// eventsToProto sends the zero (default) option as absent.
+func eventsToProto(e rules.Events) *weirv1.EventsOption {
+	if e == (rules.Events{}) {
+		return nil
+	}
+	return &weirv1.EventsOption{Sample: e.Sample, Redact: e.Redact}
 }
 
 func durationString(d rules.Duration) string {
@@ -85,6 +94,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Cost:       p.GetCost(),
 		CostHeader: p.GetCostHeader(),
 		Scope:      p.GetScope(),
+		Events:     rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}

@@ -1,0 +1,156 @@
+// Package events holds a node's sampled limit events: a bounded ring
+// buffer that keeps the newest Capacity events, whatever the rate or the
+// number of distinct keys, and wakes followers when new ones arrive.
+//
+// Concurrency: a Buffer is safe for concurrent use. One small mutex guards
+// the ring; Add copies the event in and never blocks on readers (a
+// follower that falls more than Capacity events behind skips what was
+// overwritten: its next Since answers from the oldest event still held).
+package events
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Decisions as events name them.
+const (
+	Allowed = "allowed"
+	Denied  = "denied"
+	Error   = "error" // the owner could not decide; the caller's fail mode applied
+)
+
+// Event is one sampled decision.
+type Event struct {
+	Seq         uint64    `json:"seq"`
+	Time        time.Time `json:"time"`
+	Rule        string    `json:"rule"`
+	RuleVersion uint64    `json:"rule_version"`
+	Key         string    `json:"key"`
+	Decision    string    `json:"decision"`
+	Remaining   int64     `json:"remaining"`
+	Node        string    `json:"node"`
+	Gateway     string    `json:"gateway,omitempty"`
+}
+
+// Filter selects events; empty fields match all.
+type Filter struct {
+	Rule, Key, Decision string
+}
+
+// Match reports whether e passes f.
+func (f Filter) Match(e *Event) bool {
+	return (f.Rule == "" || f.Rule == e.Rule) && (f.Key == "" || f.Key == e.Key) &&
+		(f.Decision == "" || f.Decision == e.Decision)
+}
+
+// ValidDecision reports whether d is a decision a filter may name.
+func ValidDecision(d string) bool {
+	return d == "" || d == Allowed || d == Denied || d == Error
+}
+
+// Redact is how a redacted rule's events name a key: "~" and the key's
+// xxhash64 in hex, the same for the same key on every node.
+func Redact(key string) string {
+	return "~" + strconv.FormatUint(xxhash.Sum64String(key), 16)
+}
+
+// Sampled reports whether a decision drawn with u (uniform over uint64)
+// is kept at rate (0..1).
+func Sampled(rate float64, u uint64) bool {
+	switch {
+	case rate <= 0:
+		return false
+	case rate >= 1:
+		return true
+	}
+	return float64(u) < rate*(1<<64)
+}
+
+// DefaultCapacity is the events a Buffer keeps when New is given 0.
+const DefaultCapacity = 4096
+
+// Buffer is the ring of the newest events.
+type Buffer struct {
+	mu     sync.Mutex
+	ring   []Event
+	next   uint64        // Seq of the next event; events [next-len, next) are held
+	wake   chan struct{} // closed and replaced by every Add
+	closed bool
+}
+
+// New returns a Buffer holding up to capacity events (0: DefaultCapacity).
+func New(capacity int) *Buffer {
+	if capacity <= 0 {
+		capacity = DefaultCapacity
+	}
+	return &Buffer{ring: make([]Event, capacity), next: 1, wake: make(chan struct{})}
+}
+
+// Capacity is the most events held.
+func (b *Buffer) Capacity() int { return len(b.ring) }
+
+// Add appends e, stamping its Seq, and wakes followers.
+func (b *Buffer) Add(e Event) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	e.Seq = b.next
+	b.ring[b.next%uint64(len(b.ring))] = e
+	b.next++
+	w := b.wake
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+	close(w)
+}
+
+// Len is the number of events held.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return int(min(b.next-1, uint64(len(b.ring))))
+}
+
+// Since returns the held events with Seq > after that match f, oldest
+// first, at most limit of them (the newest ones; limit <= 0: all), the
+// Seq to pass next time, and a channel closed when a newer event arrives.
+func (b *Buffer) Since(after uint64, f Filter, limit int) (out []Event, next uint64, wake <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	oldest := uint64(1)
+	if b.next > uint64(len(b.ring)) {
+		oldest = b.next - uint64(len(b.ring))
+	}
+	for s := max(after+1, oldest); s < b.next; s++ {
+		e := &b.ring[s%uint64(len(b.ring))]
+		if f.Match(e) {
+			out = append(out, *e)
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, b.next - 1, b.wake
+}
+
+// Close wakes every follower for good; later Adds are dropped.
+func (b *Buffer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.closed = true
+		close(b.wake)
+	}
+}
+
+// Closed reports whether Close was called.
+func (b *Buffer) Closed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}

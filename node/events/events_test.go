@@ -1,0 +1,77 @@
+package events
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestBufferKeepsNewestAndStaysBounded(t *testing.T) {
+	b := New(8)
+	for i := 0; i < 100000; i++ { // a flood of unique keys
+		b.Add(Event{Rule: "r", Key: fmt.Sprintf("ip:%d", i), Decision: Denied})
+	}
+	if b.Len() != 8 {
+		t.Fatalf("Len = %d, want 8", b.Len())
+	}
+	got, next, _ := b.Since(0, Filter{}, 0)
+	if len(got) != 8 || got[0].Key != "ip:99992" || got[7].Key != "ip:99999" || next != 100000 {
+		t.Fatalf("Since(0) = %d events %v…, next %d", len(got), got[0], next)
+	}
+	if got[7].Seq != 100000 {
+		t.Fatalf("last Seq = %d", got[7].Seq)
+	}
+}
+
+func TestBufferFilterLimitAndFollow(t *testing.T) {
+	b := New(16)
+	b.Add(Event{Rule: "a", Key: "k1", Decision: Denied})
+	b.Add(Event{Rule: "b", Key: "k1", Decision: Allowed})
+	b.Add(Event{Rule: "a", Key: "k2", Decision: Error})
+	b.Add(Event{Rule: "a", Key: "k3", Decision: Denied})
+	got, next, wake := b.Since(0, Filter{Rule: "a", Decision: Denied}, 0)
+	if len(got) != 2 || got[0].Key != "k1" || got[1].Key != "k3" {
+		t.Fatalf("filtered = %v", got)
+	}
+	if got, _, _ := b.Since(0, Filter{Rule: "a"}, 1); len(got) != 1 || got[0].Key != "k3" {
+		t.Fatalf("limit 1 = %v, want the newest", got)
+	}
+	select {
+	case <-wake:
+		t.Fatal("woken before any new event")
+	default:
+	}
+	go b.Add(Event{Rule: "a", Key: "k4", Decision: Denied})
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("follower not woken by Add")
+	}
+	got, _, _ = b.Since(next, Filter{}, 0)
+	if len(got) != 1 || got[0].Key != "k4" {
+		t.Fatalf("after follow = %v", got)
+	}
+	b.Close()
+	_, _, wake = b.Since(next, Filter{}, 0)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("Close did not wake followers")
+	}
+	b.Add(Event{Rule: "a"})
+	if b.Len() != 5 {
+		t.Fatalf("Add after Close kept an event: Len %d", b.Len())
+	}
+}
+
+func TestSampledAndRedact(t *testing.T) {
+	if Sampled(0, 0) || !Sampled(1, ^uint64(0)) || Sampled(0.5, 1<<63+1) || !Sampled(0.5, 1<<62) {
+		t.Fatal("Sampled thresholds wrong")
+	}
+	if Redact("apikey:a") == Redact("apikey:b") || Redact("apikey:a") != Redact("apikey:a") || Redact("apikey:a")[0] != '~' {
+		t.Fatal("Redact is not a stable, distinct hash")
+	}
+	if !ValidDecision("") || !ValidDecision(Denied) || ValidDecision("nope") {
+		t.Fatal("ValidDecision")
+	}
+}

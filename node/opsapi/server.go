@@ -1,0 +1,589 @@
+package opsapi
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weirlimit/weir/node/events"
+)
+
+// Source is what the edge needs from the node.
+type Source interface {
+	// Self is this node's id.
+	Self() string
+	// Events is the node's sampled events buffer.
+	Events() *events.Buffer
+	// HotKeys is up to top hottest keys per rule ("" for every rule).
+	HotKeys(rule string, top int) []HotKey
+	// Rates is the per-rule rate series of this node.
+	Rates() []RuleRate
+	// Gateways is what gateways reported to this node.
+	Gateways() []Gateway
+	// Cluster is the cluster and the rule set as this node sees them.
+	Cluster() (Cluster, Rules)
+	// Peers maps the other live members' ids to their HTTP addresses.
+	Peers() map[string]string
+	// Report takes one gateway report (validated here).
+	Report(Report) error
+}
+
+// Defaults of Config.
+const (
+	DefaultPeerTimeout = time.Second
+	DefaultFollowPoll  = time.Second
+	DefaultEventsLimit = 100
+)
+
+// Config configures a Server.
+type Config struct {
+	// Ctx ends following handlers when canceled (the node's lifetime).
+	Ctx         context.Context
+	Logger      *slog.Logger
+	PeerTimeout time.Duration
+	FollowPoll  time.Duration
+	// Now is the clock of snapshots; nil is time.Now.
+	Now func() time.Time
+}
+
+// Server serves the operators' HTTP endpoints and the gRPC Ops service.
+type Server struct {
+	cfg  Config
+	src  Source
+	http *http.Client
+}
+
+// New returns a Server over src.
+func New(cfg Config, src Source) *Server {
+	if cfg.Ctx == nil {
+		cfg.Ctx = context.Background()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PeerTimeout <= 0 {
+		cfg.PeerTimeout = DefaultPeerTimeout
+	}
+	if cfg.FollowPoll <= 0 {
+		cfg.FollowPoll = DefaultFollowPoll
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Server{cfg: cfg, src: src, http: &http.Client{Timeout: cfg.PeerTimeout}}
+}
+
+//go:embed ui
+var uiFiles embed.FS
+
+// Register adds the operators' routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	ui, _ := fs.Sub(uiFiles, "ui")
+	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(ui)))
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.HandleFunc("GET /v1/events", s.getEvents)
+	mux.HandleFunc("GET /v1/hotkeys", s.getHotKeys)
+	mux.HandleFunc("GET /v1/ops/snapshot", s.getSnapshot)
+	mux.HandleFunc("POST /v1/gateways/report", s.postReport)
+}
+
+// Close releases idle peer connections.
+func (s *Server) Close() { s.http.CloseIdleConnections() }
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer","code":"internal"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf(format, args...), Code: "invalid_argument"})
+}
+
+// errBadQuery marks a query the caller got wrong.
+var errBadQuery = errors.New("opsapi: bad query")
+
+type eventsQuery struct {
+	filter events.Filter
+	limit  int
+	after  uint64
+	local  bool
+	follow bool
+}
+
+func readScope(q url.Values) (local bool, err error) {
+	switch q.Get("scope") {
+	case "", "cluster":
+		return false, nil
+	case "local":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: scope=%q: want cluster (the default) or local", errBadQuery, q.Get("scope"))
+}
+
+func readEventsQuery(r *http.Request) (eventsQuery, error) {
+	q := r.URL.Query()
+	eq := eventsQuery{filter: events.Filter{Rule: q.Get("rule"), Key: q.Get("key"), Decision: q.Get("decision")}, limit: DefaultEventsLimit}
+	if !events.ValidDecision(eq.filter.Decision) {
+		return eq, fmt.Errorf("%w: decision=%q: want allowed, denied or error", errBadQuery, eq.filter.Decision)
+	}
+	var err error
+	if v := q.Get("limit"); v != "" {
+		if eq.limit, err = strconv.Atoi(v); err != nil || eq.limit < 0 {
+			return eq, fmt.Errorf("%w: limit=%q: want a whole number >= 0 (0: all held)", errBadQuery, v)
+		}
+	}
+	if v := q.Get("after"); v != "" {
+		if eq.after, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return eq, fmt.Errorf("%w: after=%q: want an event seq", errBadQuery, v)
+		}
+	}
+	if eq.local, err = readScope(q); err != nil {
+		return eq, err
+	}
+	if v := q.Get("follow"); v != "" {
+		if eq.follow, err = strconv.ParseBool(v); err != nil {
+			return eq, fmt.Errorf("%w: follow=%q: want true or false", errBadQuery, v)
+		}
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		eq.follow = true
+	}
+	if eq.after > 0 && !eq.local {
+		return eq, fmt.Errorf("%w: after is a seq of one node's buffer: use it with scope=local", errBadQuery)
+	}
+	return eq, nil
+}
+
+// GET /v1/events[?rule=&key=&decision=&limit=&scope=&after=&follow=]
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
+	eq, err := readEventsQuery(r)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	if eq.follow {
+		s.followEvents(w, r, eq)
+		return
+	}
+	evs, next, _ := s.src.Events().Since(eq.after, eq.filter, eq.limit)
+	out := struct {
+		Events   []events.Event `json:"events"`
+		Next     uint64         `json:"next"`
+		Answered []string       `json:"answered"`
+		Failed   []string       `json:"failed,omitempty"`
+	}{Events: evs, Next: next, Answered: []string{s.src.Self()}}
+	if !eq.local {
+		q := r.URL.Query()
+		q.Set("scope", "local")
+		q.Del("after")
+		s.fanOut(r.Context(), "/v1/events?"+q.Encode(), func(id string, body []byte) error {
+			var part struct {
+				Events []events.Event `json:"events"`
+			}
+			if err := json.Unmarshal(body, &part); err != nil {
+				return err
+			}
+			out.Events = append(out.Events, part.Events...)
+			return nil
+		}, &out.Answered, &out.Failed)
+		sortEvents(out.Events)
+		if eq.limit > 0 && len(out.Events) > eq.limit {
+			out.Events = out.Events[len(out.Events)-eq.limit:]
+		}
+		out.Next = 0 // seqs are per node
+	}
+	if out.Events == nil {
+		out.Events = []events.Event{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func sortEvents(evs []events.Event) {
+	slices.SortStableFunc(evs, func(a, b events.Event) int { return a.Time.Compare(b.Time) })
+}
+
+// followEvents streams events as server-sent events: first the buffered
+// ones (up to limit), then new ones; with cluster scope, other members'
+// events are polled every FollowPoll.
+func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQuery) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "streaming is not supported on this connection", Code: "internal"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(evs []events.Event) bool {
+		for i := range evs {
+			b, _ := json.Marshal(&evs[i])
+			if _, err := fmt.Fprintf(w, "event: limit\ndata: %s\n\n", b); err != nil {
+				return false
+			}
+		}
+		fl.Flush()
+		return true
+	}
+	buf := s.src.Events()
+	backlog, next, wake := buf.Since(eq.after, eq.filter, eq.limit)
+	peerNext := map[string]uint64{} // peer id → its last seq seen
+	if !eq.local {
+		backlog = append(backlog, s.pollPeers(r.Context(), eq, peerNext)...)
+		sortEvents(backlog)
+		if eq.limit > 0 && len(backlog) > eq.limit {
+			backlog = backlog[len(backlog)-eq.limit:]
+		}
+	}
+	if !send(backlog) {
+		return
+	}
+	var tick <-chan time.Time
+	if !eq.local {
+		t := time.NewTicker(s.cfg.FollowPoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.cfg.Ctx.Done():
+			return
+		case <-keep.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-tick:
+			if !send(s.pollPeers(r.Context(), eq, peerNext)) {
+				return
+			}
+		case <-wake:
+			if buf.Closed() {
+				return
+			}
+			var evs []events.Event
+			evs, next, wake = buf.Since(next, eq.filter, 0)
+			if !send(evs) {
+				return
+			}
+		}
+	}
+}
+
+// pollPeers fetches the other members' events after the seq last seen of
+// each; from a member not polled before, its buffered events (the newest
+// eq.limit, 0: all).
+func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[string]uint64) []events.Event {
+	var (
+		mu  sync.Mutex
+		out []events.Event
+		wg  sync.WaitGroup
+	)
+	for id, addr := range s.src.Peers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := url.Values{"scope": {"local"}}
+			if eq.filter.Rule != "" {
+				q.Set("rule", eq.filter.Rule)
+			}
+			if eq.filter.Key != "" {
+				q.Set("key", eq.filter.Key)
+			}
+			if eq.filter.Decision != "" {
+				q.Set("decision", eq.filter.Decision)
+			}
+			mu.Lock()
+			after, seen := peerNext[id]
+			mu.Unlock()
+			if seen {
+				q.Set("after", strconv.FormatUint(after, 10))
+				q.Set("limit", "0")
+			} else {
+				q.Set("limit", strconv.Itoa(eq.limit))
+			}
+			body, err := s.get(ctx, addr, "/v1/events?"+q.Encode())
+			if err != nil {
+				return
+			}
+			var part struct {
+				Events []events.Event `json:"events"`
+				Next   uint64         `json:"next"`
+			}
+			if json.Unmarshal(body, &part) != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			peerNext[id] = part.Next
+			out = append(out, part.Events...)
+		}()
+	}
+	wg.Wait()
+	sortEvents(out)
+	return out
+}
+
+// get fetches path from a member's HTTP API.
+func (s *Server) get(ctx context.Context, addr, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PeerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return b, nil
+}
+
+// fanOut GETs path from every other live member concurrently and hands
+// each answer to merge (called one at a time), noting who answered.
+func (s *Server) fanOut(ctx context.Context, path string, merge func(id string, body []byte) error, answered, failed *[]string) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for id, addr := range s.src.Peers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, err := s.get(ctx, addr, path)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				err = merge(id, body)
+			}
+			if err != nil {
+				s.cfg.Logger.Debug("ops fan-out", "member", id, "err", err)
+				*failed = append(*failed, id)
+				return
+			}
+			*answered = append(*answered, id)
+		}()
+	}
+	wg.Wait()
+	slices.Sort(*answered)
+	slices.Sort(*failed)
+}
+
+// GET /v1/hotkeys[?rule=R][&top=N][&scope=local]
+func (s *Server) getHotKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	top := 10
+	if v := q.Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1000 {
+			badRequest(w, "top=%q: want a whole number from 1 to 1000", v)
+			return
+		}
+		top = n
+	}
+	local, err := readScope(q)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	rule := q.Get("rule")
+	out := struct {
+		Keys     []HotKey `json:"keys"`
+		Answered []string `json:"answered"`
+		Failed   []string `json:"failed,omitempty"`
+	}{Keys: s.src.HotKeys(rule, 0), Answered: []string{s.src.Self()}}
+	if !local {
+		q.Set("scope", "local")
+		q.Set("top", "1000")
+		s.fanOut(r.Context(), "/v1/hotkeys?"+q.Encode(), func(_ string, body []byte) error {
+			var part struct {
+				Keys []HotKey `json:"keys"`
+			}
+			if err := json.Unmarshal(body, &part); err != nil {
+				return err
+			}
+			out.Keys = append(out.Keys, part.Keys...)
+			return nil
+		}, &out.Answered, &out.Failed)
+	}
+	out.Keys = MergeHotKeys(out.Keys, top)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// MergeHotKeys sums the rates of the same (rule, key) and keeps the top
+// per rule, rules in order, hottest first.
+func MergeHotKeys(in []HotKey, top int) []HotKey {
+	type rk struct{ rule, key string }
+	sum := map[rk]HotKey{}
+	for _, k := range in {
+		v := sum[rk{k.Rule, k.Key}]
+		v.Rule, v.Key = k.Rule, k.Key
+		v.Rate += k.Rate
+		v.ErrRate += k.ErrRate
+		sum[rk{k.Rule, k.Key}] = v
+	}
+	out := make([]HotKey, 0, len(sum))
+	for _, v := range sum {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b HotKey) int {
+		if c := strings.Compare(a.Rule, b.Rule); c != 0 {
+			return c
+		}
+		switch {
+		case a.Rate > b.Rate:
+			return -1
+		case a.Rate < b.Rate:
+			return 1
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if top <= 0 {
+		return out
+	}
+	kept := out[:0]
+	n, rule := 0, ""
+	for _, k := range out {
+		if k.Rule != rule {
+			rule, n = k.Rule, 0
+		}
+		if n < top {
+			kept = append(kept, k)
+		}
+		n++
+	}
+	return kept
+}
+
+// GET /v1/ops/snapshot[?scope=local]
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	local, err := readScope(r.URL.Query())
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	snap := Snapshot{
+		Node: s.src.Self(), Time: s.cfg.Now().UTC(), Scope: "cluster",
+		Rates: s.src.Rates(), HotKeys: s.src.HotKeys("", 0), Gateways: s.src.Gateways(),
+		Answered: []string{s.src.Self()},
+	}
+	snap.Events, _, _ = s.src.Events().Since(0, events.Filter{}, 50)
+	if local {
+		snap.Scope = "local"
+	} else {
+		c, rs := s.src.Cluster()
+		snap.Cluster, snap.Rules = &c, &rs
+		s.fanOut(r.Context(), "/v1/ops/snapshot?scope=local", func(_ string, body []byte) error {
+			var part Snapshot
+			if err := json.Unmarshal(body, &part); err != nil {
+				return err
+			}
+			snap.Rates = append(snap.Rates, part.Rates...)
+			snap.HotKeys = append(snap.HotKeys, part.HotKeys...)
+			snap.Events = append(snap.Events, part.Events...)
+			snap.Gateways = append(snap.Gateways, part.Gateways...)
+			return nil
+		}, &snap.Answered, &snap.Failed)
+		snap.Rates = MergeRates(snap.Rates)
+		snap.Gateways = MergeGateways(snap.Gateways)
+		sortEvents(snap.Events)
+		if len(snap.Events) > 50 {
+			snap.Events = snap.Events[len(snap.Events)-50:]
+		}
+	}
+	snap.HotKeys = MergeHotKeys(snap.HotKeys, 5)
+	if snap.Events == nil {
+		snap.Events = []events.Event{}
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+// MergeRates sums the points of the same rule and time across nodes.
+func MergeRates(in []RuleRate) []RuleRate {
+	by := map[string]map[int64]RatePoint{}
+	for _, rr := range in {
+		m := by[rr.Rule]
+		if m == nil {
+			m = map[int64]RatePoint{}
+			by[rr.Rule] = m
+		}
+		for _, p := range rr.Points {
+			v := m[p.T]
+			v.T = p.T
+			v.Allowed += p.Allowed
+			v.Denied += p.Denied
+			v.Error += p.Error
+			m[p.T] = v
+		}
+	}
+	out := make([]RuleRate, 0, len(by))
+	for rule, m := range by {
+		rr := RuleRate{Rule: rule, Points: make([]RatePoint, 0, len(m))}
+		for _, p := range m {
+			rr.Points = append(rr.Points, p)
+		}
+		slices.SortFunc(rr.Points, func(a, b RatePoint) int { return int(a.T - b.T) })
+		out = append(out, rr)
+	}
+	slices.SortFunc(out, func(a, b RuleRate) int { return strings.Compare(a.Rule, b.Rule) })
+	return out
+}
+
+// MergeGateways sums one gateway's reports to several nodes.
+func MergeGateways(in []Gateway) []Gateway {
+	by := map[string]*Gateway{}
+	for _, g := range in {
+		v := by[g.ID]
+		if v == nil {
+			v = &Gateway{ID: g.ID}
+			by[g.ID] = v
+		}
+		v.Nodes = append(v.Nodes, g.Nodes...)
+		if g.LastReport.After(v.LastReport) {
+			v.LastReport = g.LastReport
+		}
+		v.Local += g.Local
+		v.FailOpen += g.FailOpen
+		v.FailClosed += g.FailClosed
+	}
+	out := make([]Gateway, 0, len(by))
+	for _, v := range by {
+		slices.Sort(v.Nodes)
+		out = append(out, *v)
+	}
+	slices.SortFunc(out, func(a, b Gateway) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
