@@ -287,7 +287,7 @@ func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, str
 		r := merged[i]
 		p, ok := old[r.ID]
 		switch {
-		case ok && *p == r:
+		case ok && p.Equal(r):
 			rs[i] = p
 		case ok:
 			rs[i] = &r

@@ -159,6 +159,10 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("shadow", a.Shadow, b.Shadow)
 	cs.add("lease", a.Lease, b.Lease)
 	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
+	cs.add("match.domain", a.Match.Domain, b.Match.Domain)
+	cs.add("match.descriptor", formatEntries(a.Match.Descriptor), formatEntries(b.Match.Descriptor))
+	cs.add("replaces", strings.Join(a.Replaces, ","), strings.Join(b.Replaces, ","))
+	cs.add("unlimited", a.Unlimited, b.Unlimited)
 	return cs
 }
 
@@ -222,4 +226,20 @@ func Merge(cur, in []Rule, replaceAll bool) ([]Rule, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// formatEntries writes a descriptor pattern as "key=value,key" for diffs.
+func formatEntries(es []Entry) string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('=')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }
