@@ -670,10 +670,14 @@ func (x *GetLimitsResponse) GetLimits() []*KeyLimit {
 }
 
 type Match struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Route         string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
-	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
-	Plan          string                 `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Route  string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	Method string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Plan   string                 `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Envoy rate limit service rules: the domain and descriptor pattern
+	// matched instead of route, method and plan.
+	Domain        string             `protobuf:"bytes,4,opt,name=domain,proto3" json:"domain,omitempty"`
+	Descriptor_   []*DescriptorEntry `protobuf:"bytes,5,rep,name=descriptor,proto3" json:"descriptor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -729,6 +733,74 @@ func (x *Match) GetPlan() string {
 	return ""
 }
 
+func (x *Match) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *Match) GetDescriptor_() []*DescriptorEntry {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return nil
+}
+
+// One level of a descriptor pattern: value "" or "*" is any value,
+// "prefix*" a prefix wildcard.
+type DescriptorEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescriptorEntry) Reset() {
+	*x = DescriptorEntry{}
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescriptorEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescriptorEntry) ProtoMessage() {}
+
+func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescriptorEntry.ProtoReflect.Descriptor instead.
+func (*DescriptorEntry) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DescriptorEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DescriptorEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Rule struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -744,14 +816,19 @@ type Rule struct {
 	Shadow   bool   `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	Lease    int64  `protobuf:"varint,11,opt,name=lease,proto3" json:"lease,omitempty"`
 	// Most live keys of the rule one node holds (0: the node's default).
-	MaxKeys       int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	MaxKeys int64 `protobuf:"varint,12,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	// Rules (of the same domain) this one replaces in a rate limit service
+	// request it applies to.
+	Replaces []string `protobuf:"bytes,13,rep,name=replaces,proto3" json:"replaces,omitempty"`
+	// A descriptor rule that limits nothing (rate and period 0).
+	Unlimited     bool `protobuf:"varint,14,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +840,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +853,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rule) GetId() string {
@@ -863,6 +940,20 @@ func (x *Rule) GetMaxKeys() int64 {
 	return 0
 }
 
+func (x *Rule) GetReplaces() []string {
+	if x != nil {
+		return x.Replaces
+	}
+	return nil
+}
+
+func (x *Rule) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
 type Override struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -878,7 +969,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +981,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +994,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Override) GetKey() string {
@@ -959,7 +1050,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1062,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1075,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -1022,7 +1113,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1125,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1138,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -1075,7 +1166,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1178,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1191,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -1137,7 +1228,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1240,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1253,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1203,7 +1294,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1306,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1319,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1255,7 +1346,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1358,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1371,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1307,7 +1398,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1410,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1423,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1360,7 +1451,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1463,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1476,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1421,7 +1512,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1524,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1537,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1474,7 +1565,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1577,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1590,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1524,7 +1615,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1627,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1640,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 type ReadIndexResponse struct {
@@ -1562,7 +1653,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1665,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1678,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadIndexResponse) GetVersion() uint64 {
@@ -1610,7 +1701,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1713,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1726,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1675,7 +1766,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1778,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1791,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1722,7 +1813,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1825,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1838,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -1779,7 +1870,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1882,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1895,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -1836,7 +1927,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1939,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1952,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 type Member struct {
@@ -1883,7 +1974,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +1986,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +1999,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Member) GetId() string {
@@ -1989,7 +2080,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2092,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2105,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2076,7 +2167,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2179,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2192,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2157,7 +2248,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2260,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2273,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2214,7 +2305,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2317,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2330,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 type HandoffRequest struct {
@@ -2254,7 +2345,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2357,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2370,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2320,7 +2411,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2423,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2436,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2386,7 +2477,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2489,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2502,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2473,11 +2564,18 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.weir.v1.CheckResultR\x06result\">\n" +
 	"\x11GetLimitsResponse\x12)\n" +
-	"\x06limits\x18\x01 \x03(\v2\x11.weir.v1.KeyLimitR\x06limits\"I\n" +
+	"\x06limits\x18\x01 \x03(\v2\x11.weir.v1.KeyLimitR\x06limits\"\x9b\x01\n" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xae\x02\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\tR\x06domain\x128\n" +
+	"\n" +
+	"descriptor\x18\x05 \x03(\v2\x18.weir.v1.DescriptorEntryR\n" +
+	"descriptor\"9\n" +
+	"\x0fDescriptorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xe8\x02\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -2491,7 +2589,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12\x14\n" +
 	"\x05lease\x18\v \x01(\x03R\x05lease\x12\x19\n" +
-	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\"\x94\x01\n" +
+	"\bmax_keys\x18\f \x01(\x03R\amaxKeys\x12\x1a\n" +
+	"\breplaces\x18\r \x03(\tR\breplaces\x12\x1c\n" +
+	"\tunlimited\x18\x0e \x01(\bR\tunlimited\"\x94\x01\n" +
 	"\bOverride\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -2649,7 +2749,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),             // 1: weir.v1.CheckItem
@@ -2662,33 +2762,34 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*KeyLimit)(nil),              // 8: weir.v1.KeyLimit
 	(*GetLimitsResponse)(nil),     // 9: weir.v1.GetLimitsResponse
 	(*Match)(nil),                 // 10: weir.v1.Match
-	(*Rule)(nil),                  // 11: weir.v1.Rule
-	(*Override)(nil),              // 12: weir.v1.Override
-	(*RuleSet)(nil),               // 13: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),      // 14: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),        // 15: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),     // 16: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),     // 17: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),       // 18: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),    // 19: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil), // 20: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),         // 21: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),        // 22: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),      // 23: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),     // 24: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),          // 25: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),       // 26: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),          // 27: weir.v1.WatchRequest
-	(*WatchEvent)(nil),            // 28: weir.v1.WatchEvent
-	(*MembersRequest)(nil),        // 29: weir.v1.MembersRequest
-	(*Member)(nil),                // 30: weir.v1.Member
-	(*MembersResponse)(nil),       // 31: weir.v1.MembersResponse
-	(*CounterState)(nil),          // 32: weir.v1.CounterState
-	(*ReplicateRequest)(nil),      // 33: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),     // 34: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),        // 35: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),       // 36: weir.v1.HandoffResponse
-	(*Moved)(nil),                 // 37: weir.v1.Moved
+	(*DescriptorEntry)(nil),       // 11: weir.v1.DescriptorEntry
+	(*Rule)(nil),                  // 12: weir.v1.Rule
+	(*Override)(nil),              // 13: weir.v1.Override
+	(*RuleSet)(nil),               // 14: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),      // 15: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),        // 16: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),     // 17: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),     // 18: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),       // 19: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),    // 20: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil), // 21: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),         // 22: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),        // 23: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),      // 24: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),     // 25: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),          // 26: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),       // 27: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),          // 28: weir.v1.WatchRequest
+	(*WatchEvent)(nil),            // 29: weir.v1.WatchEvent
+	(*MembersRequest)(nil),        // 30: weir.v1.MembersRequest
+	(*Member)(nil),                // 31: weir.v1.Member
+	(*MembersResponse)(nil),       // 32: weir.v1.MembersResponse
+	(*CounterState)(nil),          // 33: weir.v1.CounterState
+	(*ReplicateRequest)(nil),      // 34: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),     // 35: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),        // 36: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),       // 37: weir.v1.HandoffResponse
+	(*Moved)(nil),                 // 38: weir.v1.Moved
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -2699,63 +2800,64 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	0,  // 5: weir.v1.CheckStreamResponse.error_code:type_name -> weir.v1.ErrorCode
 	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
 	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
-	10, // 8: weir.v1.Rule.match:type_name -> weir.v1.Match
-	11, // 9: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	12, // 10: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	11, // 11: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	12, // 12: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	25, // 13: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	13, // 14: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	30, // 15: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	32, // 16: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	32, // 17: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	37, // 18: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	32, // 19: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	2,  // 20: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 21: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 22: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	14, // 23: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	15, // 24: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	16, // 25: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	17, // 26: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	22, // 27: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	18, // 28: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	19, // 29: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	20, // 30: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	27, // 31: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	23, // 32: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	29, // 33: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	29, // 34: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 35: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 36: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	33, // 37: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	33, // 38: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	35, // 39: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	4,  // 40: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 41: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 42: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	13, // 43: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 44: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	21, // 45: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	21, // 46: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	26, // 47: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	21, // 48: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	21, // 49: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	21, // 50: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	28, // 51: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	24, // 52: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	31, // 53: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	31, // 54: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 55: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 56: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	34, // 57: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	34, // 58: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	36, // 59: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	40, // [40:60] is the sub-list for method output_type
-	20, // [20:40] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 8: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
+	10, // 9: weir.v1.Rule.match:type_name -> weir.v1.Match
+	12, // 10: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	13, // 11: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	12, // 12: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	13, // 13: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	26, // 14: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	14, // 15: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	31, // 16: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	33, // 17: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	33, // 18: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	38, // 19: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	33, // 20: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	2,  // 21: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 22: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 23: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	15, // 24: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	16, // 25: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	17, // 26: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	18, // 27: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	23, // 28: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	19, // 29: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	20, // 30: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	21, // 31: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	28, // 32: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	24, // 33: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	30, // 34: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	30, // 35: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 36: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 37: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	34, // 38: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	34, // 39: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	36, // 40: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	4,  // 41: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 42: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 43: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	14, // 44: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	12, // 45: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	22, // 46: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	22, // 47: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	27, // 48: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	22, // 49: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	22, // 50: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	22, // 51: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	29, // 52: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	25, // 53: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	32, // 54: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	32, // 55: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 56: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 57: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	35, // 58: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	35, // 59: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	37, // 60: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	41, // [41:61] is the sub-list for method output_type
+	21, // [21:41] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -2769,7 +2871,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

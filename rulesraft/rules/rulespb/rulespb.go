@@ -13,7 +13,7 @@ import (
 func RuleToProto(r rules.Rule) *weirv1.Rule {
 	return &weirv1.Rule{
 		Id:        r.ID,
-		Match:     &weirv1.Match{Route: r.Match.Route, Method: r.Match.Method, Plan: r.Match.Plan},
+		Match:     matchToProto(r.Match),
 		Key:       r.Key,
 		Algorithm: r.Algorithm,
 		Rate:      r.Rate,
@@ -24,7 +24,17 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Shadow:    r.Shadow,
 		Lease:     r.Lease,
 		MaxKeys:   r.MaxKeys,
+		Replaces:  r.Replaces,
+		Unlimited: r.Unlimited,
 	}
+}
+
+func matchToProto(m rules.Match) *weirv1.Match {
+	p := &weirv1.Match{Route: m.Route, Method: m.Method, Plan: m.Plan, Domain: m.Domain}
+	for _, e := range m.Descriptor {
+		p.Descriptor_ = append(p.Descriptor_, &weirv1.DescriptorEntry{Key: e.Key, Value: e.Value})
+	}
+	return p
 }
 
 func durationString(d rules.Duration) string {
@@ -79,9 +89,14 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Shadow:    p.GetShadow(),
 		Lease:     p.GetLease(),
 		MaxKeys:   p.GetMaxKeys(),
+		Replaces:  p.GetReplaces(),
+		Unlimited: p.GetUnlimited(),
 	}
 	if m := p.GetMatch(); m != nil {
-		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}
+		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}
+		for _, e := range m.GetDescriptor_() {
+			r.Match.Descriptor = append(r.Match.Descriptor, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
 	}
 	r.Period = parseDuration(p.GetPeriod(), prefix+"period", ps)
 	r.Timeout = parseDuration(p.GetTimeout(), prefix+"timeout", ps)
