@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weirlimit/weir/limit/headers"
 )
 
 // Errors returned by the package; match them with errors.Is.
@@ -42,6 +43,10 @@ type Config struct {
 	APIKeyHeader string
 	UserHeader   string
 	PlanHeader   string
+	// HeaderStyle picks the rate-limit response fields the middleware
+	// writes (headers.Parse: "ietf", "draft", "x" or a list); empty is
+	// headers.Default.
+	HeaderStyle headers.Style
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded
 	// headers are believed.
 	TrustedProxies []netip.Prefix
@@ -151,6 +156,8 @@ func (c Config) Validate() error {
 		return bad("GatewayID: must not be empty")
 	case c.APIKeyHeader == "" || c.UserHeader == "" || c.PlanHeader == "":
 		return bad("APIKeyHeader, UserHeader and PlanHeader must be set")
+	case !validStyle(c.HeaderStyle):
+		return bad("HeaderStyle %q: want a comma-separated list of ietf, draft, x", c.HeaderStyle)
 	case c.MaxBatch < 1:
 		return bad("MaxBatch %d: must be >= 1", c.MaxBatch)
 	case c.InFlight < 1:
@@ -181,4 +188,9 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func validStyle(s headers.Style) bool {
+	_, err := headers.Parse(string(s))
+	return err == nil
 }

@@ -6,9 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/weirlimit/weir/limit/headers"
 )
 
 // maxForwardedLen caps the forwarding headers read; longer ones are
@@ -162,7 +162,7 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := c.Decide(r.Context(), m.request(r))
-			SetHeaders(w.Header(), d)
+			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)
 				return
@@ -172,26 +172,21 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 	}
 }
 
-// SetHeaders writes the rate-limit fields of d's Policy to h:
-// RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers),
-// X-RateLimit-Limit/-Remaining/-Reset (seconds) and, when denied,
-// Retry-After in whole seconds rounded up.
-func SetHeaders(h http.Header, d Decision) {
-	if !d.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
+// SetHeaders writes the rate-limit fields of d's Policy to h in the
+// default style (headers.Default): RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers), X-RateLimit-Limit/-Remaining/
+// -Reset (seconds) and, when denied, Retry-After in whole seconds rounded
+// up.
+func SetHeaders(h http.Header, d Decision) { SetHeadersStyle(h, headers.Default, d) }
+
+// SetHeadersStyle is SetHeaders in the given style (headers.Style).
+func SetHeadersStyle(h http.Header, style headers.Style, d Decision) {
+	var p *headers.Policy
+	if d.Policy != nil {
+		p = &headers.Policy{Name: d.Policy.Rule, Limit: d.Policy.Limit, Remaining: d.Policy.Remaining,
+			Reset: d.Policy.Reset, Window: d.Policy.Window}
 	}
-	p := d.Policy
-	if p == nil {
-		return
-	}
-	name := strconv.Quote(p.Rule)
-	remaining := max(p.Remaining, 0)
-	reset := ceilSeconds(p.Reset)
-	h.Set("RateLimit-Policy", name+";q="+strconv.FormatInt(p.Limit, 10)+";w="+strconv.FormatInt(ceilSeconds(p.Window), 10))
-	h.Set("RateLimit", name+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(p.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	headers.Set(h, style, p, !d.Allowed, d.RetryAfter)
 }
 
 // WriteDenied answers a denied request: d.Status (429 or 503) with the
@@ -212,12 +207,4 @@ func WriteDenied(w http.ResponseWriter, d Decision) {
 		Error        string `json:"error"`
 		RetryAfterMs int64  `json:"retry_after_ms"`
 	}{msg, max(d.RetryAfter, 0).Milliseconds()})
-}
-
-// ceilSeconds rounds d up to whole seconds; negative is 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }

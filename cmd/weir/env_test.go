@@ -69,7 +69,7 @@ func TestEnvironmentVariables(t *testing.T) {
 		"WEIR_GRPC_REFLECTION", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_RAFT",
 		"WEIR_REPLICATION_INTERVAL", "WEIR_SHARDS"}
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TOKEN"}
-	want := map[string][]string{"weir node": node, "weir dev": node, "weir gateway": {"WEIR_CLUSTER", "WEIR_RULES_CACHE", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
+	want := map[string][]string{"weir node": node, "weir dev": node, "weir gateway": {"WEIR_CLUSTER", "WEIR_HEADER_STYLE", "WEIR_RULES_CACHE", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
 	for _, p := range []string{"rules list", "rules get", "rules put", "rules apply", "rules delete", "rules history",
 		"rules diff", "rules rollback", "overrides set", "overrides list", "overrides delete", "check", "members"} {
 		want["weir "+p] = admin

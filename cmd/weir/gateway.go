@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirlimit/weir/client"
+	"github.com/weirlimit/weir/limit/headers"
 )
 
 // gatewayCmd runs a reverse proxy to --upstream that checks every request
@@ -48,7 +49,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	rulesCache := fs.String("rules-cache", "", "`path` of a file keeping the last rule set from the cluster, used at start until the cluster answers (empty: none)")
 	untilRules := fs.String("until-rules", string(def.UntilRules), "`policy` while no rule set is held: wait (up to --until-rules-timeout, then deny), deny (503) or allow (no limits)")
 	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
-	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
+	headerStyle := fs.String("header-style", string(headers.Default), "rate-limit response `fields`: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout", "header-style")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -58,6 +60,11 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
 		cfg.Cluster = trimAll(*cluster)
 		cfg.RulesCache = *rulesCache
+		style, err := headers.Parse(*headerStyle)
+		if err != nil {
+			return usageErr(cmd, "--header-style: %v", err)
+		}
+		cfg.HeaderStyle = style
 		switch u := client.UntilRules(*untilRules); {
 		case u != client.UntilRulesWait && u != client.UntilRulesDeny && u != client.UntilRulesAllow:
 			return usageErr(cmd, "--until-rules %q: want wait, deny or allow", *untilRules)
