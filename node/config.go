@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/ring"
 )
 
@@ -65,6 +66,13 @@ type Config struct {
 	// tracked: its check is answered unavailable, so the rule's fail mode
 	// applies (docs/design.md, key floods).
 	MaxKeys int64
+	// HeaderStyle picks the rate-limit fields the Envoy rate limit service
+	// and /v1/forward-auth answer (headers.Parse; empty: headers.Default).
+	HeaderStyle headers.Style
+	// RLSEachDescriptor charges every descriptor of a rate limit service
+	// request on its own, as envoyproxy/ratelimit does; false (the
+	// default) makes a request's descriptors all-or-nothing.
+	RLSEachDescriptor bool
 
 	// ReplicationInterval is how often changed counters are shipped.
 	ReplicationInterval time.Duration
@@ -167,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("%w: max keys must be >= 0", ErrConfig)
+	}
+	if _, err := headers.Parse(string(c.HeaderStyle)); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 || c.ResolveTimeout < 0 {
 		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)

@@ -204,8 +204,12 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
+	mux := http.NewServeMux()
 	n.grpcSrv = grpc.NewServer(grpcwin.ServerOptions()...)
 	n.api.Register(n.grpcSrv)
+	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
+		return nil, err
+	}
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
@@ -217,7 +221,6 @@ func New(cfg Config) (*Node, error) {
 		reflection.Register(n.grpcSrv)
 	}
 
-	mux := http.NewServeMux()
 	mux.Handle("/", n.api.Handler())
 	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
