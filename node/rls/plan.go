@@ -79,7 +79,9 @@ type Response struct {
 }
 
 // invalid is a request-level validation error (ErrInvalid).
-func invalid(format string, args ...any) error { return limit.Errorf(limit.ErrInvalid, format, args...) }
+func invalid(format string, args ...any) error {
+	return limit.Errorf(limit.ErrInvalid, format, args...)
+}
 
 // validate checks the shape of a request.
 func validate(r *Request) error {
