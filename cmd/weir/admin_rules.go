@@ -63,7 +63,7 @@ func (c *cli) rulesCmd() *cobra.Command {
 		Short:   "List, get, put, apply, delete, history, diff or roll back rules",
 		GroupID: "admin",
 	}, c.rulesListCmd(), c.rulesGetCmd(), c.rulesPutCmd(), c.rulesApplyCmd(), c.rulesDeleteCmd(),
-		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd())
+		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd(), c.rulesImportCmd())
 }
 
 func (c *cli) rulesListCmd() *cobra.Command {
