@@ -67,6 +67,8 @@ type Status struct {
 	RetryAfter time.Duration
 	// Shadow: the reported rule is a shadow rule (never over the limit).
 	Shadow bool
+	// Unlimited: an unlimited rule matched and nothing was checked.
+	Unlimited bool
 }
 
 // Response is the answer for a request.
@@ -146,9 +148,9 @@ type checked struct {
 // descriptor (after "replaces"; unlimited rules check nothing). With
 // allOrNothing every item is in group 1; otherwise descriptor i is group
 // i+1.
-func plan(m *rules.DescriptorMatcher, r *Request, allOrNothing bool) ([]limit.Item, []checked) {
+func plan(m *rules.DescriptorMatcher, r *Request, allOrNothing bool) ([]limit.Item, []checked, []bool) {
 	if !m.HasDomain(r.Domain) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var buf [8]*rules.Rule
 	var all []*rules.Rule
@@ -160,10 +162,14 @@ func plan(m *rules.DescriptorMatcher, r *Request, allOrNothing bool) ([]limit.It
 	replaced := rules.Replaced(all)
 	var items []limit.Item
 	var where []checked
+	unlimited := make([]bool, len(r.Descriptors))
 	for i := range r.Descriptors {
 		d := &r.Descriptors[i]
 		var key string
 		for _, rule := range per[i] {
+			if rule.Unlimited && !replaced[rule.ID] {
+				unlimited[i] = true
+			}
 			if rule.Unlimited || replaced[rule.ID] {
 				continue
 			}
@@ -178,7 +184,7 @@ func plan(m *rules.DescriptorMatcher, r *Request, allOrNothing bool) ([]limit.It
 			where = append(where, checked{desc: i, rule: rule})
 		}
 	}
-	return items, where
+	return items, where, unlimited
 }
 
 // descriptorKey is the limited key of a descriptor's values in domain:
@@ -208,10 +214,11 @@ func descriptorKey(domain string, es []rules.Entry) string {
 // decided follows its fail mode (closed: over the limit). Its status
 // reports the denying limit with the longest wait, else the limit with the
 // fewest remaining.
-func answer(r *Request, items []limit.Item, where []checked, res []limit.Result, style headers.Style) Response {
+func answer(r *Request, items []limit.Item, where []checked, unlimited []bool, res []limit.Result, style headers.Style) Response {
 	out := Response{Overall: OK, Statuses: make([]Status, len(r.Descriptors))}
 	for i := range out.Statuses {
 		out.Statuses[i].Code = OK
+		out.Statuses[i].Unlimited = unlimited != nil && unlimited[i]
 	}
 	have := make([]bool, len(r.Descriptors))
 	var policy *Status

@@ -219,7 +219,8 @@ func TestShouldRateLimitCluster(t *testing.T) {
 		free := desc("tenant", "t2", "plan", "free")
 		for i := 0; i < 5; i++ {
 			resp := ask(t, cls[i%3], &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{free}})
-			if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetCurrentLimit() != nil {
+			if st := resp.GetStatuses()[0]; resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || st.GetCurrentLimit() != nil ||
+				st.GetLimitRemaining() != 1<<32-1 {
 				t.Fatalf("unlimited: %v", resp)
 			}
 		}

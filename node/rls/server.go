@@ -138,14 +138,14 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	if err := validate(r); err != nil {
 		return Response{}, err
 	}
-	items, where := plan(s.descriptors(), r, s.cfg.AllOrNothing)
+	items, where, unlimited := plan(s.descriptors(), r, s.cfg.AllOrNothing)
 	res := make([]limit.Result, len(items))
 	if len(items) > 0 {
 		if err := s.b.Check(ctx, items, res); err != nil {
 			return Response{}, err
 		}
 	}
-	out := answer(r, items, where, res, s.cfg.HeaderStyle)
+	out := answer(r, items, where, unlimited, res, s.cfg.HeaderStyle)
 	for j, w := range where {
 		s.decisions.WithLabelValues(w.rule.ID, outcome(w.rule, &res[j])).Inc()
 	}
@@ -195,6 +195,8 @@ func toProto(r Response) *rlsv3.RateLimitResponse {
 			}
 			st.LimitRemaining = clampU32(s.Remaining)
 			st.DurationUntilReset = durationpb.New(max(s.Reset, 0))
+		} else if s.Unlimited { // as envoyproxy/ratelimit answers an unlimited descriptor
+			st.LimitRemaining = 1<<32 - 1
 		}
 		out.Statuses[i] = st
 	}
