@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/limit/headers"
 )
 
@@ -128,9 +129,9 @@ const (
 // in Cluster and GatewayID.
 func DefaultConfig() Config {
 	return Config{
-		APIKeyHeader:     "X-API-Key",
-		UserHeader:       "X-User-ID",
-		PlanHeader:       "X-Plan",
+		APIKeyHeader:     reqmatch.DefaultHeaderNames().APIKey,
+		UserHeader:       reqmatch.DefaultHeaderNames().User,
+		PlanHeader:       reqmatch.DefaultHeaderNames().Plan,
 		MaxBatch:         512,
 		InFlight:         1,
 		QueueSize:        8192,

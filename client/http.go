@@ -3,138 +3,16 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 
 	"github.com/weirlimit/weir/limit/headers"
 )
-
-// maxForwardedLen caps the forwarding headers read; longer ones are
-// ignored (the peer address is used).
-const maxForwardedLen = 4096
 
 // RequestFromHTTP builds a Request: route and method from the URL and
 // method, API key, user and plan from the configured headers (an empty
 // plan is "*"), and the client IP (see ClientIP).
 func (c *Client) RequestFromHTTP(r *http.Request) Request {
-	route := "/"
-	if r.URL != nil && r.URL.Path != "" {
-		route = r.URL.Path
-	}
-	return Request{
-		Route:  route,
-		Method: r.Method,
-		Plan:   r.Header.Get(c.cfg.PlanHeader),
-		APIKey: r.Header.Get(c.cfg.APIKeyHeader),
-		User:   r.Header.Get(c.cfg.UserHeader),
-		IP:     ClientIP(r, c.cfg.TrustedProxies),
-		Header: r.Header,
-	}
-}
-
-// ClientIP returns the address of the caller. The peer address
-// (RemoteAddr) is the answer unless it is a trusted proxy; then the
-// X-Forwarded-For (else Forwarded) chain is walked from the right, skipping
-// trusted hops, and the first untrusted hop is the caller (the leftmost one
-// if all are trusted). A malformed, obfuscated or oversized chain is not
-// believed: the peer address is used. It returns "" when RemoteAddr is not
-// an address either.
-func ClientIP(r *http.Request, trusted []netip.Prefix) string {
-	peer, ok := parseHostIP(r.RemoteAddr)
-	if !ok {
-		return ""
-	}
-	if !isTrusted(peer, trusted) {
-		return peer.String()
-	}
-	hops, ok := forwardedHops(r.Header)
-	if !ok || len(hops) == 0 {
-		return peer.String()
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		if !isTrusted(hops[i], trusted) {
-			return hops[i].String()
-		}
-	}
-	return hops[0].String()
-}
-
-func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseHostIP reads "ip", "ip:port", "[v6]" or "[v6]:port".
-func parseHostIP(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
-	}
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		s = h
-	}
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.WithZone("").Unmap(), true
-}
-
-// forwardedHops lists the hops of X-Forwarded-For, else Forwarded "for=",
-// left to right. ok is false when a hop is not an IP address or the
-// headers are too long.
-func forwardedHops(h http.Header) (hops []netip.Addr, ok bool) {
-	xff := h.Values("X-Forwarded-For")
-	if len(xff) > 0 {
-		if totalLen(xff) > maxForwardedLen {
-			return nil, false
-		}
-		for _, v := range xff {
-			for _, part := range strings.Split(v, ",") {
-				a, ok := parseHostIP(part)
-				if !ok {
-					return nil, false
-				}
-				hops = append(hops, a)
-			}
-		}
-		return hops, true
-	}
-	fwd := h.Values("Forwarded")
-	if totalLen(fwd) > maxForwardedLen {
-		return nil, false
-	}
-	for _, v := range fwd {
-		for _, elem := range strings.Split(v, ",") {
-			for _, pair := range strings.Split(elem, ";") {
-				k, val, found := strings.Cut(strings.TrimSpace(pair), "=")
-				if !found || !strings.EqualFold(k, "for") {
-					continue
-				}
-				a, ok := parseHostIP(strings.Trim(val, `"`))
-				if !ok {
-					return nil, false
-				}
-				hops = append(hops, a)
-			}
-		}
-	}
-	return hops, true
-}
-
-func totalLen(vs []string) int {
-	n := 0
-	for _, v := range vs {
-		n += len(v)
-	}
-	return n
+	return RequestFrom(r, HeaderNames{APIKey: c.cfg.APIKeyHeader, User: c.cfg.UserHeader, Plan: c.cfg.PlanHeader}, c.cfg.TrustedProxies)
 }
 
 // MiddlewareOption changes how Middleware builds requests.
