@@ -66,12 +66,12 @@ func TestBindEnv(t *testing.T) {
 // leave timeout, gRPC reflection), and no other.
 func TestEnvironmentVariables(t *testing.T) {
 	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADVERTISE", "WEIR_BOOTSTRAP_EXPECT", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GRPC",
-		"WEIR_GRPC_REFLECTION", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_RAFT",
-		"WEIR_REPLICATION_INTERVAL", "WEIR_SHARDS"}
+		"WEIR_GRPC_REFLECTION", "WEIR_HEADER_STYLE", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_RAFT",
+		"WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS"}
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TOKEN"}
 	want := map[string][]string{"weir node": node, "weir dev": node, "weir gateway": {"WEIR_CLUSTER", "WEIR_HEADER_STYLE", "WEIR_RULES_CACHE", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
 	for _, p := range []string{"rules list", "rules get", "rules put", "rules apply", "rules delete", "rules history",
-		"rules diff", "rules rollback", "overrides set", "overrides list", "overrides delete", "check", "members"} {
+		"rules diff", "rules rollback", "rules import", "overrides set", "overrides list", "overrides delete", "check", "members"} {
 		want["weir "+p] = admin
 	}
 	got := map[string][]string{}

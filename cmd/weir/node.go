@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/examples"
+	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -33,7 +34,8 @@ type nodeFlags struct {
 	bootstrapExpect, shards                               int
 	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
-	reflection                                            bool
+	reflection, rlsEachDescriptor                         bool
+	headerStyle                                           string
 	logLevel                                              slog.Level
 }
 
@@ -64,8 +66,11 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	}
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
+	fs.StringVar(&f.headerStyle, "header-style", string(headers.Default), "rate-limit `fields` of /v1/forward-auth and the Envoy rate limit service: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	fs.BoolVar(&f.rlsEachDescriptor, "rls-each-descriptor", false, "charge each descriptor of an Envoy rate limit request on its own, as envoyproxy/ratelimit does (default: a request's descriptors are all-or-nothing)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
-		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection")
+		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
+		"header-style", "rls-each-descriptor")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -80,6 +85,11 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	cfg.AdminToken = f.adminToken
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
+	style, err := headers.Parse(f.headerStyle)
+	if err != nil {
+		return cfg, usageErr(cmd, "--header-style: %v", err)
+	}
+	cfg.HeaderStyle, cfg.RLSEachDescriptor = style, f.rlsEachDescriptor
 	if f.replInterval <= 0 {
 		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}
