@@ -11,6 +11,7 @@ import (
 const (
 	TargetSDK   = "weir"      // the gateway SDK over gRPC
 	TargetHTTP  = "weir-http" // one JSON request per check to a node
+	TargetRLS   = "weir-rls"  // one Envoy ShouldRateLimit RPC per check to a node
 	TargetRedis = "redis"     // Redis + the Lua token bucket
 )
 

@@ -25,7 +25,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -98,10 +98,10 @@ func (c *cli) benchCmd() *cobra.Command {
 		if useWeir {
 			for _, t := range trimAll(*target) {
 				switch t {
-				case "sdk", "http":
+				case "sdk", "http", "rls":
 					targets = append(targets, t)
 				default:
-					return usage("--target %q: use sdk, http or sdk,http", t)
+					return usage("--target %q: use sdk, http, rls or a list such as sdk,http,rls", t)
 				}
 				if t == "http" && len(sc.Rules) > 1 {
 					return usage("--target http checks one rule per request; scenario %s checks %d rules as a group", sc.Name, len(sc.Rules))
@@ -191,7 +191,11 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		}
 		defer sp.Close()
 		seeds = sp.GRPCAddrs()
-		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds); err != nil {
+		yaml := wb.sc.RulesYAML()
+		if wb.target == "rls" {
+			yaml += wb.sc.RLSRulesYAML()
+		}
+		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, yaml, wb.sc.RuleIDs(), seeds); err != nil {
 			return nil, err
 		}
 	}
@@ -209,6 +213,9 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 			return nil, err
 		}
 		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway)
+	case "rls":
+		cfg.Target = bench.TargetRLS
+		factory = bench.RLSFactory(seeds)
 	}
 	switch wb.sc.Event {
 	case bench.EventKill:
