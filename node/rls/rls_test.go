@@ -2,6 +2,9 @@ package rls_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +104,30 @@ func remaining(t *testing.T, cl rlsv3.RateLimitServiceClient, d *rlv3.RateLimitD
 	return st.GetLimitRemaining()
 }
 
+// metricSum adds up one sample line's value over every node's /metrics.
+func metricSum(t *testing.T, c *testcluster.Cluster, series string) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range c.Live() {
+		resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sum += f
+			}
+		}
+	}
+	return sum
+}
+
 func TestShouldRateLimitCluster(t *testing.T) {
 	c := testcluster.New(t, 3)
 	c.ApplyRules(rulesYAML)
@@ -194,6 +221,13 @@ func TestShouldRateLimitCluster(t *testing.T) {
 				st.GetCurrentLimit().GetName() != "edge.shadow" || st.GetLimitRemaining() != 0 {
 				t.Fatalf("shadow %d: %v", i, resp)
 			}
+		}
+		// Decided and counted: 1 allowed, 2 that would have been denied.
+		if got := metricSum(t, c, `weir_rls_decisions_total{outcome="shadow_over_limit",rule="edge.shadow"}`); got != 2 {
+			t.Fatalf("shadow_over_limit counted %v times, want 2", got)
+		}
+		if got := metricSum(t, c, `weir_rls_decisions_total{outcome="ok",rule="edge.shadow"}`); got != 1 {
+			t.Fatalf("shadow ok counted %v times, want 1", got)
 		}
 	})
 

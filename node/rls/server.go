@@ -62,7 +62,13 @@ type Server struct {
 type compiled struct {
 	version uint64
 	m       *rules.DescriptorMatcher
+	// counters holds each descriptor rule's decision counters, by outcome
+	// (outcomes order), so the hot path does not hash labels.
+	counters map[string]*[4]prometheus.Counter
 }
+
+// outcomes label weir_rls_decisions_total.
+var outcomes = [4]string{"ok", "over_limit", "shadow_over_limit", "error"}
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
 
@@ -94,7 +100,7 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 
 // descriptors returns the matcher for the current rule set, compiled once
 // per version.
-func (s *Server) descriptors() *rules.DescriptorMatcher {
+func (s *Server) descriptors() *compiled {
 	set := s.b.Rules()
 	var v uint64
 	var rs []rules.Rule
@@ -102,19 +108,31 @@ func (s *Server) descriptors() *rules.DescriptorMatcher {
 		v, rs = set.Version, set.Rules
 	}
 	if c := s.matcher.Load(); c != nil && c.version == v {
-		return c.m
+		return c
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.matcher.Load(); c != nil && c.version == v {
-		return c.m
+		return c
 	}
 	m, err := rules.CompileDescriptors(rs)
 	if err != nil { // the FSM holds valid sets only
+		rs = nil
 		m, _ = rules.CompileDescriptors(nil)
 	}
-	s.matcher.Store(&compiled{version: v, m: m})
-	return m
+	c := &compiled{version: v, m: m, counters: map[string]*[4]prometheus.Counter{}}
+	for _, r := range rs {
+		if r.Match.Domain == "" {
+			continue
+		}
+		var cs [4]prometheus.Counter
+		for i, o := range outcomes {
+			cs[i] = s.decisions.WithLabelValues(r.ID, o)
+		}
+		c.counters[r.ID] = &cs
+	}
+	s.matcher.Store(c)
+	return c
 }
 
 // ShouldRateLimit decides a request (see doc.go).
@@ -138,7 +156,8 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	if err := validate(r); err != nil {
 		return Response{}, err
 	}
-	items, where, unlimited := plan(s.descriptors(), r, s.cfg.AllOrNothing)
+	c := s.descriptors()
+	items, where, unlimited := plan(c.m, r, s.cfg.AllOrNothing)
 	res := make([]limit.Result, len(items))
 	if len(items) > 0 {
 		if err := s.b.Check(ctx, items, res); err != nil {
@@ -147,21 +166,24 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	}
 	out := answer(r, items, where, unlimited, res, s.cfg.HeaderStyle)
 	for j, w := range where {
-		s.decisions.WithLabelValues(w.rule.ID, outcome(w.rule, &res[j])).Inc()
+		if cs := c.counters[w.rule.ID]; cs != nil {
+			cs[outcome(w.rule, &res[j])].Inc()
+		}
 	}
 	return out, nil
 }
 
-func outcome(r *rules.Rule, x *limit.Result) string {
+// outcome is the index in outcomes of a rule's decision.
+func outcome(r *rules.Rule, x *limit.Result) int {
 	switch {
 	case x.Code != limit.CodeNone:
-		return "error"
+		return 3
 	case x.Allowed || x.Voided:
-		return "ok"
+		return 0
 	case r.Shadow:
-		return "shadow_over_limit"
+		return 2
 	}
-	return "over_limit"
+	return 1
 }
 
 // fromProto reads the wire request.

@@ -54,15 +54,16 @@ func (m *DescriptorMatcher) HasDomain(domain string) bool { return len(m.byDomai
 // them, never write.
 func (m *DescriptorMatcher) Match(domain string, entries []Entry, dst []*Rule) []*Rule {
 	start := len(dst)
-	var best []int
+	var best, score [MaxDescriptorEntries]int
+	found := false
 	for _, r := range m.byDomain[domain] {
-		score, ok := entryScore(r.Match.Descriptor, entries)
-		if !ok {
+		if !entryScore(r.Match.Descriptor, entries, &score) {
 			continue
 		}
-		switch c := compareScores(score, best); {
-		case len(dst) == start || c > 0:
-			dst, best = append(dst[:start], r), score
+		n := len(entries)
+		switch c := slices.Compare(score[:n], best[:n]); {
+		case !found || c > 0:
+			dst, best, found = append(dst[:start], r), score, true
 		case c == 0:
 			dst = append(dst, r)
 		}
@@ -70,18 +71,18 @@ func (m *DescriptorMatcher) Match(domain string, entries []Entry, dst []*Rule) [
 	return dst
 }
 
-// entryScore matches a pattern against a descriptor's entries and says
-// how specific the match is, level by level: 0 for any value, 1+len(prefix)
-// for a prefix wildcard, and a value above every prefix for an exact value.
-func entryScore(pattern, entries []Entry) ([]int, bool) {
-	if len(pattern) != len(entries) {
-		return nil, false
+// entryScore matches a pattern against a descriptor's entries and writes
+// how specific the match is, level by level, into score: 0 for any value,
+// 1+len(prefix) for a prefix wildcard, and a value above every prefix for
+// an exact value.
+func entryScore(pattern, entries []Entry, score *[MaxDescriptorEntries]int) bool {
+	if len(pattern) != len(entries) || len(pattern) > MaxDescriptorEntries {
+		return false
 	}
-	score := make([]int, len(pattern))
 	for i, p := range pattern {
 		e := entries[i]
 		if p.Key != e.Key {
-			return nil, false
+			return false
 		}
 		switch {
 		case p.Value == "" || p.Value == "*":
@@ -89,20 +90,18 @@ func entryScore(pattern, entries []Entry) ([]int, bool) {
 		case strings.HasSuffix(p.Value, "*"):
 			prefix := p.Value[:len(p.Value)-1]
 			if !strings.HasPrefix(e.Value, prefix) {
-				return nil, false
+				return false
 			}
 			score[i] = 1 + len(prefix)
 		default:
 			if p.Value != e.Value {
-				return nil, false
+				return false
 			}
 			score[i] = 1 << 30
 		}
 	}
-	return score, true
+	return true
 }
-
-func compareScores(a, b []int) int { return slices.Compare(a, b) }
 
 // Replaced returns the ids of matched rules that another matched rule
 // replaces (Rule.Replaces), as envoyproxy/ratelimit's "replaces": those do
