@@ -27,9 +27,12 @@
 //     request share one group, so a request that is over one limit takes
 //     nothing from the others. With it off, each descriptor is its own
 //     group, as envoyproxy/ratelimit charges every descriptor.
-//   - A descriptor whose limit override (RateLimitOverride) is set is
-//     refused with InvalidArgument: Weir keeps limits in rules, and an
-//     override a caller could raise per request is not a limit.
+//   - A descriptor's limit override (RateLimitOverride) replaces the
+//     matched rules' rate, period and burst for that check
+//     (limit.Item.Override, carried to the owner); a descriptor no rule
+//     matches stays unlimited. Overrides in months or years, of 0
+//     requests, or that the rule's algorithm cannot take (a sliding_log
+//     over its cap) are InvalidArgument.
 //
 // Goroutines: none of its own; ShouldRateLimit runs on the gRPC server's.
 // The compiled matcher is swapped atomically when the rule set's version

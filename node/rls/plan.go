@@ -41,8 +41,26 @@ type Descriptor struct {
 	HasHits bool
 	// Negative gives the hits back instead of taking them.
 	Negative bool
-	// Override is set when the descriptor carries a limit override.
-	Override bool
+	// Override is the descriptor's limit override (nil: none):
+	// RequestsPerUnit per Unit × multiplier. A Unit of 0 is not a unit
+	// Weir takes (unknown, month, year).
+	Override *Override
+}
+
+// Override is a descriptor's limit override.
+type Override struct {
+	RequestsPerUnit uint32
+	Unit            time.Duration // 0: unknown, or a calendar unit
+	Multiplier      uint32        // 0 means 1
+}
+
+// period is the override's window; 0 when it has none Weir takes.
+func (o *Override) period() time.Duration {
+	m := max(o.Multiplier, 1)
+	if o.Unit <= 0 || time.Duration(m) > (366*24*time.Hour)/o.Unit {
+		return 0
+	}
+	return o.Unit * time.Duration(m)
 }
 
 // Code is a decision, as Envoy's RateLimitResponse.Code.
@@ -109,8 +127,10 @@ func validate(r *Request) error {
 			return invalid("descriptors[%d]: %d entries; at most %d", i, len(d.Entries), MaxEntries)
 		case d.HasHits && d.Hits > MaxHits:
 			return invalid("descriptors[%d].hits_addend: %d is over %d", i, d.Hits, uint64(MaxHits))
-		case d.Override:
-			return invalid("descriptors[%d].limit: limit overrides are not supported; put the limit in a rule (weir rules import --from envoy-ratelimit)", i)
+		case d.Override != nil && d.Override.RequestsPerUnit == 0:
+			return invalid("descriptors[%d].limit.requests_per_unit: must be > 0", i)
+		case d.Override != nil && d.Override.period() == 0:
+			return invalid("descriptors[%d].limit: unit must be second, minute, hour or day, and the window at most a year", i)
 		}
 		for j, e := range d.Entries {
 			switch {
@@ -180,7 +200,11 @@ func plan(m *rules.DescriptorMatcher, r *Request, allOrNothing bool) ([]limit.It
 			if !allOrNothing {
 				g = uint32(i + 1)
 			}
-			items = append(items, limit.Item{Key: key, Rule: rule.ID, Cost: r.hits(d), Refund: d.Negative, Group: g})
+			it := limit.Item{Key: key, Rule: rule.ID, Cost: r.hits(d), Refund: d.Negative, Group: g}
+			if o := d.Override; o != nil {
+				it.Override = &limit.Override{Rate: int64(o.RequestsPerUnit), Period: o.period()}
+			}
+			items = append(items, it)
 			where = append(where, checked{desc: i, rule: rule})
 		}
 	}

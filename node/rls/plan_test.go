@@ -28,7 +28,10 @@ func TestValidate(t *testing.T) {
 		{"huge value", Request{Domain: "d", Descriptors: []Descriptor{{Entries: []rules.Entry{{Key: "k", Value: strings.Repeat("v", MaxValueLen+1)}}}}}, "at most 4096"},
 		{"huge request hits", Request{Domain: "d", Hits: MaxHits + 1, Descriptors: []Descriptor{ok}}, "hits_addend"},
 		{"huge descriptor hits", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Hits: MaxHits + 1, HasHits: true}}}, "hits_addend"},
-		{"override", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Override: true}}}, "limit overrides"},
+		{"override", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Override: &Override{RequestsPerUnit: 3, Unit: time.Second}}}}, ""},
+		{"override of 0", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Override: &Override{Unit: time.Second}}}}, "requests_per_unit: must be > 0"},
+		{"override in months", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Override: &Override{RequestsPerUnit: 3}}}}, "unit must be"},
+		{"override over a year", Request{Domain: "d", Descriptors: []Descriptor{{Entries: ok.Entries, Override: &Override{RequestsPerUnit: 3, Unit: 24 * time.Hour, Multiplier: 400}}}}, "at most a year"},
 	} {
 		err := validate(&tc.r)
 		switch {

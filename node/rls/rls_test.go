@@ -276,6 +276,34 @@ func TestShouldRateLimitCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("limit override", func(t *testing.T) {
+		// edge.addr is 5 per hour; the descriptor asks for 8 per day.
+		d := desc("remote_address", "10.0.0.6")
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 8, Unit: typev3.RateLimitUnit_DAY}
+		ok := 0
+		for i := 0; i < 10; i++ {
+			resp := ask(t, cls[i%3], &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d}})
+			if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+				ok++
+			}
+			cur := resp.GetStatuses()[0].GetCurrentLimit()
+			if cur.GetName() != "edge.addr" || cur.GetRequestsPerUnit() != 8 || cur.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY {
+				t.Fatalf("current limit %v", cur)
+			}
+		}
+		if ok != 8 {
+			t.Fatalf("%d of 10 passed the override of 8", ok)
+		}
+		// A descriptor that matches no rule is not limited, override or not.
+		u := desc("user", "u1")
+		u.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND}
+		for i := 0; i < 3; i++ {
+			if resp := ask(t, cls[i], &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{u}}); resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+				t.Fatalf("unmatched with override: %v", resp)
+			}
+		}
+	})
+
 	t.Run("bad requests change nothing", func(t *testing.T) {
 		d := desc("remote_address", "10.0.0.5")
 		many := make([]*rlv3.RateLimitDescriptor, 10000)
@@ -290,8 +318,10 @@ func TestShouldRateLimitCluster(t *testing.T) {
 			"huge hits":          {Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d, {Entries: d.Entries, HitsAddend: wrapperspb.UInt64(1 << 40)}}},
 			"no descriptors":     {Domain: "edge"},
 			"empty entry key":    {Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d, desc("", "v")}},
-			"limit override": {Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d, {Entries: d.Entries,
-				Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_SECOND}}}},
+			"override in months": {Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d, {Entries: d.Entries,
+				Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_MONTH}}}},
+			"override of 0": {Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d, {Entries: d.Entries,
+				Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{Unit: typev3.RateLimitUnit_SECOND}}}},
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := cls[0].ShouldRateLimit(ctx, req)

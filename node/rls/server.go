@@ -10,6 +10,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -158,6 +159,15 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	}
 	c := s.descriptors()
 	items, where, unlimited := plan(c.m, r, s.cfg.AllOrNothing)
+	for j, w := range where {
+		if o := items[j].Override; o != nil {
+			lim := w.rule.Limit()
+			lim.Rate, lim.Period, lim.Burst = o.Rate, o.Period, o.Rate
+			if err := lim.Validate(rules.MaxLogLimit); err != nil {
+				return Response{}, invalid("descriptors[%d].limit: %v for rule %s (%s)", w.desc, err, w.rule.ID, w.rule.Algorithm)
+			}
+		}
+	}
 	res := make([]limit.Result, len(items))
 	if len(items) > 0 {
 		if err := s.b.Check(ctx, items, res); err != nil {
@@ -199,9 +209,21 @@ func fromProto(in *rlsv3.RateLimitRequest) Request {
 			out.Hits, out.HasHits = h.GetValue(), true
 		}
 		out.Negative = d.GetIsNegativeHits()
-		out.Override = d.GetLimit() != nil
+		if l := d.GetLimit(); l != nil {
+			out.Override = &Override{RequestsPerUnit: l.GetRequestsPerUnit(), Unit: units[l.GetUnit()], Multiplier: 1}
+			if m := l.GetUnitMultiplier(); m != nil {
+				out.Override.Multiplier = m.GetValue()
+			}
+		}
 	}
 	return r
+}
+
+// units are the override units Weir takes (not month or year: no fixed
+// length).
+var units = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second, typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR: time.Hour, typev3.RateLimitUnit_DAY: 24 * time.Hour,
 }
 
 // toProto writes the wire response.

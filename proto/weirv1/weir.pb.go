@@ -97,9 +97,15 @@ type CheckItem struct {
 	// neither owns nor holds the item's partition passes a forwarded item on
 	// once more, to the owner by its own ring, then it is decided where it
 	// lands.
-	Hops          uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hops uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
+	// Set by nodes only (ignored from callers): a per-check limit replacing
+	// the rule's rate, period (milliseconds) and burst, from an Envoy rate
+	// limit service descriptor's limit override. 0 rate: none.
+	OverrideRate     int64 `protobuf:"varint,8,opt,name=override_rate,json=overrideRate,proto3" json:"override_rate,omitempty"`
+	OverridePeriodMs int64 `protobuf:"varint,9,opt,name=override_period_ms,json=overridePeriodMs,proto3" json:"override_period_ms,omitempty"`
+	OverrideBurst    int64 `protobuf:"varint,10,opt,name=override_burst,json=overrideBurst,proto3" json:"override_burst,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CheckItem) Reset() {
@@ -177,6 +183,27 @@ func (x *CheckItem) GetRefund() bool {
 func (x *CheckItem) GetHops() uint32 {
 	if x != nil {
 		return x.Hops
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverrideRate() int64 {
+	if x != nil {
+		return x.OverrideRate
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverridePeriodMs() int64 {
+	if x != nil {
+		return x.OverridePeriodMs
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverrideBurst() int64 {
+	if x != nil {
+		return x.OverrideBurst
 	}
 	return 0
 }
@@ -2523,7 +2550,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xaa\x01\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xa4\x02\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -2531,7 +2558,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\frule_version\x18\x04 \x01(\x04R\vruleVersion\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\rR\x05group\x12\x16\n" +
 	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
-	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
+	"\x04hops\x18\a \x01(\rR\x04hops\x12#\n" +
+	"\roverride_rate\x18\b \x01(\x03R\foverrideRate\x12,\n" +
+	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
+	"\x0eoverride_burst\x18\n" +
+	" \x01(\x03R\roverrideBurst\"8\n" +
 	"\fCheckRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xb2\x02\n" +
 	"\vCheckResult\x12\x18\n" +
