@@ -57,6 +57,16 @@ func TestImportAppliesThroughRaftAndLimits(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "imported 7 rules") || !strings.Contains(r.stderr, "note: ") {
 		t.Fatalf("import: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	r = runCLI(t, "", nil, "rules", "get", "edge.tenant.plan_gold", "--addr", addr)
+	for _, want := range []string{"match.domain:", "edge", "match.descriptor:", "tenant,plan=gold", "replaces:", "per_ip", "shadow:", "true"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("rules get: no %q in\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	r = runCLI(t, "", nil, "rules", "list", "--addr", addr)
+	if !strings.Contains(r.stdout, "edge:remote_address=50.0.0.5") {
+		t.Fatalf("rules list:\n%s%s", r.stdout, r.stderr)
+	}
 	cc, err := grpc.NewClient(c.Nodes[2].GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

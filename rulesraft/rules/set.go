@@ -160,7 +160,7 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("lease", a.Lease, b.Lease)
 	cs.add("max_keys", a.MaxKeys, b.MaxKeys)
 	cs.add("match.domain", a.Match.Domain, b.Match.Domain)
-	cs.add("match.descriptor", formatEntries(a.Match.Descriptor), formatEntries(b.Match.Descriptor))
+	cs.add("match.descriptor", FormatEntries(a.Match.Descriptor), FormatEntries(b.Match.Descriptor))
 	cs.add("replaces", strings.Join(a.Replaces, ","), strings.Join(b.Replaces, ","))
 	cs.add("unlimited", a.Unlimited, b.Unlimited)
 	return cs
@@ -228,8 +228,9 @@ func Merge(cur, in []Rule, replaceAll bool) ([]Rule, error) {
 	return out, nil
 }
 
-// formatEntries writes a descriptor pattern as "key=value,key" for diffs.
-func formatEntries(es []Entry) string {
+// FormatEntries writes a descriptor pattern as "key=value,key" (diffs,
+// listings).
+func FormatEntries(es []Entry) string {
 	var b strings.Builder
 	for i, e := range es {
 		if i > 0 {
