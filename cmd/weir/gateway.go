@@ -169,6 +169,7 @@ func readyz(w http.ResponseWriter, st client.RulesStatus) {
 	switch {
 	case !st.Ready:
 		code, msg = http.StatusServiceUnavailable, "not ready: no rule set yet (none from the cluster, none in a rules cache)"
+		w.Header().Set("Retry-After", "1")
 	case st.Cached:
 		msg = fmt.Sprintf("ready: rules version %d from the rules cache; none from the cluster yet", st.Version)
 	}
