@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/ring"
 )
@@ -73,6 +74,10 @@ type Config struct {
 	// request on its own, as envoyproxy/ratelimit does; false (the
 	// default) makes a request's descriptors all-or-nothing.
 	RLSEachDescriptor bool
+	// ForwardAuthHeaders name the headers /v1/forward-auth reads the API
+	// key, user and plan from (empty fields: the SDK's X-API-Key,
+	// X-User-ID, X-Plan).
+	ForwardAuthHeaders reqmatch.HeaderNames
 
 	// ReplicationInterval is how often changed counters are shipped.
 	ReplicationInterval time.Duration

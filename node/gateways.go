@@ -40,7 +40,7 @@ func (n *Node) registerGateways(g *grpc.Server, mux *http.ServeMux) error {
 		return fmt.Errorf("node: rate limit service: %w", err)
 	}
 	s.Register(g)
-	fa, err := forwardauth.New(forwardauth.Config{HeaderStyle: n.cfg.HeaderStyle}, gatewayBackend{n})
+	fa, err := forwardauth.New(forwardauth.Config{HeaderStyle: n.cfg.HeaderStyle, Headers: n.cfg.ForwardAuthHeaders}, gatewayBackend{n})
 	if err != nil {
 		return fmt.Errorf("node: forward-auth: %w", err)
 	}

@@ -65,9 +65,9 @@ func TestBindEnv(t *testing.T) {
 // name that worked before the move to cobra, those added since (advertise,
 // leave timeout, gRPC reflection), and no other.
 func TestEnvironmentVariables(t *testing.T) {
-	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADVERTISE", "WEIR_BOOTSTRAP_EXPECT", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GRPC",
-		"WEIR_GRPC_REFLECTION", "WEIR_HEADER_STYLE", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_RAFT",
-		"WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS"}
+	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADVERTISE", "WEIR_API_KEY_HEADER", "WEIR_BOOTSTRAP_EXPECT", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GRPC",
+		"WEIR_GRPC_REFLECTION", "WEIR_HEADER_STYLE", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_PLAN_HEADER", "WEIR_RAFT",
+		"WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS", "WEIR_USER_HEADER"}
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TOKEN"}
 	want := map[string][]string{"weir node": node, "weir dev": node, "weir gateway": {"WEIR_CLUSTER", "WEIR_HEADER_STYLE", "WEIR_RULES_CACHE", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
 	for _, p := range []string{"rules list", "rules get", "rules put", "rules apply", "rules delete", "rules history",

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weirlimit/weir/client"
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/examples"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node"
@@ -35,7 +36,7 @@ type nodeFlags struct {
 	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
 	reflection, rlsEachDescriptor                         bool
-	headerStyle                                           string
+	headerStyle, apiKeyHeader, userHeader, planHeader     string
 	logLevel                                              slog.Level
 }
 
@@ -67,10 +68,14 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	fs.StringVar(&f.headerStyle, "header-style", string(headers.Default), "rate-limit `fields` of /v1/forward-auth and the Envoy rate limit service: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	hn := reqmatch.DefaultHeaderNames()
+	fs.StringVar(&f.apiKeyHeader, "api-key-header", hn.APIKey, "header /v1/forward-auth reads the API key from (as weir gateway's)")
+	fs.StringVar(&f.userHeader, "user-header", hn.User, "header /v1/forward-auth reads the user id from")
+	fs.StringVar(&f.planHeader, "plan-header", hn.Plan, "header /v1/forward-auth reads the plan from")
 	fs.BoolVar(&f.rlsEachDescriptor, "rls-each-descriptor", false, "charge each descriptor of an Envoy rate limit request on its own, as envoyproxy/ratelimit does (default: a request's descriptors are all-or-nothing)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
-		"header-style", "rls-each-descriptor")
+		"header-style", "rls-each-descriptor", "api-key-header", "user-header", "plan-header")
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -90,6 +95,12 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--header-style: %v", err)
 	}
 	cfg.HeaderStyle, cfg.RLSEachDescriptor = style, f.rlsEachDescriptor
+	for _, h := range []struct{ flag, v string }{{"api-key-header", f.apiKeyHeader}, {"user-header", f.userHeader}, {"plan-header", f.planHeader}} {
+		if strings.TrimSpace(h.v) == "" {
+			return cfg, usageErr(cmd, "--%s: must name a header", h.flag)
+		}
+	}
+	cfg.ForwardAuthHeaders = reqmatch.HeaderNames{APIKey: f.apiKeyHeader, User: f.userHeader, Plan: f.planHeader}
 	if f.replInterval <= 0 {
 		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}

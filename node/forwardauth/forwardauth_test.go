@@ -134,17 +134,19 @@ func TestForwardAuthCluster(t *testing.T) {
 	})
 }
 
-// TestForwardAuthHeaderStyle: one node set to the older draft's fields.
+// TestForwardAuthHeaderStyle: one node set to the older draft's fields,
+// reading the API key from a header of its own.
 func TestForwardAuthHeaderStyle(t *testing.T) {
 	c := &testcluster.Cluster{T: t}
 	t.Cleanup(c.Close)
 	cfg := testcluster.Config(t, "n1")
 	cfg.BootstrapExpect = 1
 	cfg.HeaderStyle = "draft"
+	cfg.ForwardAuthHeaders.APIKey = "X-Client"
 	c.Start(cfg)
 	c.WaitStable(1)
 	c.ApplyRules(faRules)
-	h := map[string]string{"X-Original-URI": "/v1/orders", "X-Original-Method": "GET", "X-API-Key": "ak_1"}
+	h := map[string]string{"X-Original-URI": "/v1/orders", "X-Original-Method": "GET", "X-Client": "c1"}
 	var resp *http.Response
 	for i := 0; i < 4; i++ {
 		resp = ask(t, c.Nodes[0].HTTPAddr(), "", h)
@@ -153,5 +155,11 @@ func TestForwardAuthHeaderStyle(t *testing.T) {
 		resp.Header.Get("RateLimit-Reset") == "" || resp.Header.Get("Retry-After") == "" ||
 		resp.Header.Get("X-RateLimit-Limit") != "" || resp.Header.Get("RateLimit-Policy") != "" {
 		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	// Another X-Client is another key (with the header ignored, both would
+	// be limited by the one client IP).
+	h["X-Client"] = "c2"
+	if resp := ask(t, c.Nodes[0].HTTPAddr(), "", h); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "2" {
+		t.Fatalf("another client: %d %v", resp.StatusCode, resp.Header)
 	}
 }
