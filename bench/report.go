@@ -16,7 +16,8 @@ const (
 	// matches (the proxy alone).
 	TargetGateway = "weir-gateway"
 	TargetProxy   = "gateway-proxy"
-	TargetRedis   = "redis" // Redis + the Lua token bucket
+	TargetRedis   = "redis"    // Redis + the Lua token bucket
+	TargetRLS     = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail

@@ -29,7 +29,7 @@ func TestSmokeOneNode(t *testing.T) {
 	}}
 	lease := Scenario{Name: "smoke-lease", Keys: 1, Cost: 1, Accuracy: true, Timeout: timeout,
 		Rules: []RuleSpec{{ID: "smoke.lease", Rate: 1, Period: time.Hour, Burst: 100, Lease: 20}}}
-	yaml := exact.RulesYAML() + mw.RulesYAML()[len("rules:\n"):] + lease.RulesYAML()[len("rules:\n"):]
+	yaml := exact.RulesYAML() + mw.RulesYAML()[len("rules:\n"):] + lease.RulesYAML()[len("rules:\n"):] + exact.RLSRulesYAML()
 	ids := append(append(exact.RuleIDs(), mw.RuleIDs()...), lease.RuleIDs()...)
 	if err := ApplyRules(ctx, n.HTTPAddr(), yaml, ids, []string{n.GRPCAddr()}, nil, nil); err != nil {
 		t.Fatal(err)
@@ -56,12 +56,13 @@ func TestSmokeOneNode(t *testing.T) {
 	}
 	cfg := Config{Callers: 16, Gateways: 4, Count: 2000, Seed: 1}
 
-	// Exact mode, through the SDK and through HTTP: 4 keys × burst 100,
-	// each asked ~500 times, admit exactly the burst per key.
+	// Exact mode, through the SDK, HTTP and the Envoy rate limit service:
+	// 4 keys × burst 100, each asked ~500 times, admit exactly the burst
+	// per key.
 	for _, tc := range []struct {
 		target string
 		f      Factory
-	}{{TargetSDK, sdk}, {TargetHTTP, HTTPFactory(cl.HTTPAddrs(), 4, nil)}} {
+	}{{TargetSDK, sdk}, {TargetHTTP, HTTPFactory(cl.HTTPAddrs(), 4, nil)}, {TargetRLS, RLSFactory([]string{n.GRPCAddr()})}} {
 		c := cfg
 		c.Target, c.KeyPrefix = tc.target, tc.target+":"
 		r := run(c, exact, tc.f)
@@ -69,7 +70,7 @@ func TestSmokeOneNode(t *testing.T) {
 			t.Fatalf("%s: allowed %d, accuracy %+v; want 400 over 4 keys", tc.target, r.Allowed, r.Accuracy)
 		}
 		if sdkRun := tc.target == TargetSDK; sdkRun != (r.ItemsPerRPC >= 1) {
-			t.Fatalf("%s: %.2f checks per RPC; the SDK reports its coalescing (≥ 1), HTTP does not", tc.target, r.ItemsPerRPC)
+			t.Fatalf("%s: %.2f checks per RPC; the SDK reports its coalescing (≥ 1), HTTP and RLS do not", tc.target, r.ItemsPerRPC)
 		}
 		for k, a := range r.Accuracy.Admitted {
 			if a != 100 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weirlimit/weir/client/reqmatch"
+	"github.com/weirlimit/weir/limit/headers"
 )
 
 // Errors returned by the package; match them with errors.Is.
@@ -43,6 +45,10 @@ type Config struct {
 	APIKeyHeader string
 	UserHeader   string
 	PlanHeader   string
+	// HeaderStyle picks the rate-limit response fields the middleware
+	// writes (headers.Parse: "ietf", "draft", "x" or a list); empty is
+	// headers.Default.
+	HeaderStyle headers.Style
 	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded
 	// headers are believed.
 	TrustedProxies []netip.Prefix
@@ -133,9 +139,9 @@ const (
 // in Cluster and GatewayID.
 func DefaultConfig() Config {
 	return Config{
-		APIKeyHeader:     "X-API-Key",
-		UserHeader:       "X-User-ID",
-		PlanHeader:       "X-Plan",
+		APIKeyHeader:     reqmatch.DefaultHeaderNames().APIKey,
+		UserHeader:       reqmatch.DefaultHeaderNames().User,
+		PlanHeader:       reqmatch.DefaultHeaderNames().Plan,
 		MaxBatch:         512,
 		InFlight:         1,
 		QueueSize:        8192,
@@ -162,6 +168,8 @@ func (c Config) Validate() error {
 		return bad("GatewayID: must not be empty")
 	case c.APIKeyHeader == "" || c.UserHeader == "" || c.PlanHeader == "":
 		return bad("APIKeyHeader, UserHeader and PlanHeader must be set")
+	case !validStyle(c.HeaderStyle):
+		return bad("HeaderStyle %q: want a comma-separated list of ietf, draft, x", c.HeaderStyle)
 	case c.MaxBatch < 1:
 		return bad("MaxBatch %d: must be >= 1", c.MaxBatch)
 	case c.InFlight < 1:
@@ -194,4 +202,9 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func validStyle(s headers.Style) bool {
+	_, err := headers.Parse(string(s))
+	return err == nil
 }

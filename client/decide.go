@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -24,21 +22,6 @@ import (
 // limit, limit.MaxKeyLen); a longer one has its value replaced by a hash
 // (see doc.go).
 const MaxKeyLen = limit.MaxKeyLen
-
-// Request is what a decision is made from.
-type Request struct {
-	Route, Method, Plan string
-	APIKey, User, IP    string
-	Header              http.Header // read for header:<Name> keys and rules' cost_header
-}
-
-// header reads one of r's headers (rules.RequestCost).
-func (r *Request) header(name string) string {
-	if r.Header == nil {
-		return ""
-	}
-	return r.Header.Get(name)
-}
 
 // Limit is one rule's part of a decision.
 type Limit struct {
@@ -95,23 +78,19 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 			return d
 		}
 	}
-	if r.Plan == "" {
-		r.Plan = rules.AnyPlan
-	}
-	var buf [8]*rules.Rule
-	matched := rs.m.Match(r.Route, r.Method, r.Plan, buf[:0])
+	var buf [8]Check
+	matched := Match(rs.m, r, buf[:0])
 	if len(matched) == 0 {
 		return Decision{Allowed: true, Status: http.StatusOK}
 	}
-	cost, err := rules.RequestCost(matched, r.header)
+	cost, err := reqmatch.Cost(matched, &r)
 	if err != nil {
 		return Decision{Status: http.StatusBadRequest, Err: fmt.Errorf("%w: %w", ErrInvalidCheck, err)}
 	}
 	var psBuf [4]pending
 	ps := psBuf[:0]
-	for _, rule := range matched {
-		k := keyFor(rule, &r)
-		ps = append(ps, pending{rule: rule, key: k, id: ruleKey{rule.ID, k}})
+	for _, m := range matched {
+		ps = append(ps, pending{rule: m.Rule, key: m.Key, id: ruleKey{m.Rule.ID, m.Key}})
 	}
 	return c.decide(ctx, rs, ps, cost)
 }
@@ -529,47 +508,4 @@ func waitOf(l *Limit) time.Duration {
 		return max(l.Window, time.Second)
 	}
 	return l.RetryAfter
-}
-
-// keyFor builds the limited key for a rule's key type. See doc.go for the
-// fallbacks when the request lacks the value.
-func keyFor(r *rules.Rule, req *Request) string {
-	switch r.Key {
-	case rules.KeyGlobal:
-		return "global:global"
-	case rules.KeyAPIKey:
-		if req.APIKey != "" {
-			return limitKey("apikey:", req.APIKey)
-		}
-	case rules.KeyUser:
-		if req.User != "" {
-			return limitKey("user:", req.User)
-		}
-	case rules.KeyIP:
-	default:
-		if name, ok := strings.CutPrefix(r.Key, rules.KeyHeaderPrefix); ok {
-			v := ""
-			if req.Header != nil {
-				v = req.Header.Get(name)
-			}
-			if v == "" {
-				v = "-"
-			}
-			return limitKey(rules.KeyHeaderPrefix+name+":", v)
-		}
-	}
-	if req.IP == "" {
-		return "ip:unknown"
-	}
-	return limitKey("ip:", req.IP)
-}
-
-// limitKey joins prefix and value, replacing a value that would make the
-// key longer than MaxKeyLen, or that is not UTF-8 (a proto string must
-// be), by "~" and its xxhash64 in hex.
-func limitKey(prefix, v string) string {
-	if len(prefix)+len(v) <= MaxKeyLen && utf8.ValidString(v) {
-		return prefix + v
-	}
-	return prefix + "~" + strconv.FormatUint(xxhash.Sum64String(v), 16)
 }

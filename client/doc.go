@@ -129,7 +129,12 @@
 // `"<rule>";r=<remaining>;t=<reset s>`) and X-RateLimit-Limit/-Remaining/
 // -Reset on every response a rule applied to, reporting the most
 // restrictive limit (when denied, the one with the longest wait; else the
-// fewest remaining). Denied: 429 (or 503 for fail-closed) with Retry-After
-// in whole seconds rounded up and {"error", "retry_after_ms"}.
+// fewest remaining). Config.HeaderStyle picks the fields (limit/headers:
+// ietf, draft RateLimit-Limit/-Remaining/-Reset, x; default ietf,x), the
+// same setting the nodes' forward-auth and rate limit service take.
+// Denied: 429 (or 503 for fail-closed) with Retry-After in whole seconds
+// rounded up (at least 1) and {"error", "retry_after_ms"}. Matching a
+// request to rules and keys is client/reqmatch, shared with the nodes'
+// /v1/forward-auth.
 // RetryTransport is the matching http.RoundTripper for callers.
 package client

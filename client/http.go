@@ -3,138 +3,16 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
-	"strings"
-	"time"
-)
 
-// maxForwardedLen caps the forwarding headers read; longer ones are
-// ignored (the peer address is used).
-const maxForwardedLen = 4096
+	"github.com/weirlimit/weir/limit/headers"
+)
 
 // RequestFromHTTP builds a Request: route and method from the URL and
 // method, API key, user and plan from the configured headers (an empty
 // plan is "*"), and the client IP (see ClientIP).
 func (c *Client) RequestFromHTTP(r *http.Request) Request {
-	route := "/"
-	if r.URL != nil && r.URL.Path != "" {
-		route = r.URL.Path
-	}
-	return Request{
-		Route:  route,
-		Method: r.Method,
-		Plan:   r.Header.Get(c.cfg.PlanHeader),
-		APIKey: r.Header.Get(c.cfg.APIKeyHeader),
-		User:   r.Header.Get(c.cfg.UserHeader),
-		IP:     ClientIP(r, c.cfg.TrustedProxies),
-		Header: r.Header,
-	}
-}
-
-// ClientIP returns the address of the caller. The peer address
-// (RemoteAddr) is the answer unless it is a trusted proxy; then the
-// X-Forwarded-For (else Forwarded) chain is walked from the right, skipping
-// trusted hops, and the first untrusted hop is the caller (the leftmost one
-// if all are trusted). A malformed, obfuscated or oversized chain is not
-// believed: the peer address is used. It returns "" when RemoteAddr is not
-// an address either.
-func ClientIP(r *http.Request, trusted []netip.Prefix) string {
-	peer, ok := parseHostIP(r.RemoteAddr)
-	if !ok {
-		return ""
-	}
-	if !isTrusted(peer, trusted) {
-		return peer.String()
-	}
-	hops, ok := forwardedHops(r.Header)
-	if !ok || len(hops) == 0 {
-		return peer.String()
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		if !isTrusted(hops[i], trusted) {
-			return hops[i].String()
-		}
-	}
-	return hops[0].String()
-}
-
-func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// parseHostIP reads "ip", "ip:port", "[v6]" or "[v6]:port".
-func parseHostIP(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
-	}
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		s = h
-	}
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.WithZone("").Unmap(), true
-}
-
-// forwardedHops lists the hops of X-Forwarded-For, else Forwarded "for=",
-// left to right. ok is false when a hop is not an IP address or the
-// headers are too long.
-func forwardedHops(h http.Header) (hops []netip.Addr, ok bool) {
-	xff := h.Values("X-Forwarded-For")
-	if len(xff) > 0 {
-		if totalLen(xff) > maxForwardedLen {
-			return nil, false
-		}
-		for _, v := range xff {
-			for _, part := range strings.Split(v, ",") {
-				a, ok := parseHostIP(part)
-				if !ok {
-					return nil, false
-				}
-				hops = append(hops, a)
-			}
-		}
-		return hops, true
-	}
-	fwd := h.Values("Forwarded")
-	if totalLen(fwd) > maxForwardedLen {
-		return nil, false
-	}
-	for _, v := range fwd {
-		for _, elem := range strings.Split(v, ",") {
-			for _, pair := range strings.Split(elem, ";") {
-				k, val, found := strings.Cut(strings.TrimSpace(pair), "=")
-				if !found || !strings.EqualFold(k, "for") {
-					continue
-				}
-				a, ok := parseHostIP(strings.Trim(val, `"`))
-				if !ok {
-					return nil, false
-				}
-				hops = append(hops, a)
-			}
-		}
-	}
-	return hops, true
-}
-
-func totalLen(vs []string) int {
-	n := 0
-	for _, v := range vs {
-		n += len(v)
-	}
-	return n
+	return RequestFrom(r, HeaderNames{APIKey: c.cfg.APIKeyHeader, User: c.cfg.UserHeader, Plan: c.cfg.PlanHeader}, c.cfg.TrustedProxies)
 }
 
 // MiddlewareOption changes how Middleware builds requests.
@@ -162,7 +40,7 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := c.Decide(r.Context(), m.request(r))
-			SetHeaders(w.Header(), d)
+			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)
 				return
@@ -172,26 +50,21 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 	}
 }
 
-// SetHeaders writes the rate-limit fields of d's Policy to h:
-// RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers),
-// X-RateLimit-Limit/-Remaining/-Reset (seconds) and, when denied,
-// Retry-After in whole seconds rounded up.
-func SetHeaders(h http.Header, d Decision) {
-	if !d.Allowed && d.Status != http.StatusBadRequest {
-		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(d.RetryAfter), 10))
+// SetHeaders writes the rate-limit fields of d's Policy to h in the
+// default style (headers.Default): RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers), X-RateLimit-Limit/-Remaining/
+// -Reset (seconds) and, when denied, Retry-After in whole seconds rounded
+// up.
+func SetHeaders(h http.Header, d Decision) { SetHeadersStyle(h, headers.Default, d) }
+
+// SetHeadersStyle is SetHeaders in the given style (headers.Style).
+func SetHeadersStyle(h http.Header, style headers.Style, d Decision) {
+	var p *headers.Policy
+	if d.Policy != nil {
+		p = &headers.Policy{Name: d.Policy.Rule, Limit: d.Policy.Limit, Remaining: d.Policy.Remaining,
+			Reset: d.Policy.Reset, Window: d.Policy.Window}
 	}
-	p := d.Policy
-	if p == nil {
-		return
-	}
-	name := strconv.Quote(p.Rule)
-	remaining := max(p.Remaining, 0)
-	reset := ceilSeconds(p.Reset)
-	h.Set("RateLimit-Policy", name+";q="+strconv.FormatInt(p.Limit, 10)+";w="+strconv.FormatInt(ceilSeconds(p.Window), 10))
-	h.Set("RateLimit", name+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(p.Limit, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	headers.Set(h, style, p, !d.Allowed && d.Status != http.StatusBadRequest, d.RetryAfter)
 }
 
 // WriteDenied answers a denied request: d.Status (429 or 503) with the
@@ -214,12 +87,4 @@ func WriteDenied(w http.ResponseWriter, d Decision) {
 		Error        string `json:"error"`
 		RetryAfterMs int64  `json:"retry_after_ms"`
 	}{msg, max(d.RetryAfter, 0).Milliseconds()})
-}
-
-// ceilSeconds rounds d up to whole seconds; negative is 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }

@@ -40,6 +40,19 @@ type Item struct {
 	// Refund gives Cost tokens back instead of taking them (never more
 	// than the bucket holds); it ignores Group.
 	Refund bool
+	// Override, when set, replaces the rule's rate, period and burst for
+	// this check (the rule's algorithm stays): an Envoy rate limit service
+	// descriptor's limit override. Only nodes set it; the Limiter API
+	// drops it from callers.
+	Override *Override
+}
+
+// Override is a per-check limit (Item.Override): Rate tokens per Period,
+// Burst at most (0: Rate).
+type Override struct {
+	Rate   int64
+	Period time.Duration
+	Burst  int64
 }
 
 // Result is the answer for one Item. (Fields are ordered to pack it

@@ -174,8 +174,17 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		}
 		r.RuleVersion = rv.version
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
+		if o := it.Override; o != nil && !blocked {
+			lim.Rate, lim.Period, lim.Burst = o.Rate, o.Period, o.Burst
+			if lim.Burst <= 0 {
+				lim.Burst = o.Rate
+			}
+		}
 		r.Limit = lim.Capacity()
 		r.Window = cr.window
+		if it.Override != nil {
+			r.Window = it.Override.Period.Truncate(time.Millisecond)
+		}
 		r.Shadow = cr.rule.Shadow
 		if blocked {
 			r.Allowed = false

@@ -73,3 +73,28 @@ func TestForwardItemsCountsHops(t *testing.T) {
 		t.Fatalf("caller's items changed: %+v", items)
 	}
 }
+
+// Two callers' items coalesced into one forward keep their groups apart:
+// the owner decides the batch as one Check, where a shared id would make
+// unrelated requests all-or-nothing together.
+func TestForwardBatchRenumbersGroups(t *testing.T) {
+	a := &fwdCall{items: []limit.Item{{Key: "k1", Rule: "r", Cost: 1, Group: 1}, {Key: "k2", Rule: "r", Cost: 1, Group: 1}, {Key: "k3", Rule: "r", Cost: 1}}}
+	b := &fwdCall{items: []limit.Item{{Key: "k4", Rule: "r", Cost: 1, Group: 1}, {Key: "k5", Rule: "r", Cost: 1, Group: 7}}}
+	many := &fwdCall{}
+	for i := range 20 {
+		many.items = append(many.items, limit.Item{Key: "m", Rule: "r", Cost: 1, Group: uint32(100 + i%10)})
+	}
+	var w wireItems
+	got := w.set([]*fwdCall{a, b, many})
+	var groups []uint32
+	for _, it := range got {
+		groups = append(groups, it.GetGroup())
+	}
+	want := []uint32{1, 1, 0, 2, 3}
+	for i := range 20 {
+		want = append(want, uint32(4+i%10))
+	}
+	if !slices.Equal(groups, want) {
+		t.Fatalf("groups %v, want %v", groups, want)
+	}
+}

@@ -14,7 +14,9 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/internal/tlsconf"
+	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
@@ -95,6 +97,17 @@ type Config struct {
 	// tracked: its check is answered unavailable, so the rule's fail mode
 	// applies (docs/design.md, key floods).
 	MaxKeys int64
+	// HeaderStyle picks the rate-limit fields the Envoy rate limit service
+	// and /v1/forward-auth answer (headers.Parse; empty: headers.Default).
+	HeaderStyle headers.Style
+	// RLSEachDescriptor charges every descriptor of a rate limit service
+	// request on its own, as envoyproxy/ratelimit does; false (the
+	// default) makes a request's descriptors all-or-nothing.
+	RLSEachDescriptor bool
+	// ForwardAuthHeaders name the headers /v1/forward-auth reads the API
+	// key, user and plan from (empty fields: the SDK's X-API-Key,
+	// X-User-ID, X-Plan).
+	ForwardAuthHeaders reqmatch.HeaderNames
 
 	// ReplicationInterval is how often changed counters are shipped.
 	ReplicationInterval time.Duration
@@ -217,6 +230,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("%w: max keys must be >= 0", ErrConfig)
+	}
+	if _, err := headers.Parse(string(c.HeaderStyle)); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 || c.ResolveTimeout < 0 {
 		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)

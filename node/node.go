@@ -237,11 +237,15 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
+	mux := http.NewServeMux()
 	// The Peer guard (no TLS: a gossip key's proof, or loopback) first, so
 	// an outsider is refused as unauthenticated and counted; then the role
 	// policy (security.go).
 	n.grpcSrv = grpc.NewServer(append(append(grpcwin.ServerOptions(), n.peerGuard()...), n.grpcServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
+	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
+		return nil, err
+	}
 	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
 	if cfg.Region.Region != "" {
 		if n.region, err = n.newRegionAgent(); err != nil {
@@ -260,7 +264,6 @@ func New(cfg Config) (*Node, error) {
 		reflection.Register(n.grpcSrv)
 	}
 
-	mux := http.NewServeMux()
 	n.handleKeyring(mux)
 	n.opsAPI.Register(mux)
 	mux.Handle("/", n.api.Handler())

@@ -344,7 +344,7 @@ func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, str
 			rs = append(rs, base[i])
 			i++
 		case i == len(base) || given[j].ID < base[i].ID:
-			if p, ok := findRule(head.rules, given[j].ID); ok && *head.rules[p] == given[j] {
+			if p, ok := findRule(head.rules, given[j].ID); ok && head.rules[p].Equal(given[j]) {
 				rs = append(rs, head.rules[p]) // replace all, unchanged
 			} else {
 				rs = append(rs, &given[j])
@@ -356,7 +356,7 @@ func applyRules(head *version, c Command) ([]*rules.Rule, []*rules.Override, str
 			}
 			j++
 		default: // the same id
-			if *base[i] == given[j] {
+			if base[i].Equal(given[j]) {
 				rs = append(rs, base[i])
 			} else {
 				rs = append(rs, &given[j])

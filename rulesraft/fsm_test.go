@@ -91,7 +91,7 @@ func TestFSMApplyDeleteOverride(t *testing.T) {
 	if got := ids(cur); !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Fatalf("rules = %v, want sorted [a b]", got)
 	}
-	if want := rules.Normalize(rule("a", 5)); cur.Rules[0] != want {
+	if want := rules.Normalize(rule("a", 5)); !cur.Rules[0].Equal(want) {
 		t.Fatalf("stored rule = %+v, want normalized %+v", cur.Rules[0], want)
 	}
 

@@ -68,6 +68,9 @@ var rules = []depRule{
 		why: "the cross-region allocator is pure: no I/O, no clock, no goroutines"},
 	{pkg: "region", never: []string{module + "/node", module + "/rulesraft"},
 		why: "the region shell knows ownership through a small interface, not the node"},
+	{pkg: "client/reqmatch", required: true,
+		only: []string{module + "/rulesraft/rules", module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "gopkg.in/yaml.v3"},
+		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

@@ -86,8 +86,12 @@ func formatRules(w io.Writer, version uint64, rs []rules.Rule) error {
 	fmt.Fprintln(tw, "ID\tROUTE\tMETHOD\tPLAN\tKEY\tALGORITHM\tRATE\tBURST\tFAIL\tTIMEOUT\tSHADOW\tLEASE")
 	for _, r := range rs {
 		r = rules.Normalize(r)
+		route := r.Match.Route
+		if r.Match.Domain != "" { // a descriptor rule: "domain:key=value,key"
+			route = r.Match.Domain + ":" + rules.FormatEntries(r.Match.Descriptor)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n",
-			r.ID, orDash(r.Match.Route), r.Match.Method, r.Match.Plan, orDash(r.Key), r.Algorithm,
+			r.ID, orDash(route), orDash(r.Match.Method), r.Match.Plan, orDash(r.Key), r.Algorithm,
 			rateString(r.Rate, r.Period), r.Burst, r.FailMode, shortDuration(r.Timeout.D()), yesNo(r.Shadow), r.Lease)
 	}
 	return tw.Flush()
@@ -112,8 +116,16 @@ func formatRule(w io.Writer, version uint64, r rules.Rule) error {
 		{"timeout", shortDuration(r.Timeout.D())},
 		{"shadow", strconv.FormatBool(r.Shadow)},
 		{"lease", strconv.FormatInt(r.Lease, 10)},
-		{"rules version", strconv.FormatUint(version, 10)},
 	}
+	if r.Match.Domain != "" { // a descriptor rule (Envoy's rate limit service)
+		rows = append(rows, [][2]string{
+			{"match.domain", r.Match.Domain},
+			{"match.descriptor", rules.FormatEntries(r.Match.Descriptor)},
+			{"replaces", strings.Join(r.Replaces, ",")},
+			{"unlimited", strconv.FormatBool(r.Unlimited)},
+		}...)
+	}
+	rows = append(rows, [2]string{"rules version", strconv.FormatUint(version, 10)})
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], orDash(row[1]))
 	}

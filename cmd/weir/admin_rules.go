@@ -63,7 +63,7 @@ func (c *cli) rulesCmd() *cobra.Command {
 		Short:   "List, get, put, apply, delete, history, diff or roll back rules; compare regions",
 		GroupID: "admin",
 	}, c.rulesListCmd(), c.rulesGetCmd(), c.rulesPutCmd(), c.rulesApplyCmd(), c.rulesDeleteCmd(),
-		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd(), c.rulesRegionsCmd())
+		c.rulesHistoryCmd(), c.rulesDiffCmd(), c.rulesRollbackCmd(), c.rulesRegionsCmd(), c.rulesImportCmd())
 }
 
 func (c *cli) rulesListCmd() *cobra.Command {

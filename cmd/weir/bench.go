@@ -26,7 +26,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -118,10 +118,10 @@ func (c *cli) benchCmd() *cobra.Command {
 		if useWeir {
 			for _, t := range trimAll(*target) {
 				switch t {
-				case "sdk", "http", "gateway", "proxy":
+				case "sdk", "http", "rls", "gateway", "proxy":
 					targets = append(targets, t)
 				default:
-					return usage("--target %q: use sdk, http, gateway or proxy (comma-separated)", t)
+					return usage("--target %q: use sdk, http, rls, gateway or proxy (comma-separated)", t)
 				}
 				if t != "sdk" && len(sc.Rules) > 1 {
 					return usage("--target %s checks one rule per request; scenario %s checks %d rules as a group", t, sc.Name, len(sc.Rules))
@@ -227,7 +227,11 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		}
 		defer sp.Close()
 		seeds = sp.GRPCAddrs()
-		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, wb.sc.RulesYAML(), wb.sc.RuleIDs(), seeds, sp.AdminTLS, sp.GatewayTLS); err != nil {
+		yaml := wb.sc.RulesYAML()
+		if wb.target == "rls" {
+			yaml += wb.sc.RLSRulesYAML()
+		}
+		if err := bench.ApplyRules(ctx, sp.Nodes()[0].HTTP, yaml, wb.sc.RuleIDs(), seeds, sp.AdminTLS, sp.GatewayTLS); err != nil {
 			return nil, err
 		}
 	}
@@ -270,6 +274,9 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		}
 		factory = bench.GatewayFactory(ctx, bench.GatewayOptions{Bin: bin, Seeds: seeds, Upstream: up.Addr,
 			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Log: wb.logw})
+	case "rls":
+		cfg.Target = bench.TargetRLS
+		factory = bench.RLSFactory(seeds)
 	}
 	switch wb.sc.Event {
 	case bench.EventKill:

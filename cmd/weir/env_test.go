@@ -66,14 +66,14 @@ func TestBindEnv(t *testing.T) {
 // leave timeout, gRPC reflection), and no other.
 func TestEnvironmentVariables(t *testing.T) {
 	tlsVars := []string{"WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY"}
-	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADMIN_TOKEN_FILE", "WEIR_ADVERTISE", "WEIR_BOOTSTRAP_EXPECT", "WEIR_CLUSTER_NAME", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GOSSIP_KEY_FILE", "WEIR_GRPC",
-		"WEIR_GRPC_REFLECTION", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_FORMAT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_PEER_REGIONS", "WEIR_RAFT",
-		"WEIR_REGION", "WEIR_REGION_INTERVAL", "WEIR_REPLICATION_INTERVAL", "WEIR_SHARDS", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY"}
+	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADMIN_TOKEN_FILE", "WEIR_ADVERTISE", "WEIR_API_KEY_HEADER", "WEIR_BOOTSTRAP_EXPECT", "WEIR_CLUSTER_NAME", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GOSSIP_KEY_FILE", "WEIR_GRPC",
+		"WEIR_GRPC_REFLECTION", "WEIR_HEADER_STYLE", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_FORMAT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_PEER_REGIONS", "WEIR_PLAN_HEADER", "WEIR_RAFT",
+		"WEIR_REGION", "WEIR_REGION_INTERVAL", "WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_USER_HEADER"}
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_TOKEN"}
 	want := map[string][]string{"weir node": node, "weir dev": node, "weir health": tlsVars,
-		"weir gateway": {"WEIR_CLUSTER", "WEIR_LOG_FORMAT", "WEIR_RULES_CACHE", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
+		"weir gateway": {"WEIR_CLUSTER", "WEIR_HEADER_STYLE", "WEIR_LOG_FORMAT", "WEIR_RULES_CACHE", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
 	for _, p := range []string{"rules list", "rules get", "rules put", "rules apply", "rules delete", "rules history",
-		"rules diff", "rules rollback", "overrides set", "overrides list", "overrides delete", "check", "members",
+		"rules diff", "rules rollback", "rules import", "overrides set", "overrides list", "overrides delete", "check", "members",
 		"keyring list", "keyring install", "keyring use", "keyring remove", "events", "top", "limits"} {
 		want["weir "+p] = admin
 	}

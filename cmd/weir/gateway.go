@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirlimit/weir/client"
+	"github.com/weirlimit/weir/limit/headers"
 )
 
 // gatewayCmd runs a reverse proxy to --upstream that checks every request
@@ -49,7 +50,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	untilTimeout := fs.Duration("until-rules-timeout", def.UntilRulesTimeout, "how long --until-rules wait holds a request before denying it")
 	upOpts := defaultUpstreamOptions()
 	upOpts.flags(fs)
-	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout")
+	headerStyle := fs.String("header-style", string(headers.Default), "rate-limit response `fields`: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout", "header-style")
 	var tf tlsFlags
 	tf.register(fs)
 	logFmt := logFormatFlag(fs)
@@ -65,6 +67,11 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
 		cfg.Cluster = trimAll(*cluster)
 		cfg.RulesCache = *rulesCache
+		style, err := headers.Parse(*headerStyle)
+		if err != nil {
+			return usageErr(cmd, "--header-style: %v", err)
+		}
+		cfg.HeaderStyle = style
 		switch u := client.UntilRules(*untilRules); {
 		case u != client.UntilRulesWait && u != client.UntilRulesDeny && u != client.UntilRulesAllow:
 			return usageErr(cmd, "--until-rules %q: want wait, deny or allow", *untilRules)
@@ -171,6 +178,7 @@ func readyz(w http.ResponseWriter, st client.RulesStatus) {
 	switch {
 	case !st.Ready:
 		code, msg = http.StatusServiceUnavailable, "not ready: no rule set yet (none from the cluster, none in a rules cache)"
+		w.Header().Set("Retry-After", "1")
 	case st.Cached:
 		msg = fmt.Sprintf("ready: rules version %d from the rules cache; none from the cluster yet", st.Version)
 	}

@@ -20,9 +20,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weirlimit/weir/client"
+	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/examples"
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/tlsconf"
+	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -37,7 +39,8 @@ type nodeFlags struct {
 	bootstrapExpect, shards                               int
 	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
-	reflection                                            bool
+	reflection, rlsEachDescriptor                         bool
+	headerStyle, apiKeyHeader, userHeader, planHeader     string
 	logLevel                                              slog.Level
 	adminTokenFile                                        string
 	tls                                                   tlsFlags
@@ -75,9 +78,16 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "the cluster's `name`: gossip from a cluster of another name is dropped, so two clusters never merge; the trust domain of its certificates (spiffe://<name>/...)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the token required for rule writes (instead of --admin-token, which shows in ps)")
 	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "`file` holding the gossip keyring: base64 32-byte keys, one a line, the first the primary (weir keyring generate); encrypts gossip and proves peers are nodes. Without it (and without TLS), gossip and Raft bind loopback only")
+	fs.StringVar(&f.headerStyle, "header-style", string(headers.Default), "rate-limit `fields` of /v1/forward-auth and the Envoy rate limit service: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	hn := reqmatch.DefaultHeaderNames()
+	fs.StringVar(&f.apiKeyHeader, "api-key-header", hn.APIKey, "header /v1/forward-auth reads the API key from (as weir gateway's)")
+	fs.StringVar(&f.userHeader, "user-header", hn.User, "header /v1/forward-auth reads the user id from")
+	fs.StringVar(&f.planHeader, "plan-header", hn.Plan, "header /v1/forward-auth reads the plan from")
+	fs.BoolVar(&f.rlsEachDescriptor, "rls-each-descriptor", false, "charge each descriptor of an Envoy rate limit request on its own, as envoyproxy/ratelimit does (default: a request's descriptors are all-or-nothing)")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
-		"cluster-name", "gossip-key-file", "admin-token-file")
+		"cluster-name", "gossip-key-file", "admin-token-file",
+		"header-style", "rls-each-descriptor", "api-key-header", "user-header", "plan-header")
 	f.tls.register(fs)
 	f.region.register(fs)
 	f.logFormat = logFormatFlag(fs)
@@ -117,6 +127,17 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 	}
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
+	style, err := headers.Parse(f.headerStyle)
+	if err != nil {
+		return cfg, usageErr(cmd, "--header-style: %v", err)
+	}
+	cfg.HeaderStyle, cfg.RLSEachDescriptor = style, f.rlsEachDescriptor
+	for _, h := range []struct{ flag, v string }{{"api-key-header", f.apiKeyHeader}, {"user-header", f.userHeader}, {"plan-header", f.planHeader}} {
+		if strings.TrimSpace(h.v) == "" {
+			return cfg, usageErr(cmd, "--%s: must name a header", h.flag)
+		}
+	}
+	cfg.ForwardAuthHeaders = reqmatch.HeaderNames{APIKey: f.apiKeyHeader, User: f.userHeader, Plan: f.planHeader}
 	if f.replInterval <= 0 {
 		return cfg, usageErr(cmd, "--replication-interval %s: must be > 0", f.replInterval)
 	}

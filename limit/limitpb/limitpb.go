@@ -8,6 +8,7 @@ package limitpb
 
 import (
 	"sync"
+	"time"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -22,6 +23,9 @@ func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 			continue
 		}
 		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops}
+		if p.OverrideRate > 0 {
+			dst[i].Override = &limit.Override{Rate: p.OverrideRate, Period: time.Duration(p.OverridePeriodMs) * time.Millisecond, Burst: p.OverrideBurst}
+		}
 	}
 	return dst
 }
@@ -75,6 +79,10 @@ func (bp *BatchPool) Put(b *Batch) {
 func ItemToProto(dst *weirv1.CheckItem, it *limit.Item) {
 	dst.Key, dst.Rule, dst.Cost, dst.RuleVersion = it.Key, it.Rule, it.Cost, it.RuleVersion
 	dst.Group, dst.Refund, dst.Hops = it.Group, it.Refund, it.Hops
+	dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = 0, 0, 0
+	if o := it.Override; o != nil {
+		dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = o.Rate, o.Period.Milliseconds(), o.Burst
+	}
 }
 
 // ResultsToProto converts results into wire results allocated in one block.

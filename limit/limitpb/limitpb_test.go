@@ -18,6 +18,16 @@ func TestRoundTrip(t *testing.T) {
 	if back[0] != it || back[1] != (limit.Item{}) {
 		t.Fatalf("items: %+v, want %+v and a zero item", back, it)
 	}
+	ov := limit.Item{Key: "rls:d|k=v", Rule: "r", Cost: 1, Override: &limit.Override{Rate: 8, Period: 24 * time.Hour, Burst: 8}}
+	ItemToProto(&p, &ov)
+	o := bp.FromProto([]*weirv1.CheckItem{&p}).Items[0].Override
+	if o == nil || *o != *ov.Override {
+		t.Fatalf("override: %+v, want %+v", o, ov.Override)
+	}
+	ItemToProto(&p, &it) // reusing dst clears the override
+	if bp.FromProto([]*weirv1.CheckItem{&p}).Items[0].Override != nil {
+		t.Fatal("a reused CheckItem kept an override")
+	}
 	r := limit.Result{Allowed: false, Remaining: 4, Limit: 10, Reset: 2 * time.Second, RetryAfter: limit.Never,
 		Window: time.Minute, Code: limit.CodeUnknownRule, Err: "unknown rule", Shadow: true, Voided: true}
 	got := ResultsFromProto(append(ResultsToProto([]limit.Result{r}), nil))

@@ -432,3 +432,22 @@ func TestCheckUnavailable(t *testing.T) {
 		t.Fatalf("after recovery: %d %s", r.code, r.body)
 	}
 }
+
+// TestGRPCCheckDropsCallerOverrides: a per-check limit is set by nodes
+// only (the Envoy rate limit service); a Limiter caller's is ignored.
+func TestGRPCCheckDropsCallerOverrides(t *testing.T) {
+	n := startNode(t, nodeOpts{bootstrap: true})
+	ctx := ctxT(t)
+	if _, err := weirv1.NewRulesClient(n.conn).ApplyRules(ctx, &weirv1.ApplyRulesRequest{Rules: []*weirv1.Rule{testRule("a", 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := weirv1.NewLimiterClient(n.conn).Check(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{
+		{Key: "ip:ov", Rule: "a", Cost: 1, OverrideRate: 1000, OverridePeriodMs: 1000, OverrideBurst: 1000},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetResults()[0]; !r.GetAllowed() || r.GetLimit() != 10 || r.GetRemaining() != 9 {
+		t.Fatalf("a caller's override was obeyed: %v", r)
+	}
+}

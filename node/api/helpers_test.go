@@ -206,8 +206,9 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 }
 
 type reply struct {
-	code int
-	body []byte
+	code   int
+	body   []byte
+	header http.Header
 }
 
 func (r reply) json(t *testing.T, v any) {
@@ -265,7 +266,7 @@ func (n *testNode) do(t *testing.T, method, path string, body any, headers ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reply{resp.StatusCode, out}
+	return reply{resp.StatusCode, out, resp.Header}
 }
 
 func (n *testNode) version() uint64 { return n.store.Current().Version }

@@ -153,6 +153,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.cfg.Logger.Warn("http request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err.Error())
 	}
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1") // every 429 and 503 says when to come back
+	}
 	writeJSON(w, code, errorBody{Error: truncate(err.Error(), maxErrorText), Code: name})
 }
 

@@ -648,8 +648,9 @@ func (o *oldLeader) ListRules(_ context.Context, req *weirv1.ListRulesRequest) (
 // leader known, a read is 503 and a stale read answers.
 func TestReadIndexFromALeaderWithoutIt(t *testing.T) {
 	n := startNode(t, nodeOpts{}) // not bootstrapped: never the leader
-	if r := n.do(t, "GET", "/v1/rules", nil); r.code != http.StatusServiceUnavailable || !strings.Contains(r.errBody(t).Error, "stale") {
-		t.Fatalf("no leader: %d %s", r.code, r.body)
+	if r := n.do(t, "GET", "/v1/rules", nil); r.code != http.StatusServiceUnavailable || !strings.Contains(r.errBody(t).Error, "stale") ||
+		r.header.Get("Retry-After") != "1" {
+		t.Fatalf("no leader: %d %s %v", r.code, r.body, r.header)
 	}
 	if r := n.do(t, "GET", "/v1/rules?stale=true", nil); r.code != 200 {
 		t.Fatalf("stale read with no leader: %d %s", r.code, r.body)

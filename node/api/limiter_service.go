@@ -41,6 +41,9 @@ func (l *limiterService) CheckStream(stream grpc.BidiStreamingServer[weirv1.Chec
 func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
 	b := l.batches.FromProto(items)
 	defer l.batches.Put(b)
+	for i := range b.Items { // per-check limits are set by nodes only
+		b.Items[i].Override = nil
+	}
 	if err := l.s.check(ctx, b.Items, b.Results); err != nil {
 		return nil, GRPCError(err)
 	}

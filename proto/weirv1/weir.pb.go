@@ -103,9 +103,15 @@ type CheckItem struct {
 	// neither owns nor holds the item's partition passes a forwarded item on
 	// once more, to the owner by its own ring, then it is decided where it
 	// lands.
-	Hops          uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hops uint32 `protobuf:"varint,7,opt,name=hops,proto3" json:"hops,omitempty"`
+	// Set by nodes only (ignored from callers): a per-check limit replacing
+	// the rule's rate, period (milliseconds) and burst, from an Envoy rate
+	// limit service descriptor's limit override. 0 rate: none.
+	OverrideRate     int64 `protobuf:"varint,8,opt,name=override_rate,json=overrideRate,proto3" json:"override_rate,omitempty"`
+	OverridePeriodMs int64 `protobuf:"varint,9,opt,name=override_period_ms,json=overridePeriodMs,proto3" json:"override_period_ms,omitempty"`
+	OverrideBurst    int64 `protobuf:"varint,10,opt,name=override_burst,json=overrideBurst,proto3" json:"override_burst,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CheckItem) Reset() {
@@ -183,6 +189,27 @@ func (x *CheckItem) GetRefund() bool {
 func (x *CheckItem) GetHops() uint32 {
 	if x != nil {
 		return x.Hops
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverrideRate() int64 {
+	if x != nil {
+		return x.OverrideRate
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverridePeriodMs() int64 {
+	if x != nil {
+		return x.OverridePeriodMs
+	}
+	return 0
+}
+
+func (x *CheckItem) GetOverrideBurst() int64 {
+	if x != nil {
+		return x.OverrideBurst
 	}
 	return 0
 }
@@ -686,10 +713,14 @@ func (x *GetLimitsResponse) GetLimits() []*KeyLimit {
 }
 
 type Match struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Route         string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
-	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
-	Plan          string                 `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Route  string                 `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	Method string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Plan   string                 `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Envoy rate limit service rules: the domain and descriptor pattern
+	// matched instead of route, method and plan.
+	Domain        string             `protobuf:"bytes,4,opt,name=domain,proto3" json:"domain,omitempty"`
+	Descriptor_   []*DescriptorEntry `protobuf:"bytes,5,rep,name=descriptor,proto3" json:"descriptor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -745,6 +776,74 @@ func (x *Match) GetPlan() string {
 	return ""
 }
 
+func (x *Match) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *Match) GetDescriptor_() []*DescriptorEntry {
+	if x != nil {
+		return x.Descriptor_
+	}
+	return nil
+}
+
+// One level of a descriptor pattern: value "" or "*" is any value,
+// "prefix*" a prefix wildcard.
+type DescriptorEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescriptorEntry) Reset() {
+	*x = DescriptorEntry{}
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescriptorEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescriptorEntry) ProtoMessage() {}
+
+func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescriptorEntry.ProtoReflect.Descriptor instead.
+func (*DescriptorEntry) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DescriptorEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DescriptorEntry) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
 type Rule struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -769,14 +868,19 @@ type Rule struct {
 	// limit shared by all regions).
 	Scope string `protobuf:"bytes,15,opt,name=scope,proto3" json:"scope,omitempty"`
 	// Which of the rule's decisions become limit events (unset: the default).
-	Events        *EventsOption `protobuf:"bytes,16,opt,name=events,proto3" json:"events,omitempty"`
+	Events *EventsOption `protobuf:"bytes,16,opt,name=events,proto3" json:"events,omitempty"`
+	// Rules (of the same domain) this one replaces in a rate limit service
+	// request it applies to.
+	Replaces []string `protobuf:"bytes,17,rep,name=replaces,proto3" json:"replaces,omitempty"`
+	// A descriptor rule that limits nothing (rate and period 0).
+	Unlimited     bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +892,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +905,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rule) GetId() string {
@@ -916,6 +1020,20 @@ func (x *Rule) GetEvents() *EventsOption {
 	return nil
 }
 
+func (x *Rule) GetReplaces() []string {
+	if x != nil {
+		return x.Replaces
+	}
+	return nil
+}
+
+func (x *Rule) GetUnlimited() bool {
+	if x != nil {
+		return x.Unlimited
+	}
+	return false
+}
+
 type EventsOption struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Fraction (0..1) of the rule's denials sampled as events; 0 with the
@@ -929,7 +1047,7 @@ type EventsOption struct {
 
 func (x *EventsOption) Reset() {
 	*x = EventsOption{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1059,7 @@ func (x *EventsOption) String() string {
 func (*EventsOption) ProtoMessage() {}
 
 func (x *EventsOption) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1072,7 @@ func (x *EventsOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsOption.ProtoReflect.Descriptor instead.
 func (*EventsOption) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EventsOption) GetSample() float64 {
@@ -986,7 +1104,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1116,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1129,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Override) GetKey() string {
@@ -1067,7 +1185,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1197,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1210,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -1130,7 +1248,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1260,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1273,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -1183,7 +1301,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1313,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1326,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -1245,7 +1363,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1375,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1388,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1311,7 +1429,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1441,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1454,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1363,7 +1481,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1493,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1506,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1415,7 +1533,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1545,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1558,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1468,7 +1586,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1598,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1611,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1529,7 +1647,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1659,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1672,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1582,7 +1700,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1712,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1725,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1632,7 +1750,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1762,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1775,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 type ReadIndexResponse struct {
@@ -1670,7 +1788,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1800,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1813,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadIndexResponse) GetVersion() uint64 {
@@ -1718,7 +1836,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1848,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1861,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1783,7 +1901,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1913,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1926,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1830,7 +1948,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1960,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1973,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -1887,7 +2005,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2017,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2030,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -1944,7 +2062,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2074,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2087,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 type Member struct {
@@ -1991,7 +2109,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2121,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2134,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetId() string {
@@ -2097,7 +2215,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2227,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2240,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2184,7 +2302,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2314,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2327,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2268,7 +2386,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2398,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2411,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2332,7 +2450,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2462,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2475,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 type HandoffRequest struct {
@@ -2372,7 +2490,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2502,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2515,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2441,7 +2559,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2571,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2584,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2514,7 +2632,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2644,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2657,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2572,7 +2690,7 @@ type RegionExchangeRequest struct {
 
 func (x *RegionExchangeRequest) Reset() {
 	*x = RegionExchangeRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2702,7 @@ func (x *RegionExchangeRequest) String() string {
 func (*RegionExchangeRequest) ProtoMessage() {}
 
 func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2715,7 @@ func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeRequest.ProtoReflect.Descriptor instead.
 func (*RegionExchangeRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RegionExchangeRequest) GetFrom() string {
@@ -2638,7 +2756,7 @@ type RegionExchangeResponse struct {
 
 func (x *RegionExchangeResponse) Reset() {
 	*x = RegionExchangeResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2768,7 @@ func (x *RegionExchangeResponse) String() string {
 func (*RegionExchangeResponse) ProtoMessage() {}
 
 func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2781,7 @@ func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeResponse.ProtoReflect.Descriptor instead.
 func (*RegionExchangeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegionExchangeResponse) GetFrom() string {
@@ -2691,7 +2809,7 @@ type RegionKey struct {
 
 func (x *RegionKey) Reset() {
 	*x = RegionKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2821,7 @@ func (x *RegionKey) String() string {
 func (*RegionKey) ProtoMessage() {}
 
 func (x *RegionKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2834,7 @@ func (x *RegionKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionKey.ProtoReflect.Descriptor instead.
 func (*RegionKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegionKey) GetRule() string {
@@ -2767,7 +2885,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2897,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2910,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegionRecord) GetOrigin() int32 {
@@ -2933,7 +3051,7 @@ type GatewayReport struct {
 
 func (x *GatewayReport) Reset() {
 	*x = GatewayReport{}
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3063,7 @@ func (x *GatewayReport) String() string {
 func (*GatewayReport) ProtoMessage() {}
 
 func (x *GatewayReport) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3076,7 @@ func (x *GatewayReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReport.ProtoReflect.Descriptor instead.
 func (*GatewayReport) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GatewayReport) GetGatewayId() string {
@@ -2999,7 +3117,7 @@ type GatewayRuleCounts struct {
 
 func (x *GatewayRuleCounts) Reset() {
 	*x = GatewayRuleCounts{}
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3129,7 @@ func (x *GatewayRuleCounts) String() string {
 func (*GatewayRuleCounts) ProtoMessage() {}
 
 func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3142,7 @@ func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayRuleCounts.ProtoReflect.Descriptor instead.
 func (*GatewayRuleCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GatewayRuleCounts) GetRule() string {
@@ -3070,7 +3188,7 @@ type GatewayReportResponse struct {
 
 func (x *GatewayReportResponse) Reset() {
 	*x = GatewayReportResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3200,7 @@ func (x *GatewayReportResponse) String() string {
 func (*GatewayReportResponse) ProtoMessage() {}
 
 func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3213,7 @@ func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReportResponse.ProtoReflect.Descriptor instead.
 func (*GatewayReportResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
 }
 
 type EventsRequest struct {
@@ -3114,7 +3232,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3244,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3257,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EventsRequest) GetRule() string {
@@ -3196,7 +3314,7 @@ type LimitEvent struct {
 
 func (x *LimitEvent) Reset() {
 	*x = LimitEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3326,7 @@ func (x *LimitEvent) String() string {
 func (*LimitEvent) ProtoMessage() {}
 
 func (x *LimitEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3339,7 @@ func (x *LimitEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitEvent.ProtoReflect.Descriptor instead.
 func (*LimitEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LimitEvent) GetTimeUnixMs() int64 {
@@ -3297,7 +3415,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3427,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3440,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HotKeysRequest) GetRule() string {
@@ -3353,7 +3471,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3483,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3496,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HotKey) GetRule() string {
@@ -3419,7 +3537,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3549,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3562,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HotKeysResponse) GetKeys() []*HotKey {
@@ -3465,7 +3583,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xaa\x01\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xa4\x02\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3473,7 +3591,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\frule_version\x18\x04 \x01(\x04R\vruleVersion\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\rR\x05group\x12\x16\n" +
 	"\x06refund\x18\x06 \x01(\bR\x06refund\x12\x12\n" +
-	"\x04hops\x18\a \x01(\rR\x04hops\"8\n" +
+	"\x04hops\x18\a \x01(\rR\x04hops\x12#\n" +
+	"\roverride_rate\x18\b \x01(\x03R\foverrideRate\x12,\n" +
+	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
+	"\x0eoverride_burst\x18\n" +
+	" \x01(\x03R\roverrideBurst\"8\n" +
 	"\fCheckRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd5\x02\n" +
 	"\vCheckResult\x12\x18\n" +
@@ -3507,11 +3629,18 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12,\n" +
 	"\x06result\x18\x02 \x01(\v2\x14.weir.v1.CheckResultR\x06result\">\n" +
 	"\x11GetLimitsResponse\x12)\n" +
-	"\x06limits\x18\x01 \x03(\v2\x11.weir.v1.KeyLimitR\x06limits\"I\n" +
+	"\x06limits\x18\x01 \x03(\v2\x11.weir.v1.KeyLimitR\x06limits\"\x9b\x01\n" +
 	"\x05Match\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
-	"\x04plan\x18\x03 \x01(\tR\x04plan\"\xa8\x03\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\tR\x06domain\x128\n" +
+	"\n" +
+	"descriptor\x18\x05 \x03(\v2\x18.weir.v1.DescriptorEntryR\n" +
+	"descriptor\"9\n" +
+	"\x0fDescriptorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xe2\x03\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3530,7 +3659,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\vcost_header\x18\x0e \x01(\tR\n" +
 	"costHeader\x12\x14\n" +
 	"\x05scope\x18\x0f \x01(\tR\x05scope\x12-\n" +
-	"\x06events\x18\x10 \x01(\v2\x15.weir.v1.EventsOptionR\x06events\">\n" +
+	"\x06events\x18\x10 \x01(\v2\x15.weir.v1.EventsOptionR\x06events\x12\x1a\n" +
+	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
+	"\tunlimited\x18\x12 \x01(\bR\tunlimited\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
@@ -3776,7 +3907,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
@@ -3789,46 +3920,47 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*KeyLimit)(nil),               // 8: weir.v1.KeyLimit
 	(*GetLimitsResponse)(nil),      // 9: weir.v1.GetLimitsResponse
 	(*Match)(nil),                  // 10: weir.v1.Match
-	(*Rule)(nil),                   // 11: weir.v1.Rule
-	(*EventsOption)(nil),           // 12: weir.v1.EventsOption
-	(*Override)(nil),               // 13: weir.v1.Override
-	(*RuleSet)(nil),                // 14: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),       // 15: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),         // 16: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),      // 17: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),      // 18: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),        // 19: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),     // 20: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil),  // 21: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),          // 22: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),         // 23: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),       // 24: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 25: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),           // 26: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 27: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),           // 28: weir.v1.WatchRequest
-	(*WatchEvent)(nil),             // 29: weir.v1.WatchEvent
-	(*MembersRequest)(nil),         // 30: weir.v1.MembersRequest
-	(*Member)(nil),                 // 31: weir.v1.Member
-	(*MembersResponse)(nil),        // 32: weir.v1.MembersResponse
-	(*CounterState)(nil),           // 33: weir.v1.CounterState
-	(*ReplicateRequest)(nil),       // 34: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),      // 35: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),         // 36: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),        // 37: weir.v1.HandoffResponse
-	(*Moved)(nil),                  // 38: weir.v1.Moved
-	(*RegionExchangeRequest)(nil),  // 39: weir.v1.RegionExchangeRequest
-	(*RegionExchangeResponse)(nil), // 40: weir.v1.RegionExchangeResponse
-	(*RegionKey)(nil),              // 41: weir.v1.RegionKey
-	(*RegionRecord)(nil),           // 42: weir.v1.RegionRecord
-	(*GatewayReport)(nil),          // 43: weir.v1.GatewayReport
-	(*GatewayRuleCounts)(nil),      // 44: weir.v1.GatewayRuleCounts
-	(*GatewayReportResponse)(nil),  // 45: weir.v1.GatewayReportResponse
-	(*EventsRequest)(nil),          // 46: weir.v1.EventsRequest
-	(*LimitEvent)(nil),             // 47: weir.v1.LimitEvent
-	(*HotKeysRequest)(nil),         // 48: weir.v1.HotKeysRequest
-	(*HotKey)(nil),                 // 49: weir.v1.HotKey
-	(*HotKeysResponse)(nil),        // 50: weir.v1.HotKeysResponse
+	(*DescriptorEntry)(nil),        // 11: weir.v1.DescriptorEntry
+	(*Rule)(nil),                   // 12: weir.v1.Rule
+	(*EventsOption)(nil),           // 13: weir.v1.EventsOption
+	(*Override)(nil),               // 14: weir.v1.Override
+	(*RuleSet)(nil),                // 15: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),       // 16: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),         // 17: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),      // 18: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),      // 19: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),        // 20: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),     // 21: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil),  // 22: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),          // 23: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),         // 24: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),       // 25: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 26: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),           // 27: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 28: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),           // 29: weir.v1.WatchRequest
+	(*WatchEvent)(nil),             // 30: weir.v1.WatchEvent
+	(*MembersRequest)(nil),         // 31: weir.v1.MembersRequest
+	(*Member)(nil),                 // 32: weir.v1.Member
+	(*MembersResponse)(nil),        // 33: weir.v1.MembersResponse
+	(*CounterState)(nil),           // 34: weir.v1.CounterState
+	(*ReplicateRequest)(nil),       // 35: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),      // 36: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),         // 37: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),        // 38: weir.v1.HandoffResponse
+	(*Moved)(nil),                  // 39: weir.v1.Moved
+	(*RegionExchangeRequest)(nil),  // 40: weir.v1.RegionExchangeRequest
+	(*RegionExchangeResponse)(nil), // 41: weir.v1.RegionExchangeResponse
+	(*RegionKey)(nil),              // 42: weir.v1.RegionKey
+	(*RegionRecord)(nil),           // 43: weir.v1.RegionRecord
+	(*GatewayReport)(nil),          // 44: weir.v1.GatewayReport
+	(*GatewayRuleCounts)(nil),      // 45: weir.v1.GatewayRuleCounts
+	(*GatewayReportResponse)(nil),  // 46: weir.v1.GatewayReportResponse
+	(*EventsRequest)(nil),          // 47: weir.v1.EventsRequest
+	(*LimitEvent)(nil),             // 48: weir.v1.LimitEvent
+	(*HotKeysRequest)(nil),         // 49: weir.v1.HotKeysRequest
+	(*HotKey)(nil),                 // 50: weir.v1.HotKey
+	(*HotKeysResponse)(nil),        // 51: weir.v1.HotKeysResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -3839,78 +3971,79 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	0,  // 5: weir.v1.CheckStreamResponse.error_code:type_name -> weir.v1.ErrorCode
 	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
 	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
-	10, // 8: weir.v1.Rule.match:type_name -> weir.v1.Match
-	12, // 9: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
-	11, // 10: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	13, // 11: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	11, // 12: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	13, // 13: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	26, // 14: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	14, // 15: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	31, // 16: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	33, // 17: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	33, // 18: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	38, // 19: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	33, // 20: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	41, // 21: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
-	41, // 22: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
-	42, // 23: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
-	44, // 24: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
-	47, // 25: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
-	49, // 26: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
-	2,  // 27: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 28: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 29: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	15, // 30: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	16, // 31: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	17, // 32: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	18, // 33: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	23, // 34: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	19, // 35: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	20, // 36: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	21, // 37: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	28, // 38: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	24, // 39: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	30, // 40: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	30, // 41: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 42: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 43: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	34, // 44: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	34, // 45: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	36, // 46: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	39, // 47: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
-	46, // 48: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
-	48, // 49: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
-	43, // 50: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
-	4,  // 51: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 52: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 53: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	14, // 54: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	11, // 55: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	22, // 56: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	22, // 57: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	27, // 58: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	22, // 59: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	22, // 60: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	22, // 61: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	29, // 62: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	25, // 63: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	32, // 64: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	32, // 65: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 66: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 67: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	35, // 68: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	35, // 69: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	37, // 70: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	40, // 71: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
-	47, // 72: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
-	50, // 73: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
-	45, // 74: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
-	51, // [51:75] is the sub-list for method output_type
-	27, // [27:51] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	11, // 8: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
+	10, // 9: weir.v1.Rule.match:type_name -> weir.v1.Match
+	13, // 10: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
+	12, // 11: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	14, // 12: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	12, // 13: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	14, // 14: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	27, // 15: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	15, // 16: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	32, // 17: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	34, // 18: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	34, // 19: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	39, // 20: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	34, // 21: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	42, // 22: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	42, // 23: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	43, // 24: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	45, // 25: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	48, // 26: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	50, // 27: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 28: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 29: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	7,  // 30: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	16, // 31: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	17, // 32: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	18, // 33: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	19, // 34: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	24, // 35: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	20, // 36: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	21, // 37: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	22, // 38: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	29, // 39: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	25, // 40: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	31, // 41: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	31, // 42: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 43: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 44: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	35, // 45: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	35, // 46: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	37, // 47: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	40, // 48: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	47, // 49: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	49, // 50: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	44, // 51: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 52: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 53: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	9,  // 54: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	15, // 55: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	12, // 56: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	23, // 57: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	23, // 58: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	28, // 59: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	23, // 60: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	23, // 61: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	23, // 62: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	30, // 63: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	26, // 64: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	33, // 65: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	33, // 66: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 67: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 68: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	36, // 69: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	36, // 70: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	38, // 71: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	41, // 72: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	48, // 73: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	51, // 74: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	46, // 75: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	52, // [52:76] is the sub-list for method output_type
+	28, // [28:52] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -3924,7 +4057,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

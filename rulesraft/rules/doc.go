@@ -25,4 +25,10 @@
 //   - All matching rules apply, except that a plan "*" rule gives way to a
 //     rule of the same route pattern, method pattern and key that names the
 //     request's plan.
+//   - A rule with match.domain is a descriptor rule for Envoy's rate limit
+//     service: keyed by "descriptor", no route, method or plan; the route
+//     Matcher never returns it and the DescriptorMatcher returns nothing
+//     else. Of the descriptor rules matching one descriptor, only the most
+//     specific patterns apply (as envoyproxy/ratelimit); replaces and
+//     unlimited exist for those rules only.
 package rules

@@ -64,6 +64,9 @@ func Compile(rs []Rule) (*Matcher, error) {
 	for i := range m.rules {
 		r := &m.rules[i]
 		m.byID[r.ID] = r
+		if r.Match.Domain != "" { // matched by DescriptorMatcher only
+			continue
+		}
 		p, err := parseRoute(r.Match.Route)
 		if err != nil { // Validate accepted it, so this cannot happen.
 			panic("rules: validated route does not parse: " + err.Error())

@@ -228,9 +228,13 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.str(v, name, &r.Scope)
 		case "events":
 			d.events(v, &r.Events)
+		case "replaces":
+			d.strs(v, name, &r.Replaces)
+		case "unlimited":
+			d.bool(v, name, &r.Unlimited)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events)")
+			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events, replaces, unlimited)")
 		}
 	}
 	return r, lines, bad
@@ -325,10 +329,14 @@ func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
 			d.str(v, field, &dst.Method)
 		case "plan":
 			d.str(v, field, &dst.Plan)
+		case "domain":
+			d.str(v, field, &dst.Domain)
+		case "descriptor":
+			d.entries(v, field, &dst.Descriptor)
 		default:
 			delete(d.lines, field)
 			d.bad[field] = true
-			d.p.add(k, d.prefix+field, "unknown field (want route, method, plan)")
+			d.p.add(k, d.prefix+field, "unknown field (want route, method, plan, domain, descriptor)")
 		}
 	}
 }
@@ -372,6 +380,57 @@ func (d fieldDecoder) events(n *yaml.Node, dst *Events) {
 			d.bad[field] = true
 			d.p.add(k, d.prefix+field, "unknown field (want sample, redact)")
 		}
+	}
+}
+
+// strs decodes a list of strings.
+func (d fieldDecoder) strs(n *yaml.Node, field string, dst *[]string) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, field, "must be a list of rule ids, got %s", describe(n))
+		return
+	}
+	for _, c := range n.Content {
+		c = resolve(c)
+		if c.Kind != yaml.ScalarNode {
+			d.fail(c, field, "must be a list of rule ids, got %s in it", describe(c))
+			return
+		}
+		*dst = append(*dst, c.Value)
+	}
+}
+
+// entries decodes a descriptor pattern: a list of {key, value}.
+func (d fieldDecoder) entries(n *yaml.Node, field string, dst *[]Entry) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, field, "must be a list such as [{key: path, value: /v1/*}], got %s", describe(n))
+		return
+	}
+	for i, c := range n.Content {
+		c = resolve(c)
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if c.Kind != yaml.MappingNode {
+			d.fail(c, f, "must be a mapping {key: ..., value: ...}, got %s", describe(c))
+			continue
+		}
+		var e Entry
+		for j := 0; j+1 < len(c.Content); j += 2 {
+			k, v := resolve(c.Content[j]), resolve(c.Content[j+1])
+			switch k.Value {
+			case "key":
+				d.str(v, f+".key", &e.Key)
+			case "value":
+				d.str(v, f+".value", &e.Value)
+			default:
+				d.fail(k, f+"."+k.Value, "unknown field (want key, value)")
+			}
+		}
+		*dst = append(*dst, e)
 	}
 }
 

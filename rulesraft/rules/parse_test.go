@@ -61,14 +61,14 @@ func TestParseFileListsEveryProblemWithLines(t *testing.T) {
 		{7, "rules[1].id", `"bad rate": may hold only letters, digits and . _ : -`},
 		{8, "rules[1].match.method", `"get": must be "*" or an uppercase HTTP method such as GET`},
 		{10, "rules[1].rate", "must be > 0"},
-		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events)"},
+		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events, replaces, unlimited)"},
 		{13, "rules[2].id", `duplicate id "ok" (first used by rules[0] at line 2)`},
 		{15, "rules[2].match.route", `"/v1/{id": segment "{id" must be a whole {param}`},
 		{17, "rules[2].key", `unknown key type "cookie" (want apikey | user | ip | global | header:<Name>)`},
 		{18, "rules[2].rate", `must be a whole number, got "ten"`},
 		{19, "rules[2].period", `invalid duration "5" (use a Go duration such as 1s, 30s, 5m, 1h, 24h)`},
 		{20, "rules[2].timeout", "1m is over the maximum of 10s"},
-		{21, "rules[3].match.verb", "unknown field (want route, method, plan)"},
+		{21, "rules[3].match.verb", "unknown field (want route, method, plan, domain, descriptor)"},
 		{21, "rules[3].id", "must not be empty"},
 		{26, "rules[3].lease", "3 is over the burst (2): a gateway may not hold more than the bucket"},
 	}
@@ -266,7 +266,7 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("ParseFile accepted rules that Validate rejects: %v", err)
 		}
 		for _, r := range rs {
-			if Normalize(r) != r {
+			if !Normalize(r).Equal(r) {
 				t.Fatalf("rule not normalized: %+v", r)
 			}
 			if err := r.Limit().Validate(MaxLogLimit); err != nil {
@@ -278,7 +278,7 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("Compile: %v", err)
 		}
 		for _, r := range rs {
-			if got, ok := m.Rule(r.ID); !ok || *got != r {
+			if got, ok := m.Rule(r.ID); !ok || !got.Equal(r) {
 				t.Fatalf("Matcher.Rule(%q) = %v, %v", r.ID, got, ok)
 			}
 		}

@@ -163,6 +163,10 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("cost_header", a.CostHeader, b.CostHeader)
 	cs.add("events.sample", a.Events.Sample, b.Events.Sample)
 	cs.add("events.redact", a.Events.Redact, b.Events.Redact)
+	cs.add("match.domain", a.Match.Domain, b.Match.Domain)
+	cs.add("match.descriptor", FormatEntries(a.Match.Descriptor), FormatEntries(b.Match.Descriptor))
+	cs.add("replaces", strings.Join(a.Replaces, ","), strings.Join(b.Replaces, ","))
+	cs.add("unlimited", a.Unlimited, b.Unlimited)
 	return cs
 }
 
@@ -236,4 +240,21 @@ func Merge(cur, in []Rule, replaceAll bool) ([]Rule, error) {
 	// and given has no duplicate ids, so out has none either.
 	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// FormatEntries writes a descriptor pattern as "key=value,key" (diffs,
+// listings).
+func FormatEntries(es []Entry) string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('=')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }

@@ -127,7 +127,7 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(ids(got), []string{"a", "b", "c"}) || got[2].Rate != 99 || got[1] != Normalize(rule("b", "/b", "", "", KeyIP)) {
+	if !reflect.DeepEqual(ids(got), []string{"a", "b", "c"}) || got[2].Rate != 99 || !got[1].Equal(Normalize(rule("b", "/b", "", "", KeyIP))) {
 		t.Fatalf("upsert: %+v", got)
 	}
 	if cur[1].Rate != 10 {

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,6 +14,9 @@ const (
 	KeyUser   = "user"
 	KeyIP     = "ip"
 	KeyGlobal = "global"
+	// KeyDescriptor limits by the values of an Envoy rate limit
+	// descriptor: the only key type of a rule with a Match.Domain.
+	KeyDescriptor = "descriptor"
 	// KeyHeaderPrefix starts a header key type: "header:X-Tenant".
 	KeyHeaderPrefix = "header:"
 )
@@ -73,6 +77,14 @@ type Rule struct {
 	// Events says which of the rule's decisions become limit events (the
 	// zero value: the default, DefaultEventSample of denials).
 	Events Events `json:"events,omitzero" yaml:"events,omitempty"`
+	// Replaces names rules (of the same domain) that do not apply to a
+	// rate limit service request this rule applies to, as
+	// envoyproxy/ratelimit's "replaces". Only for rules with a domain.
+	Replaces []string `json:"replaces,omitempty" yaml:"replaces,omitempty"`
+	// Unlimited marks a descriptor rule that matches and limits nothing:
+	// it takes precedence over less specific descriptor rules, as
+	// envoyproxy/ratelimit's "unlimited: true". Rate and period are 0.
+	Unlimited bool `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
 }
 
 // DefaultEventSample is the fraction of a rule's denials a node keeps as
@@ -103,10 +115,26 @@ func (r *Rule) Global() bool { return r.Scope == ScopeGlobal }
 
 // Match selects the requests a rule applies to. Route is exact, may hold
 // {param} segments, and may end in "*". Method and Plan default to "*".
+//
+// A rule with a Domain matches Envoy rate limit service requests instead
+// (see DescriptorMatcher): the request's domain, and a descriptor whose
+// entries match Descriptor level by level. Route, Method and Plan are
+// then empty.
 type Match struct {
-	Route  string `json:"route" yaml:"route"`
-	Method string `json:"method,omitempty" yaml:"method,omitempty"`
-	Plan   string `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Route      string  `json:"route" yaml:"route"`
+	Method     string  `json:"method,omitempty" yaml:"method,omitempty"`
+	Plan       string  `json:"plan,omitempty" yaml:"plan,omitempty"`
+	Domain     string  `json:"domain,omitempty" yaml:"domain,omitempty"`
+	Descriptor []Entry `json:"descriptor,omitempty" yaml:"descriptor,omitempty"`
+}
+
+// Entry is one level of a descriptor pattern. Key matches the entry's key
+// exactly. Value "" or "*" matches any value, "prefix*" any value that
+// starts with prefix, and anything else that value exactly. Each distinct
+// request value has its own counter whatever the pattern.
+type Entry struct {
+	Key   string `json:"key" yaml:"key"`
+	Value string `json:"value,omitempty" yaml:"value,omitempty"`
 }
 
 // Override changes one rule's limit for one limited key (e.g. a partner's
@@ -177,4 +205,15 @@ func (d *Duration) parse(s string) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// Equal reports whether r and o are the same rule, field by field.
+func (r Rule) Equal(o Rule) bool {
+	return r.ID == o.ID && r.Match.Route == o.Match.Route && r.Match.Method == o.Match.Method &&
+		r.Match.Plan == o.Match.Plan && r.Match.Domain == o.Match.Domain &&
+		slices.Equal(r.Match.Descriptor, o.Match.Descriptor) && r.Key == o.Key &&
+		r.Algorithm == o.Algorithm && r.Rate == o.Rate && r.Period == o.Period && r.Burst == o.Burst &&
+		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
+		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
+		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events
 }

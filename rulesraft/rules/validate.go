@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirlimit/weir/bucket"
 )
@@ -27,6 +28,12 @@ const (
 	MaxRules = 10_000
 	// MaxOverrides is the most overrides one rule set holds.
 	MaxOverrides = 100_000
+	// MaxDomainLen is the longest rate limit service domain a rule names.
+	MaxDomainLen = 128
+	// MaxDescriptorEntries is the most entries a descriptor pattern holds.
+	MaxDescriptorEntries = 16
+	// MaxEntryLen is the longest descriptor key or value pattern.
+	MaxEntryLen = 256
 )
 
 // Default values Normalize fills in.
@@ -41,15 +48,24 @@ const (
 // token_bucket, method "*", plan "*", fail_mode open, timeout 5ms, burst
 // equal to rate when 0, and a header key's name in canonical form
 // ("header:x-tenant" becomes "header:X-Tenant"). It does not validate.
+//
+// A rule with a domain keeps its route, method and plan empty, and its
+// key is "descriptor"; an unlimited one keeps burst 0.
 func Normalize(r Rule) Rule {
 	if r.Algorithm == "" {
 		r.Algorithm = DefaultAlgorithm
 	}
-	if r.Match.Method == "" {
-		r.Match.Method = AnyMethod
-	}
-	if r.Match.Plan == "" {
-		r.Match.Plan = AnyPlan
+	if r.Match.Domain != "" {
+		if r.Key == "" {
+			r.Key = KeyDescriptor
+		}
+	} else {
+		if r.Match.Method == "" {
+			r.Match.Method = AnyMethod
+		}
+		if r.Match.Plan == "" {
+			r.Match.Plan = AnyPlan
+		}
 	}
 	if r.FailMode == "" {
 		r.FailMode = DefaultFailMode
@@ -131,8 +147,21 @@ func (r Rule) check(ps *problems) {
 	start := len(ps.list)
 	checkID(ps, "id", r.ID)
 
-	if _, err := parseRoute(r.Match.Route); err != nil {
-		ps.add("match.route", "%v", err)
+	if r.Match.Domain != "" {
+		r.checkDescriptor(ps)
+	} else {
+		if _, err := parseRoute(r.Match.Route); err != nil {
+			ps.add("match.route", "%v", err)
+		}
+		if len(r.Match.Descriptor) > 0 {
+			ps.add("match.descriptor", "needs match.domain (a descriptor rule matches rate limit service requests of one domain)")
+		}
+		if len(r.Replaces) > 0 {
+			ps.add("replaces", "only a rule with match.domain may replace others")
+		}
+		if r.Unlimited {
+			ps.add("unlimited", "only a rule with match.domain may be unlimited")
+		}
 	}
 	if m := r.Match.Method; m != "" && m != AnyMethod && !isUpperToken(m) {
 		ps.add("match.method", "%q: must be \"*\" or an uppercase HTTP method such as GET", m)
@@ -140,8 +169,19 @@ func (r Rule) check(ps *problems) {
 	if p := r.Match.Plan; p != "" && p != AnyPlan && (!isToken(p) || len(p) > MaxIDLen) {
 		ps.add("match.plan", "%q: must be \"*\" or a plan name (letters, digits, and !#$%%&'*+-.^_`|~; at most %d)", p, MaxIDLen)
 	}
+	if r.Unlimited {
+		if r.Rate != 0 || r.Period != 0 || r.Burst != 0 || r.Lease != 0 {
+			ps.add("unlimited", "an unlimited rule has no rate, period, burst or lease")
+		}
+		return
+	}
 
 	switch k := r.Key; {
+	case k == KeyDescriptor && r.Match.Domain != "", k == "" && r.Match.Domain != "":
+	case k == KeyDescriptor:
+		ps.add("key", "%q is the key of rules with match.domain only", k)
+	case r.Match.Domain != "":
+		ps.add("key", "%q: a rule with match.domain is keyed by its descriptor (key: descriptor, or leave it out)", k)
 	case k == "":
 		ps.add("key", "must not be empty (apikey | user | ip | global | header:<Name>)")
 	case k == KeyAPIKey, k == KeyUser, k == KeyIP, k == KeyGlobal:
@@ -289,4 +329,50 @@ func canonicalHeader(s string) string {
 		upper = c == '-'
 	}
 	return string(b)
+}
+
+// checkDescriptor checks the match of a rule with a domain.
+func (r Rule) checkDescriptor(ps *problems) {
+	m := r.Match
+	switch {
+	case len(m.Domain) > MaxDomainLen:
+		ps.add("match.domain", "is %d bytes long; at most %d", len(m.Domain), MaxDomainLen)
+	case !utf8.ValidString(m.Domain):
+		ps.add("match.domain", "is not valid UTF-8")
+	}
+	if m.Route != "" || (m.Method != "" && m.Method != AnyMethod) || (m.Plan != "" && m.Plan != AnyPlan) {
+		ps.add("match", "a rule with match.domain matches descriptors, not route, method or plan")
+	}
+	switch n := len(m.Descriptor); {
+	case n == 0:
+		ps.add("match.descriptor", "must hold at least one entry ({key: ..., value: ...})")
+	case n > MaxDescriptorEntries:
+		ps.add("match.descriptor", "holds %d entries; at most %d", n, MaxDescriptorEntries)
+	}
+	for i, e := range m.Descriptor {
+		f := "match.descriptor[" + strconv.Itoa(i) + "]"
+		switch {
+		case e.Key == "":
+			ps.add(f+".key", "must not be empty")
+		case len(e.Key) > MaxEntryLen || len(e.Value) > MaxEntryLen:
+			ps.add(f, "key and value may be at most %d bytes long", MaxEntryLen)
+		case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value):
+			ps.add(f, "key and value must be valid UTF-8")
+		case strings.Contains(strings.TrimSuffix(e.Value, "*"), "*"):
+			ps.add(f+".value", "%q: \"*\" may only end a value (a prefix wildcard)", e.Value)
+		}
+	}
+	seen := map[string]bool{}
+	for i, id := range r.Replaces {
+		f := "replaces[" + strconv.Itoa(i) + "]"
+		switch {
+		case id == r.ID:
+			ps.add(f, "a rule cannot replace itself")
+		case seen[id]:
+			ps.add(f, "%q is named twice", id)
+		default:
+			checkID(ps, f, id)
+		}
+		seen[id] = true
+	}
 }

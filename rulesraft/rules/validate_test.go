@@ -151,10 +151,10 @@ func TestNormalizeAndLimit(t *testing.T) {
 	want := Rule{ID: "x", Match: Match{Route: "/x", Method: "*", Plan: "*"}, Key: "header:X-Tenant-Id",
 		Algorithm: AlgTokenBucket, Rate: 7, Period: Duration(time.Minute), Burst: 7, FailMode: FailOpen,
 		Timeout: Duration(DefaultTimeout)}
-	if n != want {
+	if !n.Equal(want) {
 		t.Fatalf("Normalize = %+v\nwant %+v", n, want)
 	}
-	if Normalize(n) != n {
+	if !Normalize(n).Equal(n) {
 		t.Fatal("Normalize is not idempotent")
 	}
 	lim := r.Limit()

@@ -13,7 +13,7 @@ import (
 func RuleToProto(r rules.Rule) *weirv1.Rule {
 	return &weirv1.Rule{
 		Id:         r.ID,
-		Match:      &weirv1.Match{Route: r.Match.Route, Method: r.Match.Method, Plan: r.Match.Plan},
+		Match:      matchToProto(r.Match),
 		Key:        r.Key,
 		Algorithm:  r.Algorithm,
 		Rate:       r.Rate,
@@ -28,6 +28,8 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		CostHeader: r.CostHeader,
 		Scope:      r.Scope,
 		Events:     eventsToProto(r.Events),
+		Replaces:   r.Replaces,
+		Unlimited:  r.Unlimited,
 	}
 }
 
@@ -37,6 +39,14 @@ func eventsToProto(e rules.Events) *weirv1.EventsOption {
 		return nil
 	}
 	return &weirv1.EventsOption{Sample: e.Sample, Redact: e.Redact}
+}
+
+func matchToProto(m rules.Match) *weirv1.Match {
+	p := &weirv1.Match{Route: m.Route, Method: m.Method, Plan: m.Plan, Domain: m.Domain}
+	for _, e := range m.Descriptor {
+		p.Descriptor_ = append(p.Descriptor_, &weirv1.DescriptorEntry{Key: e.Key, Value: e.Value})
+	}
+	return p
 }
 
 func durationString(d rules.Duration) string {
@@ -95,9 +105,14 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		CostHeader: p.GetCostHeader(),
 		Scope:      p.GetScope(),
 		Events:     rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
+		Replaces:   p.GetReplaces(),
+		Unlimited:  p.GetUnlimited(),
 	}
 	if m := p.GetMatch(); m != nil {
-		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan()}
+		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}
+		for _, e := range m.GetDescriptor_() {
+			r.Match.Descriptor = append(r.Match.Descriptor, rules.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
 	}
 	r.Period = parseDuration(p.GetPeriod(), prefix+"period", ps)
 	r.Timeout = parseDuration(p.GetTimeout(), prefix+"timeout", ps)

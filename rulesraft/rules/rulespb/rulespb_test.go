@@ -30,7 +30,10 @@ func sampleRule() rules.Rule {
 }
 
 func TestRuleRoundTrip(t *testing.T) {
-	for _, r := range []rules.Rule{sampleRule(), {ID: "bare", Match: rules.Match{Route: "/"}, Key: "ip", Rate: 1, Period: rules.Duration(90 * time.Minute)}} {
+	desc := rules.Rule{ID: "edge.addr", Match: rules.Match{Domain: "edge", Descriptor: []rules.Entry{{Key: "remote_address"}, {Key: "path", Value: "/v1/*"}}},
+		Key: "descriptor", Rate: 5, Period: rules.Duration(time.Minute), Replaces: []string{"edge.generic"}}
+	free := rules.Rule{ID: "edge.free", Match: rules.Match{Domain: "edge", Descriptor: []rules.Entry{{Key: "plan", Value: "free"}}}, Unlimited: true}
+	for _, r := range []rules.Rule{sampleRule(), {ID: "bare", Match: rules.Match{Route: "/"}, Key: "ip", Rate: 1, Period: rules.Duration(90 * time.Minute)}, desc, free} {
 		p := RuleToProto(r)
 		got, err := RuleFromProto(p)
 		if err != nil {
