@@ -73,6 +73,7 @@ func TestDashboardInChromium(t *testing.T) {
 					body = fmt.Sprintf(`{"key":"ip:10.0.%d.%d","rule":"search.ip"}`, i, j%5)
 				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/limits/check", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					resp.Body.Close()
 				}
