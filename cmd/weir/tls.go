@@ -64,12 +64,19 @@ func (c *cli) tlsCACreateCmd() *cobra.Command {
 	dir := cmd.Flags().String("dir", "", "`directory` to write into (required)")
 	cluster := cmd.Flags().String("cluster", "weir", "cluster `name` (the nodes' --cluster-name)")
 	days := cmd.Flags().Int("days", 3650, "validity in days")
+	keep := cmd.Flags().Bool("if-missing", false, "succeed without writing when DIR already holds a CA (for a one-shot container that runs on every start)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *dir == "" {
 			return usageErr(cmd, "--dir is required")
 		}
 		if *days < 1 {
 			return usageErr(cmd, "--days %d: must be >= 1", *days)
+		}
+		if *keep {
+			if _, err := tlsconf.LoadCA(*dir); err == nil {
+				fmt.Fprintf(c.stdout, "kept the CA in %s\n", *dir)
+				return nil
+			}
 		}
 		ca, err := tlsconf.NewCA(*cluster, time.Duration(*days)*24*time.Hour)
 		if err != nil {
@@ -85,16 +92,16 @@ func (c *cli) tlsCACreateCmd() *cobra.Command {
 }
 
 func (c *cli) tlsCertCreateCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "create --dir DIR (--node ID | --gateway ID | --admin NAME)", Args: noArgs,
-		Short: "Issue a certificate from DIR's CA for a node, a gateway or an admin",
-		Long: "Issue a certificate (ECDSA P-256, for server and client use) from the CA in DIR,\n" +
-			"naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
+	cmd := &cobra.Command{Use: "create --dir DIR [--node ID,...] [--gateway ID,...] [--admin NAME,...]", Args: noArgs,
+		Short: "Issue certificates from DIR's CA for nodes, gateways and admins",
+		Long: "Issue a certificate (ECDSA P-256, for server and client use) from the CA in DIR for\n" +
+			"each name given, naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
 			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them)."}
 	fs := cmd.Flags()
 	dir := fs.String("dir", "", "`directory` holding ca.pem and ca-key.pem (required)")
-	nodeID := fs.String("node", "", "a node's `id` (its --id)")
-	gw := fs.String("gateway", "", "a gateway's `id`")
-	admin := fs.String("admin", "", "an admin's `name`")
+	nodes := fs.StringSlice("node", nil, "nodes' `ids` (their --id), comma-separated or repeated")
+	gws := fs.StringSlice("gateway", nil, "gateways' `ids`")
+	admins := fs.StringSlice("admin", nil, "admins' `names`")
 	cluster := fs.String("cluster", "", "cluster `name` (default: the CA's)")
 	hosts := fs.StringSlice("host", nil, "extra IP or DNS SANs, for clients that check host names (Weir does not)")
 	days := fs.Int("days", 365, "validity in days")
@@ -102,16 +109,17 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 		if *dir == "" {
 			return usageErr(cmd, "--dir is required")
 		}
-		var id tlsconf.Identity
-		n := 0
-		for role, name := range map[tlsconf.Role]string{tlsconf.RoleNode: *nodeID, tlsconf.RoleGateway: *gw, tlsconf.RoleAdmin: *admin} {
-			if name != "" {
-				id.Role, id.Name = role, name
-				n++
+		var ids []tlsconf.Identity
+		for _, g := range []struct {
+			role  tlsconf.Role
+			names []string
+		}{{tlsconf.RoleNode, *nodes}, {tlsconf.RoleGateway, *gws}, {tlsconf.RoleAdmin, *admins}} {
+			for _, name := range trimAll(g.names) {
+				ids = append(ids, tlsconf.Identity{Role: g.role, Name: name})
 			}
 		}
-		if n != 1 {
-			return usageErr(cmd, "give exactly one of --node, --gateway or --admin")
+		if len(ids) == 0 {
+			return usageErr(cmd, "give at least one of --node, --gateway or --admin")
 		}
 		if *days < 1 {
 			return usageErr(cmd, "--days %d: must be >= 1", *days)
@@ -120,18 +128,22 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("loading the CA (run `weir tls ca create --dir %s` first): %w", *dir, err)
 		}
-		id.Cluster = *cluster
-		if id.Cluster == "" {
-			id.Cluster = ca.Cluster()
+		for i := range ids { // every name is checked before anything is written
+			ids[i].Cluster = *cluster
+			if ids[i].Cluster == "" {
+				ids[i].Cluster = ca.Cluster()
+			}
+			if err := ids[i].Validate(); err != nil {
+				return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: no weir identity: "))
+			}
 		}
-		if err := id.Validate(); err != nil {
-			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: no weir identity: "))
+		for _, id := range ids {
+			cert, key, err := ca.WriteCert(*dir, id, append([]string{"127.0.0.1", "localhost"}, trimAll(*hosts)...), time.Duration(*days)*24*time.Hour)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "wrote %s and %s (%s)\n", cert, key, id)
 		}
-		cert, key, err := ca.WriteCert(*dir, id, append([]string{"127.0.0.1", "localhost"}, trimAll(*hosts)...), time.Duration(*days)*24*time.Hour)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "wrote %s and %s (%s)\n", cert, key, id)
 		return nil
 	}
 	return cmd

@@ -33,10 +33,13 @@ func TestTLSCommands(t *testing.T) {
 	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir); r.code != exitError || !strings.Contains(r.stderr, "already exists") {
 		t.Errorf("second ca create: exit %d, stderr %q", r.code, r.stderr)
 	}
+	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir, "--if-missing"); r.code != exitOK || !strings.Contains(r.stdout, "kept") {
+		t.Errorf("ca create --if-missing over a CA: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	for _, args := range [][]string{
-		{"--node", "n1", "--admin", "a"},
 		{},
 		{"--node", "bad/id"},
+		{"--node", "n1,bad/id"}, // nothing written: every name is checked first
 	} {
 		r := runCLI(t, "", nil, append([]string{"tls", "cert", "create", "--dir", dir}, args...)...)
 		if r.code != exitUsage {
@@ -55,6 +58,16 @@ func TestTLSCommands(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 4 {
 		t.Errorf("%d files in the directory, want 4 (no leftovers from refused commands)", len(entries))
+	}
+	// A whole set in one run (what a one-shot container does).
+	r = runCLI(t, "", nil, "tls", "cert", "create", "--dir", dir, "--node", "n2,n3", "--gateway", "gw", "--admin", "ops")
+	if r.code != exitOK {
+		t.Fatalf("cert create of a set: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, f := range []string{"node-n2.pem", "node-n3-key.pem", "gateway-gw.pem", "admin-ops-key.pem"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
