@@ -280,6 +280,9 @@ func TestComposeFile(t *testing.T) {
 			if flagString(t, cmd, "gossip-key-file") == "" {
 				t.Errorf("%s: no --gossip-key-file: across containers the nodes would bind gossip and Raft to loopback", where)
 			}
+			if want := "/tls/node-" + name + ".pem"; flagString(t, cmd, "tls-cert") != want || flagString(t, cmd, "tls-ca") == "" {
+				t.Errorf("%s: --tls-cert %q --tls-ca %q, want mutual TLS with %s", where, flagString(t, cmd, "tls-cert"), flagString(t, cmd, "tls-ca"), want)
+			}
 			if flagString(t, cmd, "id") != name || flagString(t, cmd, "advertise") != name {
 				t.Errorf("%s: --id %s --advertise %s, want the service name", where, flagString(t, cmd, "id"), flagString(t, cmd, "advertise"))
 			}
@@ -537,6 +540,9 @@ func TestKubernetesManifests(t *testing.T) {
 	ports, leave := nodeConfig(t, where, cmd)
 	if flagString(t, cmd, "gossip-key-file") == "" {
 		t.Errorf("%s: no --gossip-key-file: across pods the nodes would bind gossip and Raft to loopback", where)
+	}
+	if c := flagString(t, cmd, "tls-cert"); !strings.Contains(c, "$(POD_NAME)") || flagString(t, cmd, "tls-ca") == "" {
+		t.Errorf("%s: --tls-cert %q --tls-ca %q, want mutual TLS with each pod's node certificate", where, c, flagString(t, cmd, "tls-ca"))
 	}
 	if v, _ := cmd.Flags().GetInt("bootstrap-expect"); v != ss.Replicas {
 		t.Errorf("%s: --bootstrap-expect %d with %d replicas", where, v, ss.Replicas)

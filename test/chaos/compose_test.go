@@ -4,11 +4,15 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,10 +63,25 @@ func TestCompose(t *testing.T) {
 	}
 	t.Logf("docker-compose up -d returned after %v", time.Since(start).Round(time.Millisecond))
 	hc := &http.Client{Timeout: 2 * time.Second}
+	// The nodes speak HTTPS and want a certificate: the admin's, copied out
+	// of the tls volume as the README does.
+	var admin *http.Client
+	waitFor(t, time.Minute, "the admin certificate", func() error {
+		id, err := compose(time.Minute, "ps", "-q", "n1")
+		if err != nil || strings.TrimSpace(id) == "" {
+			return fmt.Errorf("no n1 container: %v %s", err, id)
+		}
+		dir := t.TempDir()
+		if out, err := docker("cp", strings.TrimSpace(id)+":/tls/.", dir); err != nil {
+			return fmt.Errorf("docker cp: %v %s", err, out)
+		}
+		admin, err = httpsClient(dir, "admin-compose")
+		return err
+	})
 	for _, v := range []string{"WEIR_N1_HTTP", "WEIR_N2_HTTP", "WEIR_N3_HTTP"} {
-		url := "http://127.0.0.1:" + ports[v] + "/v1/limits/check"
+		url := "https://127.0.0.1:" + ports[v] + "/v1/limits/check"
 		waitFor(t, 30*time.Second, "a check through "+v, func() error {
-			resp, err := hc.Post(url, "application/json", strings.NewReader(`{"key":"apikey:ak_compose","rule":"orders.write"}`))
+			resp, err := admin.Post(url, "application/json", strings.NewReader(`{"key":"apikey:ak_compose","rule":"orders.write"}`))
 			if err != nil {
 				return err
 			}
@@ -73,6 +92,12 @@ func TestCompose(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// Without a certificate a node answers nothing: plain HTTP gets no
+	// answer over TLS, and HTTPS without a client certificate a 401.
+	if resp, err := hc.Get("http://127.0.0.1:" + ports["WEIR_N1_HTTP"] + "/v1/rules"); err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		t.Errorf("plain HTTP to n1 answered 200: TLS is not on")
 	}
 	gw := "http://127.0.0.1:" + ports["WEIR_GATEWAY_PORT"] + "/v1/login"
 	codes := ""
@@ -95,6 +120,24 @@ func TestCompose(t *testing.T) {
 		t.Errorf("gateway /v1/login answered %s; want at most five 200 (login.ip: 5 per minute) then 429", codes)
 	}
 	t.Logf("compose: checks through n1, n2, n3 and the gateway (%s) after %v", strings.TrimSpace(codes), time.Since(start).Round(time.Millisecond))
+}
+
+// httpsClient presents dir/<name>.pem and trusts dir/ca.pem.
+func httpsClient(dir, name string) (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("%s/ca.pem: no certificate", dir)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}}
+	return &http.Client{Timeout: 2 * time.Second, Transport: tr}, nil
 }
 
 // freePort returns a port free on 127.0.0.1 now.
