@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -310,39 +311,64 @@ func TestChecksLinearizableAgainstTheBucket(t *testing.T) {
 }
 
 // startProcs starts three `weir node` processes (ids prefix1..3) and waits
-// for a leader.
+// for a leader. A start that does not get there in 30 s (a port taken
+// between freeAddr and the bind by another package's test, on a loaded
+// machine) is stopped and tried again on fresh ports, three times at most.
 func startProcs(t *testing.T, prefix string) ([]*proc, *http.Client) {
 	t.Helper()
 	weirBin(t)
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = &proc{id: fmt.Sprintf("%s%d", prefix, i+1), dir: t.TempDir(),
-			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
-	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.stop(syscall.SIGKILL)
+	var failures []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		procs := make([]*proc, 3)
+		for i := range procs {
+			procs[i] = &proc{id: fmt.Sprintf("%s%d", prefix, i+1), dir: t.TempDir(),
+				http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
 		}
-	})
-	for i, p := range procs {
-		join := ""
-		if i > 0 {
-			join = procs[0].gossip
+		for i, p := range procs {
+			join := ""
+			if i > 0 {
+				join = procs[0].gossip
+			}
+			startProc(t, p, join, 3)
 		}
-		startProc(t, p, join, 3)
-	}
-	testwait.For(t, 30*time.Second, "a leader", func() error {
-		if leaderIndex(procs) < 0 {
-			return fmt.Errorf("no leader")
-		}
-		for _, p := range procs {
-			if err := ready(p.http); err != nil {
-				return err
+		err := errors.New("no leader")
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) { // poll
+			if err = procsReady(procs); err == nil {
+				t.Cleanup(func() {
+					for _, p := range procs {
+						p.stop(syscall.SIGKILL)
+					}
+				})
+				return procs, &http.Client{Timeout: 3 * time.Second}
 			}
 		}
-		return nil
-	})
-	return procs, &http.Client{Timeout: 3 * time.Second}
+		for _, p := range procs {
+			p.stop(syscall.SIGKILL)
+			failures = append(failures, fmt.Sprintf("attempt %d, %s: %s", attempt, p.id, tail(p.out.String(), 600)))
+		}
+		t.Logf("attempt %d: the processes did not get a leader in 30 s (%v); trying again on fresh ports", attempt, err)
+	}
+	t.Fatalf("three attempts to start three processes failed:\n%s", strings.Join(failures, "\n"))
+	return nil, nil
+}
+
+func procsReady(procs []*proc) error {
+	if leaderIndex(procs) < 0 {
+		return errors.New("no leader")
+	}
+	for _, p := range procs {
+		if err := ready(p.http); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
 
 // leaderIndex is the index of the running process the others call leader,
