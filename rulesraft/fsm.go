@@ -439,6 +439,9 @@ func setOverride(head *version, o *rules.Override, at time.Time) ([]*rules.Overr
 		return nil, "", fmt.Errorf("%w: override for %s/%s expired at %s", ErrInvalid, ov.Rule, ov.Key, ov.ExpiresAt.Format(time.RFC3339))
 	}
 	i, ok := findOverride(head.overrides, ov.Rule, ov.Key)
+	if !ok && len(head.overrides) >= rules.MaxOverrides {
+		return nil, "", fmt.Errorf("%w: a rule set holds at most %d overrides; delete some first", ErrInvalid, rules.MaxOverrides)
+	}
 	ovs := slices.Clone(head.overrides)
 	if ok {
 		ovs[i] = &ov

@@ -136,3 +136,26 @@ func BenchmarkFSMApplyLargeSet(b *testing.B) {
 		apply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%05d", i%rules.MaxRules), int64(i+1))}})
 	}
 }
+
+// A set may hold rules.MaxOverrides overrides: one more is refused with a
+// clear error and changes nothing; replacing an existing one still works.
+func TestFSMOverridesPerSetLimit(t *testing.T) {
+	h := newHarness(t, 0)
+	h.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("r", 10)}})
+	// Fill the head directly (100,000 commands would take long), as a
+	// restored snapshot would.
+	h.f.mu.Lock()
+	ovs := make([]*rules.Override, rules.MaxOverrides)
+	for i := range ovs {
+		ovs[i] = &rules.Override{Rule: "r", Key: fmt.Sprintf("apikey:%06d", i), Rate: 1}
+	}
+	head := *h.f.head
+	head.overrides = ovs
+	h.f.head = &head
+	h.f.mu.Unlock()
+	res := h.apply(Command{Op: OpSetOverride, Override: &rules.Override{Rule: "r", Key: "apikey:new", Rate: 2}})
+	if !errors.Is(res.Err, ErrInvalid) || !strings.Contains(res.Err.Error(), "at most 100000 overrides") {
+		t.Fatalf("override past the limit: %v", res.Err)
+	}
+	h.mustApply(Command{Op: OpSetOverride, Override: &rules.Override{Rule: "r", Key: "apikey:000007", Rate: 3}})
+}
