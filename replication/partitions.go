@@ -131,6 +131,15 @@ type Arrived struct {
 	Parts []uint32
 }
 
+// Unreached: a take-back (Pull with Back) got no answer from Peer, which
+// holds Parts: they go back to moved to Peer, and are taken back again
+// after the settle time.
+type Unreached struct {
+	Now   int64
+	Peer  string
+	Parts []uint32
+}
+
 // Ask: node To asks for Parts' counters (it owns them now). Step answers
 // with one Reply effect.
 type Ask struct {
@@ -158,6 +167,7 @@ func (RingChanged) isEvent() {}
 func (Arrived) isEvent()     {}
 func (Ask) isEvent()         {}
 func (HandBack) isEvent()    {}
+func (Unreached) isEvent()   {}
 func (Tick) isEvent()        {}
 
 // An Effect is what the caller of Step must do.
@@ -168,9 +178,16 @@ type Effect interface{ isEffect() }
 // them, then step Arrived. With Keep (coming back from a split), a
 // partition no live node holds keeps the counters this node has: replica
 // copies and fresh counters would be older than them.
+//
+// With Back (a take-back from a live member, see Tick), a partition whose
+// holder does not answer at all is not settled from this node's copies:
+// the holder still has its counters, and this node may have none (it did
+// not replicate them while they were away). The caller steps Unreached
+// for it instead, and the take-back is tried again after the settle time.
 type Pull struct {
 	Gain []Source
 	Keep bool
+	Back bool
 }
 
 // Resync: send the full state of these partitions (still served here) to
@@ -222,6 +239,12 @@ func (m *Partitions) Step(ev Event) []Effect {
 		}
 	case Tick:
 		return m.tick(e.Now)
+	case Unreached:
+		for _, p := range e.Parts {
+			if pt := &m.parts[p]; pt.state == PartPending && pt.peer == e.Peer {
+				*pt = partition{state: PartMoved, peer: e.Peer, since: e.Now}
+			}
+		}
 	}
 	return nil
 }
@@ -419,7 +442,7 @@ func (m *Partitions) tick(now int64) []Effect {
 	if len(back) > 0 {
 		// Its counters left with the hand-off: if nobody holds them now,
 		// replica copies are the best there is.
-		out = append(out, Pull{Gain: back})
+		out = append(out, Pull{Gain: back, Back: true})
 	}
 	return out
 }

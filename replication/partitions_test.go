@@ -156,6 +156,8 @@ func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string
 		effects = m.Step(HandBack{Now: num("now"), To: args["to"], Parts: parts()})
 	case "tick":
 		effects = m.Step(Tick{Now: num("now")})
+	case "unreached":
+		effects = m.Step(Unreached{Now: num("now"), Peer: args["peer"], Parts: parts()})
 	default:
 		t.Fatalf("unknown command %q", fields[0])
 	}
@@ -189,6 +191,9 @@ func formatEffect(e Effect) string {
 		}
 		if e.Keep {
 			s = append(s, "keep")
+		}
+		if e.Back {
+			s = append(s, "back")
 		}
 		return "pull " + strings.Join(s, " ")
 	case Resync:

@@ -434,6 +434,26 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	}
 	for src, parts := range bySource {
 		f := h.fetch(ctx, src, parts)
+		if pl.Back && !f.reached[src] {
+			// A take-back whose holder did not answer (a link down, not a
+			// death gossip declared): its counters are still there, and
+			// this node's copies may be old or missing. Try again later.
+			var unreached []uint32
+			parts = slices.DeleteFunc(parts, func(p uint32) bool {
+				if f.held[p] {
+					return false
+				}
+				unreached = append(unreached, p)
+				return true
+			})
+			h.cfg.Logger.Warn("take-back: the holder did not answer; the partitions stay with it and are asked for again later", "holder", src, "partitions", len(unreached))
+			if _, err := h.step(ctx, Unreached{Now: h.cfg.Now(), Peer: src, Parts: unreached}); err != nil && ctx.Err() == nil {
+				h.cfg.Logger.Warn("return unreached partitions", "err", err)
+			}
+			if len(parts) == 0 {
+				continue
+			}
+		}
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters.
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
@@ -480,9 +500,10 @@ func (h *Handoff) arrived(ctx context.Context, parts []uint32, install func() er
 // fetched is what fetch collected: the partitions holders handed over
 // (held) with their counters (handed), and replica copies.
 type fetched struct {
-	held   map[uint32]bool
-	handed []State
-	copies []State
+	held    map[uint32]bool
+	handed  []State
+	copies  []State
+	reached map[string]bool // the members that answered
 }
 
 // states is the holders' counters plus, for the partitions no holder
@@ -522,6 +543,7 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched {
 	asked := map[uint32][]string{}
 	held := map[uint32]bool{}
+	reached := map[string]bool{}
 	var states, copies []State
 	ask := map[string][]uint32{src: parts}
 	var unnamed []uint32 // asked, and nobody has said where they are
@@ -538,6 +560,7 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 				unnamed = append(unnamed, ps...)
 				continue
 			}
+			reached[dest] = true
 			for _, p := range resp.Held {
 				held[p] = true
 			}
@@ -572,7 +595,7 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 		}
 		ask = next
 	}
-	return fetched{held: held, handed: states, copies: copies}
+	return fetched{held: held, handed: states, copies: copies, reached: reached}
 }
 
 // askPeer sends one hand-off request to the member id, at the address the

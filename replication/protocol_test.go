@@ -242,3 +242,72 @@ func TestJoinPullsFromHolder(t *testing.T) {
 		t.Errorf("a handed off %d partitions, want 2", s.HandedOff)
 	}
 }
+
+// A take-back whose holder does not answer (a link down while gossip still
+// lists it) leaves the partition moved to the holder, which has its
+// counters, rather than settling it here with none (the chaos suite's cut
+// admitted a spent key that way); once the holder answers, the take-back
+// brings the counters home.
+func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
+	ctx := context.Background()
+	peers := &directPeers{nodes: map[string]*Handoff{}}
+	ca, cb := newMemCounters(), newMemCounters()
+	start := func(id string, c Counters) *Handoff {
+		cfg := DefaultHandoffConfig(id, 2)
+		cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
+		h, err := NewHandoff(cfg, c, peers, NewStore(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = h.Run(rctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return h
+	}
+	a := start("a", ca)
+	b := start("b", cb)
+	peers.nodes["a"], peers.nodes["b"] = a, b
+	live := map[string]string{"a": "a", "b": "b"}
+	place := []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}, {Owner: "a", Replicas: []string{"a", "b"}}}
+	if err := a.ChangeRing(ctx, RingChanged{Place: place, Members: []string{"a", "b"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	spent := State{ID: 7, Partition: 1, A: 1, B: 3}
+	ca.parts[1] = []State{spent}
+	// b pulls p1 on a ring a never agreed with (b owns p1 by it): a marks
+	// p1 moved to b, and b holds its counter.
+	placeB := []Assignment{place[0], {Owner: "b", Replicas: []string{"b", "a"}}}
+	if err := b.ChangeRing(ctx, RingChanged{Place: placeB, Members: []string{"a", "b"}, Live: live, Base: place}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, 1, PartReady)
+	if got := cb.get(1); len(got) != 1 {
+		t.Fatalf("b's p1 after its pull: %v", got)
+	}
+	peers.mu.Lock()
+	delete(peers.nodes, "b") // and now b does not answer
+	peers.mu.Unlock()
+	// Settle passes, a tries to take p1 back, b does not answer: p1 stays
+	// (or comes back to) moved to b, and a holds no counter it would start
+	// from a full bucket.
+	time.Sleep(300 * time.Millisecond) // several settle times and ticks: a measurement window, not a wait for a condition
+	if st, peer := a.Routes().State(1); st == PartReady {
+		t.Fatalf("a settled p1 (%s %q) while its holder b did not answer", st, peer)
+	}
+	if got := ca.get(1); len(got) != 0 {
+		t.Fatalf("a installed %v for p1 without its holder", got)
+	}
+	// b answers again, on a's ring now: the next take-back brings the spent
+	// counter home.
+	peers.mu.Lock()
+	peers.nodes["b"] = b
+	peers.mu.Unlock()
+	if err := b.ChangeRing(ctx, RingChanged{Place: place, Members: []string{"a", "b"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 1, PartReady)
+	if got := ca.get(1); len(got) != 1 || got[0].ID != spent.ID || got[0].B != spent.B {
+		t.Fatalf("a's p1 after the take-back: %v, want the spent counter %v", got, spent)
+	}
+}
