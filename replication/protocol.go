@@ -110,6 +110,9 @@ type HandoffStats struct {
 	HandedOff uint64 // partitions handed to a puller
 	Promoted  uint64 // replica copies promoted to counters
 	Resynced  uint64 // counter states sent in full to a new replica
+	// Unreached counts partitions a take-back found its holder not
+	// answering for (left moved, asked for again after Settle).
+	Unreached uint64
 }
 
 // Handoff runs the partition state machine (Partitions) of one node and
@@ -139,7 +142,7 @@ type Handoff struct {
 	stopped chan struct{}
 	running atomic.Bool
 
-	handedOff, promoted, resynced atomic.Uint64
+	handedOff, promoted, resynced, unreached atomic.Uint64
 }
 
 // fence is one partition's pin lock, padded to a cache line of its own so
@@ -213,7 +216,7 @@ func (h *Handoff) Routes() *Routes { return h.routes.Load() }
 
 // Stats returns what was moved so far.
 func (h *Handoff) Stats() HandoffStats {
-	return HandoffStats{HandedOff: h.handedOff.Load(), Promoted: h.promoted.Load(), Resynced: h.resynced.Load()}
+	return HandoffStats{HandedOff: h.handedOff.Load(), Promoted: h.promoted.Load(), Resynced: h.resynced.Load(), Unreached: h.unreached.Load()}
 }
 
 // Pin holds p against a hand-off while a check decides it here. It fails,
@@ -446,6 +449,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 				unreached = append(unreached, p)
 				return true
 			})
+			h.unreached.Add(uint64(len(unreached)))
 			h.cfg.Logger.Warn("take-back: the holder did not answer; the partitions stay with it and are asked for again later", "holder", src, "partitions", len(unreached))
 			if _, err := h.step(ctx, Unreached{Now: h.cfg.Now(), Peer: src, Parts: unreached}); err != nil && ctx.Err() == nil {
 				h.cfg.Logger.Warn("return unreached partitions", "err", err)

@@ -288,10 +288,16 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 	peers.mu.Lock()
 	delete(peers.nodes, "b") // and now b does not answer
 	peers.mu.Unlock()
-	// Settle passes, a tries to take p1 back, b does not answer: p1 stays
-	// (or comes back to) moved to b, and a holds no counter it would start
-	// from a full bucket.
-	time.Sleep(300 * time.Millisecond) // several settle times and ticks: a measurement window, not a wait for a condition
+	// Settle passes, a tries to take p1 back, b does not answer: p1 goes
+	// back to moved to b, and a holds no counter it would start from a
+	// full bucket. Two unanswered take-backs: it also asks again.
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Stats().Unreached < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a made %d unanswered take-backs of p1 in 5 s, want 2", a.Stats().Unreached)
+		}
+		time.Sleep(5 * time.Millisecond) // poll
+	}
 	if st, peer := a.Routes().State(1); st == PartReady {
 		t.Fatalf("a settled p1 (%s %q) while its holder b did not answer", st, peer)
 	}

@@ -122,7 +122,16 @@ func TestSkewedClocksStayExactThroughAFailover(t *testing.T) {
 			victims = append(victims, k)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // 10 replication intervals: the replicas have every change
+	// Every change shipped to its replicas before the owner dies (this
+	// test is about clocks, not about the replication window).
+	testwait.For(t, 10*time.Second, "replication to drain", func() error {
+		for _, n := range tc.Live() {
+			if v := metricValue(scrape(t, n.HTTPAddr()), "weir_replication_pending"); v != 0 {
+				return fmt.Errorf("%s: %v states waiting to be shipped", n.ID(), v)
+			}
+		}
+		return nil
+	})
 	tc.Kill(0)
 	testwait.For(t, 30*time.Second, "the survivors without n1", func() error {
 		for _, n := range tc.Live() {

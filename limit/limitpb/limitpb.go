@@ -128,33 +128,37 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 	}
 }
 
+// wireCodes pairs each error code with its wire form; a code missing here
+// goes on the wire as UNAVAILABLE, and a wire code missing here reads as
+// CodeUnavailable (the item was not decided).
+var wireCodes = []struct {
+	c limit.ErrorCode
+	w weirv1.ErrorCode
+}{
+	{limit.CodeNone, weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED},
+	{limit.CodeUnknownRule, weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE},
+	{limit.CodeInvalid, weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT},
+	{limit.CodeUnavailable, weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE},
+	{limit.CodeKeyCap, weirv1.ErrorCode_ERROR_CODE_KEY_CAP},
+}
+
 // CodeToProto is the wire form of an item's error code.
 func CodeToProto(c limit.ErrorCode) weirv1.ErrorCode {
-	switch c {
-	case limit.CodeNone:
-		return weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED
-	case limit.CodeUnknownRule:
-		return weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE
-	case limit.CodeInvalid:
-		return weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
-	case limit.CodeKeyCap:
-		return weirv1.ErrorCode_ERROR_CODE_KEY_CAP
+	for _, p := range wireCodes {
+		if p.c == c {
+			return p.w
+		}
 	}
 	return weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
 }
 
 // CodeFromProto reads a wire error code; a code this build does not know
 // means the item was not decided: CodeUnavailable.
-func CodeFromProto(c weirv1.ErrorCode) limit.ErrorCode {
-	switch c {
-	case weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED:
-		return limit.CodeNone
-	case weirv1.ErrorCode_ERROR_CODE_UNKNOWN_RULE:
-		return limit.CodeUnknownRule
-	case weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
-		return limit.CodeInvalid
-	case weirv1.ErrorCode_ERROR_CODE_KEY_CAP:
-		return limit.CodeKeyCap
+func CodeFromProto(w weirv1.ErrorCode) limit.ErrorCode {
+	for _, p := range wireCodes {
+		if p.w == w {
+			return p.c
+		}
 	}
 	return limit.CodeUnavailable
 }

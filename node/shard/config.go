@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"time"
@@ -79,39 +80,19 @@ func DefaultConfig() Config {
 // withDefaults fills zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Shards == 0 {
-		c.Shards = d.Shards
-	}
-	if c.QueueLen == 0 {
-		c.QueueLen = d.QueueLen
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = d.MaxBatch
-	}
+	c.Shards = cmp.Or(c.Shards, d.Shards)
+	c.QueueLen = cmp.Or(c.QueueLen, d.QueueLen)
+	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
 	if c.Now == nil {
 		c.Now = d.Now
 	}
-	if c.SweepEvery == 0 {
-		c.SweepEvery = d.SweepEvery
-	}
-	if c.SweepBudget == 0 {
-		c.SweepBudget = d.SweepBudget
-	}
-	if c.ImportIdle == 0 {
-		c.ImportIdle = d.ImportIdle
-	}
-	if c.SweepPass == 0 {
-		c.SweepPass = d.SweepPass
-	}
-	if c.MaxKeys == 0 {
-		c.MaxKeys = d.MaxKeys
-	}
-	if c.ReleaseBytes == 0 {
-		c.ReleaseBytes = d.ReleaseBytes
-	}
-	if c.ReleaseEvery == 0 {
-		c.ReleaseEvery = d.ReleaseEvery
-	}
+	c.SweepEvery = cmp.Or(c.SweepEvery, d.SweepEvery)
+	c.SweepBudget = cmp.Or(c.SweepBudget, d.SweepBudget)
+	c.ImportIdle = cmp.Or(c.ImportIdle, d.ImportIdle)
+	c.SweepPass = cmp.Or(c.SweepPass, d.SweepPass)
+	c.MaxKeys = cmp.Or(c.MaxKeys, d.MaxKeys)
+	c.ReleaseBytes = cmp.Or(c.ReleaseBytes, d.ReleaseBytes)
+	c.ReleaseEvery = cmp.Or(c.ReleaseEvery, d.ReleaseEvery)
 	return c
 }
 
