@@ -304,6 +304,14 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			break
 		}
 	}
+	alive := func(id string) bool { _, ok := e.Live[id]; return ok && !departed[id] }
+	// A dropped mark of a partition this node owns by the new ring (it was
+	// pulled away on a ring this node never agreed with, and the puller is
+	// gone or out of the ring before this node took it back) is taken back
+	// at once: this node holds no counters for it, and deciding it here on
+	// none would start every key of it from a full bucket. It is pulled
+	// from the puller if alive, else from the best copies.
+	var reclaim []Source
 	for p := range m.parts {
 		pt := &m.parts[p]
 		if pt.state != PartMoved {
@@ -311,11 +319,16 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 		known := newMembers[pt.peer] || oldMembers[pt.peer]
 		if pt.peer == "" || departed[pt.peer] || (shrank && known && e.Place[p].Owner != pt.peer) {
+			if e.Place[p].Owner == m.self && e.Base == nil {
+				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
+				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
+			}
 			*pt = partition{}
 		}
 	}
 	moves := diffPlacements(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, func(id string) bool { _, ok := e.Live[id]; return ok })
+	gain = append(gain, reclaim...)
 	var resync []uint32
 	for _, p := range PlanResync(m.self, moves) {
 		if m.parts[p].state == PartReady {
@@ -336,7 +349,18 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			*pt = partition{state: PartReleased, since: e.Now}
 		}
 	}
-	for _, g := range gain {
+	// A gained partition this node still holds (it was released, and the
+	// owner in between never pulled it) keeps its counters unless some
+	// live node holds newer ones: nobody else has decided it since.
+	var held []Source
+	gain = slices.DeleteFunc(gain, func(g Source) bool {
+		if e.Base == nil && m.parts[g.Partition].state.Holds() {
+			held = append(held, g)
+			return true
+		}
+		return false
+	})
+	for _, g := range slices.Concat(gain, held) {
 		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
 	}
 	var out []Effect
@@ -345,6 +369,9 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	if len(gain) > 0 {
 		out = append(out, Pull{Gain: gain, Keep: adopt})
+	}
+	if len(held) > 0 {
+		out = append(out, Pull{Gain: held, Keep: true})
 	}
 	if len(resync) > 0 {
 		out = append(out, Resync{Parts: resync})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -272,8 +273,10 @@ func (h *Handoff) Run(ctx context.Context) error {
 		if rc, ok := r.ev.(RingChanged); ok {
 			live = rc.Live
 		}
-		h.routes.Store(h.snapshot(old, live))
+		now := h.snapshot(old, live)
+		h.routes.Store(now)
 		close(old.changed)
+		h.logTransitions(ctx, r.ev, old, now)
 		var reply Reply
 		for _, e := range effects {
 			switch e := e.(type) {
@@ -293,6 +296,21 @@ func (h *Handoff) Run(ctx context.Context) error {
 		}
 		if r.done != nil {
 			r.done <- reply
+		}
+	}
+}
+
+// logTransitions logs, at debug level, each partition whose state, peer
+// or owner ev changed: the trail to read when a counter went astray.
+func (h *Handoff) logTransitions(ctx context.Context, ev Event, old, now *Routes) {
+	if !h.cfg.Logger.Enabled(ctx, slog.LevelDebug) || old == nil || len(old.state) != len(now.state) {
+		return
+	}
+	for p := range now.state {
+		if old.state[p] != now.state[p] || old.peer[p] != now.peer[p] || old.owner[p] != now.owner[p] {
+			h.cfg.Logger.Debug("partition", "p", p, "event", fmt.Sprintf("%T", ev),
+				"from", fmt.Sprintf("%s/%s/%s", old.state[p], old.peer[p], old.owner[p]),
+				"to", fmt.Sprintf("%s/%s/%s", now.state[p], now.peer[p], now.owner[p]))
 		}
 	}
 }
@@ -389,6 +407,7 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	if err != nil {
 		return HandoffReply{}, err
 	}
+	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "moved", reply.Moved)
 	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
 	if len(reply.Held) > 0 {
 		out.States, err = h.exportHeld(ctx, reply.Held)
@@ -437,6 +456,10 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	}
 	for src, parts := range bySource {
 		f := h.fetch(ctx, src, parts)
+		if h.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+			h.cfg.Logger.Debug("pulled", "source", src, "back", pl.Back, "keep", pl.Keep, "parts", parts,
+				"held", slices.Sorted(maps.Keys(f.held)), "orphans", f.orphans(parts), "reached", slices.Sorted(maps.Keys(f.reached)))
+		}
 		if pl.Back && !f.reached[src] {
 			// A take-back whose holder did not answer (a link down, not a
 			// death gossip declared): its counters are still there, and
@@ -479,6 +502,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
+		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, func() error { return h.install(ctx, local, states) })
 	}

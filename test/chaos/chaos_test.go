@@ -138,7 +138,8 @@ func keysFor(prefix string, n int, target *cnode, ids []string) ([]string, map[s
 			panic("keysFor: no keys of every kind")
 		}
 		k := fmt.Sprintf("%s-%d", prefix, i)
-		rs := r.Replicas(k, r.Config().Replicas) // the owner, then its replicas (the copies)
+		// The nodes place the checked key, "apikey:" and the name.
+		rs := r.Replicas("apikey:"+k, r.Config().Replicas) // the owner, then its replicas (the copies)
 		switch {
 		case rs[0] == target.id && len(owned) < n/3:
 			owned = append(owned, k)
@@ -252,7 +253,7 @@ func (f *faultRun) startLoads(t *testing.T, sdk *client.Client) {
 				if n := f.c.pick(); n != nil {
 					if ok, err := f.c.check(n, "apikey:"+k, "chaos.held"); err == nil && ok {
 						f.heldDuring.Add(1)
-						t.Logf("%s: spent key %s admitted again during the fault (through %s)", f.name, k, n.id)
+						t.Logf("%s: spent key %s (%s) admitted again during the fault (through %s)", f.name, k, f.kindOf(k), n.id)
 					}
 				}
 				// The cut side is asked only about keys it holds a copy of:
@@ -272,6 +273,22 @@ func (f *faultRun) startLoads(t *testing.T, sdk *client.Client) {
 			}
 		})
 	})
+}
+
+// kindOf says how the fault's target relates to held key k: it owns
+// the key's partition, holds its replica copy, or holds no copy.
+func (f *faultRun) kindOf(k string) string {
+	i := slices.Index(f.held, k)
+	switch {
+	case i < 0:
+		return "not a held key"
+	case i < heldKeys/3:
+		return "owned by " + f.target.id
+	case f.heldCopy[k]:
+		return "replicated on " + f.target.id
+	default:
+		return "no copy on " + f.target.id
+	}
 }
 
 func (f *faultRun) record(k string, e event) {
@@ -326,6 +343,7 @@ func measure(t *testing.T, c *cluster, sdk *client.Client, name, keys string, ta
 			}
 			if ok {
 				f.r.heldAfter++
+				t.Logf("%s: spent key %s (%s) admitted again after recovery, through %s", name, k, f.kindOf(k), n.id)
 			}
 		}
 	}

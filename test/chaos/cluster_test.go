@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,7 +100,7 @@ func newCluster(t *testing.T, image, run string) *cluster {
 		if _, err := docker("create", "--name", n.name, "--label", label+"="+run,
 			"--network", c.net, "--ip", n.ip, "-v", n.name+":/data", image,
 			"node", "--id", n.id, "--advertise", n.ip, "--join", strings.Join(ips, ","),
-			"--bootstrap-expect", "3", "--log-level", "info", "--gossip-key-file", "/gossip-keyring"); err != nil {
+			"--bootstrap-expect", "3", "--log-level", cmp.Or(os.Getenv("WEIR_CHAOS_LOG_LEVEL"), "info"), "--gossip-key-file", "/gossip-keyring"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := docker("cp", keyFile, n.name+":/gossip-keyring"); err != nil {
