@@ -184,10 +184,16 @@ type Effect interface{ isEffect() }
 // the holder still has its counters, and this node may have none (it did
 // not replicate them while they were away). The caller steps Unreached
 // for it instead, and the take-back is tried again after the settle time.
+//
+// Held lists gained partitions whose counters this node still holds
+// (released, never pulled): when no live node holds them, the copies
+// found are imported over those counters instead of replacing them, so a
+// key neither a holder nor a copy knows keeps what this node decided.
 type Pull struct {
 	Gain []Source
 	Keep bool
 	Back bool
+	Held []uint32
 }
 
 // Resync: send the full state of these partitions (still served here) to
@@ -349,18 +355,15 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			*pt = partition{state: PartReleased, since: e.Now}
 		}
 	}
-	// A gained partition this node still holds (it was released, and the
-	// owner in between never pulled it) keeps its counters unless some
-	// live node holds newer ones: nobody else has decided it since.
-	var held []Source
-	gain = slices.DeleteFunc(gain, func(g Source) bool {
+	// A gained partition this node still holds (released, and not pulled
+	// by the owner in between, e.g. a ring that flapped) may have counters
+	// nobody else has: if no live node holds it, copies are added to them
+	// rather than replacing them.
+	var held []uint32
+	for _, g := range gain {
 		if e.Base == nil && m.parts[g.Partition].state.Holds() {
-			held = append(held, g)
-			return true
+			held = append(held, g.Partition)
 		}
-		return false
-	})
-	for _, g := range slices.Concat(gain, held) {
 		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
 	}
 	var out []Effect
@@ -368,10 +371,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		out = append(out, DropCounters{Parts: forget})
 	}
 	if len(gain) > 0 {
-		out = append(out, Pull{Gain: gain, Keep: adopt})
-	}
-	if len(held) > 0 {
-		out = append(out, Pull{Gain: held, Keep: true})
+		out = append(out, Pull{Gain: gain, Keep: adopt, Held: held})
 	}
 	if len(resync) > 0 {
 		out = append(out, Resync{Parts: resync})

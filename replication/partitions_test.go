@@ -195,6 +195,9 @@ func formatEffect(e Effect) string {
 		if e.Back {
 			s = append(s, "back")
 		}
+		if len(e.Held) > 0 {
+			s = append(s, fmt.Sprintf("held=%v", e.Held))
+		}
 		return "pull " + strings.Join(s, " ")
 	case Resync:
 		return fmt.Sprintf("resync %v", e.Parts)

@@ -491,7 +491,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
 		h.arrived(ctx, got, func() error {
 			h.replicas.Drop(got)
-			return h.install(ctx, parts, states)
+			return h.install(ctx, pl.replaced(parts, f.held), states)
 		})
 		local = append(local, orphans...)
 	}
@@ -504,8 +504,17 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
-		h.arrived(ctx, local, func() error { return h.install(ctx, local, states) })
+		h.arrived(ctx, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
 	}
+}
+
+// replaced lists the partitions of parts whose counters here the pulled
+// states replace: all but those pl.Held lists that no holder handed over
+// (copies are imported over what this node decided for them).
+func (pl Pull) replaced(parts []uint32, handed map[uint32]bool) []uint32 {
+	return slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool {
+		return slices.Contains(pl.Held, p) && !handed[p]
+	})
 }
 
 // arrived installs what was pulled for parts (when install is not nil;
@@ -638,9 +647,9 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	return h.peers.Handoff(ctx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
 }
 
-// install makes states the counters of parts. Whatever the engine still
-// holds for them is from an earlier time this node served them, and older
-// than what the previous holder sent: it is dropped first.
+// install drops the counters of parts (whatever the engine still holds for
+// them is from an earlier time this node served them, and older than what
+// the previous holder sent), then imports states.
 func (h *Handoff) install(ctx context.Context, parts []uint32, states []State) error {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
 	defer cancel()
