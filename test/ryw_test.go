@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
@@ -97,14 +99,26 @@ func TestFollowerWriteThenReadAndCheck(t *testing.T) {
 		var w struct {
 			Version uint64 `json:"version"`
 		}
-		if code, body := call(t, http.MethodPut, base+"/v1/rules/"+id, "application/json", ruleJSON(id), &w); code != http.StatusOK {
+		// A leader election (a loaded machine) makes a node answer "…
+		// retry shortly" while no leader is known: retried, as documented.
+		retried := func(f func() (int, string)) (int, string) {
+			code, body := f()
+			for deadline := time.Now().Add(10 * time.Second); code != http.StatusOK && strings.Contains(body, "retry shortly") && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond) // retry pace
+				code, body = f()
+			}
+			return code, body
+		}
+		if code, body := retried(func() (int, string) {
+			return call(t, http.MethodPut, base+"/v1/rules/"+id, "application/json", ruleJSON(id), &w)
+		}); code != http.StatusOK {
 			t.Fatalf("PUT %s: %d %s", id, code, body)
 		}
 		var got struct {
 			Version uint64 `json:"version"`
 			Read    string `json:"read"`
 		}
-		if code, body := call(t, http.MethodGet, base+"/v1/rules/"+id, "", "", &got); code != http.StatusOK {
+		if code, body := retried(func() (int, string) { return call(t, http.MethodGet, base+"/v1/rules/"+id, "", "", &got) }); code != http.StatusOK {
 			t.Fatalf("try %d: GET %s on the follower right after PUT answered %d: %s", i, id, code, body)
 		}
 		if got.Version < w.Version || got.Read != "consistent" {
@@ -117,7 +131,14 @@ func TestFollowerWriteThenReadAndCheck(t *testing.T) {
 		if code, body := call(t, http.MethodPost, base+"/v1/limits/check", "application/json", chk, &d); code != http.StatusOK || !d.Allowed {
 			t.Fatalf("try %d: check against %s right after PUT: %d %s", i, id, code, body)
 		}
-		if _, err := rc.GetRule(context.Background(), &weirv1.GetRuleRequest{Id: id}); err != nil {
+		// A leader election (a loaded machine) makes the follower answer
+		// "no leader is known yet; retry shortly": retried, as documented.
+		_, err := rc.GetRule(context.Background(), &weirv1.GetRuleRequest{Id: id})
+		for deadline := time.Now().Add(10 * time.Second); status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "retry shortly") && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond) // retry pace
+			_, err = rc.GetRule(context.Background(), &weirv1.GetRuleRequest{Id: id})
+		}
+		if err != nil {
 			t.Fatalf("try %d: gRPC GetRule %s: %v", i, id, err)
 		}
 	}

@@ -598,7 +598,6 @@ func stopTimes(since time.Time, ns ...*cnode) string {
 func TestChaos(t *testing.T) {
 	image := requireDocker(t)
 	strict := os.Getenv("WEIR_CHAOS_STRICT") != "0"
-	cutSideStrict := os.Getenv("WEIR_CHAOS_CUTSIDE_STRICT") == "1"
 	run := runID()
 	suiteStart := time.Now()
 	c := newCluster(t, image, run)
@@ -690,16 +689,9 @@ func TestChaos(t *testing.T) {
 		if !r.countersByDesign && (r.heldDuring > 0 || r.heldAfter > 0 || r.heldCutSide > 0) {
 			msg := fmt.Sprintf("%s: spent keys admitted again: %d during the fault, %d after recovery, %d on the cut side (of %d asked)",
 				r.fault, r.heldDuring, r.heldAfter, r.heldCutSide, r.heldCutProbed)
-			switch {
-			case r.heldDuring == 0 && r.heldAfter == 0 && !cutSideStrict:
-				// A known, intermittent defect (issue 13, open): about one
-				// run in seven, one probe of twenty through the cut node
-				// is admitted on a spent key it holds a copy of. The table
-				// shows it; WEIR_CHAOS_CUTSIDE_STRICT=1 fails the run.
-				t.Log("KNOWN DEFECT (issue 13; WEIR_CHAOS_CUTSIDE_STRICT=1 fails on it): " + msg)
-			case strictRow:
+			if strictRow {
 				t.Error(msg)
-			default:
+			} else {
 				t.Log("not strict (WEIR_CHAOS_STRICT=0): " + msg)
 			}
 		}
