@@ -121,7 +121,11 @@ func (p peerHandoff) Handoff(ctx context.Context, addr string, req replication.H
 	if err != nil {
 		return replication.HandoffReply{}, err
 	}
-	resp, err := weirv1.NewPeerClient(cc).Handoff(ctx, &weirv1.HandoffRequest{To: req.To, Partitions: req.Parts})
+	// Wait for the connection within the ask's deadline rather than fail
+	// at once while it redials: right after a split heals, the one ask
+	// that takes the other side's counters would otherwise fail on a
+	// connection still in backoff, and this node would keep its own.
+	resp, err := weirv1.NewPeerClient(cc).Handoff(ctx, &weirv1.HandoffRequest{To: req.To, Partitions: req.Parts}, grpc.WaitForReady(true))
 	if err != nil {
 		return replication.HandoffReply{}, err
 	}

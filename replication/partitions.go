@@ -334,7 +334,11 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	moves := diffPlacements(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, func(id string) bool { _, ok := e.Live[id]; return ok })
-	gain = append(gain, reclaim...)
+	for _, r := range reclaim { // those the ring did not give this node anew
+		if !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
+			gain = append(gain, r)
+		}
+	}
 	var resync []uint32
 	for _, p := range PlanResync(m.self, moves) {
 		if m.parts[p].state == PartReady {

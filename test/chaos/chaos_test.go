@@ -177,7 +177,22 @@ func (f *faultRun) spendHeld(t *testing.T) {
 			t.Errorf("%s: %s admitted %d of %d checks on a fresh key, want exactly the burst %d", f.name, k, allowed, heldBurst+1, heldBurst)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // 20 replication intervals: the copies have it
+	// The copies have it: a failover may lose the replication window, and
+	// this key's spent state must not be in it (under load, shipping can
+	// lag well past its 5 ms interval).
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range f.c.nodes {
+		for {
+			v, err := f.c.metric(n, "weir_replication_pending")
+			if (err == nil && v == 0) || time.Now().After(deadline) {
+				if err != nil || v != 0 {
+					t.Logf("%s: %s still has %v states to replicate (%v)", f.name, n.id, v, err)
+				}
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // poll pace
+		}
+	}
 }
 
 // startLoads starts the hot keys' checks, the SDK's checks, the rule

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +144,26 @@ func (c *cluster) others(n *cnode) []*cnode {
 		}
 	}
 	return out
+}
+
+// metric reads one unlabelled gauge or counter from n's /metrics.
+func (c *cluster) metric(n *cnode, name string) (float64, error) {
+	resp, err := c.client.Get(n.url("/metrics"))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no %s in /metrics (%s)", n.id, name, resp.Status)
 }
 
 // pick returns the next usable node, round robin; nil when none is.
