@@ -268,7 +268,7 @@ func (f *faultRun) startLoads(t *testing.T, sdk *client.Client) {
 				if n := f.c.pick(); n != nil {
 					if ok, err := f.c.check(n, "apikey:"+k, "chaos.held"); err == nil && ok {
 						f.heldDuring.Add(1)
-						t.Logf("%s: spent key %s (%s) admitted again during the fault (through %s)", f.name, k, f.kindOf(k), n.id)
+						t.Logf("%s: spent key %s (%s) admitted again during the fault (through %s at %s)", f.name, k, f.kindOf(k), n.id, time.Now().UTC().Format("15:04:05.000"))
 					}
 				}
 				// The cut side is asked only about keys it holds a copy of:
@@ -358,7 +358,7 @@ func measure(t *testing.T, c *cluster, sdk *client.Client, name, keys string, ta
 			}
 			if ok {
 				f.r.heldAfter++
-				t.Logf("%s: spent key %s (%s) admitted again after recovery, through %s", name, k, f.kindOf(k), n.id)
+				t.Logf("%s: spent key %s (%s) admitted again after recovery, through %s at %s", name, k, f.kindOf(k), n.id, time.Now().UTC().Format("15:04:05.000"))
 			}
 		}
 	}
