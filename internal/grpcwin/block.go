@@ -9,15 +9,15 @@ import (
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
-// The hot stream messages carry a repeated message field (a request's
-// items, a response's results, a replication batch's states). The
-// generated decoder allocates each element on its own; decodeBlock
-// decodes them into one block instead (one allocation for all of them,
-// one for the pointers), each element by its generated UnmarshalVT. Only
-// the fields the message declares are read here: anything else (an
-// unknown field, a wire type that does not match) makes it return false,
-// and the caller decodes the message with the generated code from scratch,
-// so the result is always what UnmarshalVT gives.
+// The check and replication messages carry a repeated message field (a
+// request's items, a response's results, a replication batch's states).
+// The generated decoder allocates each element on its own; unmarshalBlock
+// decodes them into one block instead (one allocation for all of them, one
+// for the pointers): check items by decodeCheckItem, other elements by
+// their generated UnmarshalVT. Only the fields a message declares are read
+// here: anything else (an unknown field, a wire type that does not match)
+// makes it give up, and the caller decodes the message with the generated
+// code from scratch, so the result is always what UnmarshalVT gives.
 
 // unmarshalBlock decodes data into v with decodeBlock when v is one of the
 // hot messages; it reports false when it did not (v is then untouched or
@@ -30,6 +30,10 @@ func unmarshalBlock(data []byte, v any) bool {
 		return decodeCheckStreamResponse(data, m)
 	case *weirv1.ReplicateRequest:
 		return decodeReplicateRequest(data, m)
+	case *weirv1.CheckRequest:
+		return decodeCheckRequest(data, m)
+	case *weirv1.CheckResponse:
+		return decodeCheckResponse(data, m)
 	}
 	return false
 }
@@ -94,29 +98,73 @@ func block[T any](n int) []*T {
 	return p
 }
 
-func decodeCheckStreamRequest(data []byte, m *weirv1.CheckStreamRequest) bool {
-	n := count(data, 2)
+func decodeCheckRequest(data []byte, m *weirv1.CheckRequest) bool {
+	items, ok := decodeItems(data, 1, nil)
+	if ok {
+		m.Items = items
+	}
+	return ok
+}
+
+func decodeCheckResponse(data []byte, m *weirv1.CheckResponse) bool {
+	n := count(data, 1)
 	if n < 0 {
 		return false
+	}
+	results := block[weirv1.CheckResult](n)[:0]
+	all := results[:n]
+	ok := fields(data, func(f field) bool {
+		if f.num != 1 || f.typ != protowire.BytesType {
+			return false
+		}
+		r := all[len(results)]
+		if r.UnmarshalVT(f.b) != nil {
+			return false
+		}
+		results = append(results, r)
+		return true
+	})
+	if ok && n > 0 {
+		m.Results = results
+	}
+	return ok
+}
+
+// decodeItems decodes the check items of field num; other fields go to
+// other (false: the message is left to the generated code).
+func decodeItems(data []byte, num protowire.Number, other func(field) bool) ([]*weirv1.CheckItem, bool) {
+	n := count(data, num)
+	if n < 0 {
+		return nil, false
 	}
 	items := block[weirv1.CheckItem](n)[:0]
 	all := items[:n]
 	ok := fields(data, func(f field) bool {
-		switch {
-		case f.num == 1 && f.typ == protowire.VarintType:
-			m.Id = f.v
-		case f.num == 2 && f.typ == protowire.BytesType:
+		if f.num == num && f.typ == protowire.BytesType {
 			it := all[len(items)]
 			if !decodeCheckItem(f.b, it) && it.UnmarshalVT(f.b) != nil {
 				return false
 			}
 			items = append(items, it)
-		default:
-			return false
+			return true
 		}
-		return true
+		return other != nil && other(f)
 	})
-	if ok && n > 0 {
+	if !ok || n == 0 {
+		return nil, ok
+	}
+	return items, true
+}
+
+func decodeCheckStreamRequest(data []byte, m *weirv1.CheckStreamRequest) bool {
+	items, ok := decodeItems(data, 2, func(f field) bool {
+		if f.num == 1 && f.typ == protowire.VarintType {
+			m.Id = f.v
+			return true
+		}
+		return false
+	})
+	if ok {
 		m.Items = items
 	}
 	return ok

@@ -18,12 +18,12 @@ import (
 // code, through Codec, with the same outcome.
 func TestBlockDecodeMatchesVT(t *testing.T) {
 	full := []proto.Message{}
-	for _, m := range []proto.Message{&weirv1.CheckStreamRequest{}, &weirv1.CheckStreamResponse{}, &weirv1.ReplicateRequest{}} {
+	for _, m := range []proto.Message{&weirv1.CheckStreamRequest{}, &weirv1.CheckStreamResponse{}, &weirv1.ReplicateRequest{}, &weirv1.CheckRequest{}, &weirv1.CheckResponse{}} {
 		f := m.ProtoReflect().New()
 		fill(f, 3)
 		full = append(full, f.Interface())
 	}
-	empty := []proto.Message{&weirv1.CheckStreamRequest{}, &weirv1.CheckStreamResponse{}, &weirv1.ReplicateRequest{}}
+	empty := []proto.Message{&weirv1.CheckStreamRequest{}, &weirv1.CheckStreamResponse{}, &weirv1.ReplicateRequest{}, &weirv1.CheckRequest{}, &weirv1.CheckResponse{}}
 	c := Codec{}
 	for _, in := range append(full, empty...) {
 		name := in.ProtoReflect().Descriptor().Name()
@@ -67,8 +67,11 @@ func TestBlockDecodeMatchesVT(t *testing.T) {
 
 // blockField is the number of the message's repeated element field.
 func blockField(m proto.Message) protowire.Number {
-	if _, ok := m.(*weirv1.ReplicateRequest); ok {
+	switch m.(type) {
+	case *weirv1.ReplicateRequest:
 		return 3
+	case *weirv1.CheckRequest, *weirv1.CheckResponse:
+		return 1
 	}
 	return 2
 }

@@ -13,7 +13,7 @@ import (
 // generates for them (weir_vtproto.pb.go: no reflection, about twice as
 // fast as the generic path on the check and forward streams), into
 // grpc's pooled buffers; any other message (health, reflection) takes
-// the generic protobuf path. The check and replication streams' messages
+// the generic protobuf path. The check and replication messages
 // decode their repeated elements into one block (block.go). The wire
 // format is protobuf either way (name "proto"), so a peer with the default
 // codec reads it.
