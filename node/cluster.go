@@ -18,6 +18,25 @@ type clusterView struct {
 	version uint64 // ringVersion(ring)
 	ring    *ring.Ring
 	members map[string]member
+	peers   [][]string // by partition: its replicas other than this node (read only)
+}
+
+// replicaPeers lists, by partition, the replicas of r other than self: the
+// replicator asks for them at every flush, so they are built once a ring.
+func replicaPeers(r *ring.Ring, self string) [][]string {
+	out := make([][]string, r.PartitionCount())
+	var buf []string
+	for p := range out {
+		buf = r.AppendPartitionReplicas(buf[:0], uint32(p))
+		var to []string
+		for _, id := range buf {
+			if id != self && id != "" {
+				to = append(to, id)
+			}
+		}
+		out[p] = to
+	}
+	return out
 }
 
 func (v *clusterView) addr(id string) (string, bool) {
@@ -75,7 +94,7 @@ func (n *Node) refreshView() {
 			return
 		}
 		if n.changeRing(old.ring, members, old.ring.Members(), regained) {
-			n.view.Store(&clusterView{version: old.version, ring: old.ring, members: members})
+			n.view.Store(&clusterView{version: old.version, ring: old.ring, members: members, peers: old.peers})
 		}
 		return
 	}
@@ -92,7 +111,8 @@ func (n *Node) refreshView() {
 		return
 	}
 	version := ringVersion(r)
-	n.view.Store(&clusterView{version: version, ring: r, members: members})
+	n.view.Store(&clusterView{version: version, ring: r, members: members,
+		peers: replicaPeers(r, n.cfg.ID)})
 	n.pruneForwarders(members)
 	n.met.members.Set(float64(len(members)))
 	n.met.ringVersion.Set(float64(version))

@@ -36,8 +36,12 @@ func (s *peerServer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*we
 
 // ForwardStream decides each request of the stream exactly as Forward
 // would, in order, and answers it with the request's id (checkstream.Serve).
+// Its answers reuse one set of result messages (limitpb.ResultBuf).
 func (s *peerServer) ForwardStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
-	return checkstream.Serve(stream, s.forward)
+	var buf limitpb.ResultBuf
+	return checkstream.Serve(stream, func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+		return s.forwardInto(ctx, items, &buf)
+	})
 }
 
 // forward is the body of Forward and ForwardStream: one result per item,
@@ -45,6 +49,12 @@ func (s *peerServer) ForwardStream(stream grpc.BidiStreamingServer[weirv1.CheckS
 // server is a wire edge like the APIs: it converts the items, validates
 // each once (a node does not trust the wire) and converts the results.
 func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	return s.forwardInto(ctx, items, nil)
+}
+
+// forwardInto is forward with the results converted into buf's messages
+// (nil: fresh ones).
+func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem, buf *limitpb.ResultBuf) ([]*weirv1.CheckResult, error) {
 	b := s.batches.FromProto(items)
 	defer s.batches.Put(b)
 	err := limit.DecideValid(b.Items, b.Results, func(valid []limit.Item, out []limit.Result) error {
@@ -52,6 +62,9 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 	})
 	if err != nil {
 		return nil, grpcErr(err)
+	}
+	if buf != nil {
+		return buf.ToProto(b.Results), nil
 	}
 	return limitpb.ResultsToProto(b.Results), nil
 }
@@ -147,14 +160,10 @@ func (n *Node) replicaPlacement(p uint32) []string {
 	if v == nil {
 		return nil
 	}
-	reps := v.ring.PartitionReplicas(p)
-	out := make([]string, 0, len(reps))
-	for _, id := range reps {
-		if id != n.cfg.ID {
-			out = append(out, id)
-		}
+	if int(p) >= len(v.peers) {
+		return nil
 	}
-	return out
+	return v.peers[p] // shared: the replicator only reads it
 }
 
 // peerTransport ships replication batches to each peer as messages on a
@@ -221,9 +230,12 @@ func (t *peerTransport) close() {
 }
 
 func statesToProto(in []replication.State) []*weirv1.CounterState {
+	block := make([]weirv1.CounterState, len(in)) // one allocation, not one per state
 	out := make([]*weirv1.CounterState, len(in))
 	for i, s := range in {
-		out[i] = &weirv1.CounterState{Id: s.ID, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log}
+		c := &block[i]
+		c.Id, c.Partition, c.A, c.B, c.C, c.Log = s.ID, s.Partition, s.A, s.B, s.C, s.Log
+		out[i] = c
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,8 @@ type Transport interface {
 
 // Placement returns the nodes that hold replicas of a partition, excluding
 // the local node (which is filtered out anyway). It is called afresh at every
-// flush, so the caller may swap rings underneath; it must not block.
+// flush, so the caller may swap rings underneath; it must not block. The
+// Replicator only reads the slice returned, so it may be shared.
 type Placement func(partition uint32) []string
 
 // ReplStats is a snapshot of a Replicator's progress.
@@ -273,11 +275,9 @@ func (r *Replicator) placement(p uint32) []string {
 	if to, ok := r.places[p]; ok {
 		return to
 	}
-	var to []string
-	for _, id := range r.place(p) {
-		if id != r.cfg.Self && id != "" {
-			to = append(to, id)
-		}
+	to := r.place(p)
+	if slices.ContainsFunc(to, func(id string) bool { return id == r.cfg.Self || id == "" }) {
+		to = slices.DeleteFunc(slices.Clone(to), func(id string) bool { return id == r.cfg.Self || id == "" })
 	}
 	r.places[p] = to
 	return to

@@ -160,8 +160,10 @@ func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.C
 func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse],
 	decide func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)) error {
 	ctx := stream.Context()
+	resp := new(weirv1.CheckStreamResponse) // reused: Send has encoded it when it returns
 	return Each(stream, func(req *weirv1.CheckStreamRequest) *weirv1.CheckStreamResponse {
-		resp := &weirv1.CheckStreamResponse{Id: req.GetId()}
+		resp.Reset()
+		resp.Id = req.GetId()
 		if res, err := decide(ctx, req.GetItems()); err != nil {
 			st := status.Convert(err)
 			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE

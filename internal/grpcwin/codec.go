@@ -13,8 +13,10 @@ import (
 // generates for them (weir_vtproto.pb.go: no reflection, about twice as
 // fast as the generic path on the check and forward streams), into
 // grpc's pooled buffers; any other message (health, reflection) takes
-// the generic protobuf path. The wire format is protobuf either way
-// (name "proto"), so a peer with the default codec reads it.
+// the generic protobuf path. The check and replication messages
+// decode their repeated elements into one block (block.go). The wire
+// format is protobuf either way (name "proto"), so a peer with the default
+// codec reads it.
 //
 // The generated code must match the .proto files: `make proto` generates
 // both, and TestVTMatchesProto fails when they differ.
@@ -69,8 +71,13 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	if m, ok := v.(vtMessage); ok {
-		if r, ok := v.(interface{ Reset() }); ok {
+		r, canReset := v.(interface{ Reset() })
+		if canReset {
 			r.Reset() // UnmarshalVT merges, as proto.Unmarshal after a reset does not
+			if unmarshalBlock(buf.ReadOnlyData(), v) {
+				return nil
+			}
+			r.Reset() // decodeBlock gave up part way: decode afresh
 		}
 		return m.UnmarshalVT(buf.ReadOnlyData())
 	}

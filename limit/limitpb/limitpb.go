@@ -96,6 +96,36 @@ func ResultsToProto(rs []limit.Result) []*weirv1.CheckResult {
 	return out
 }
 
+// ResultBuf converts results for one stream's answers, reusing its
+// messages from one answer to the next: a stream's answer has been encoded
+// when its Send returns, so the next answer may overwrite it.
+type ResultBuf struct {
+	block []weirv1.CheckResult
+	ptrs  []*weirv1.CheckResult
+}
+
+// maxBufResults bounds what a ResultBuf keeps between answers.
+const maxBufResults = 4096
+
+// ToProto is ResultsToProto into b's messages; the slice and its messages
+// are valid until the next ToProto.
+func (b *ResultBuf) ToProto(rs []limit.Result) []*weirv1.CheckResult {
+	if len(rs) > maxBufResults {
+		return ResultsToProto(rs)
+	}
+	if cap(b.block) < len(rs) {
+		b.block = make([]weirv1.CheckResult, len(rs))
+		b.ptrs = make([]*weirv1.CheckResult, len(rs))
+		for i := range b.block {
+			b.ptrs[i] = &b.block[i]
+		}
+	}
+	for i := range rs {
+		ResultToProto(&b.block[i], &rs[i])
+	}
+	return b.ptrs[:len(rs)]
+}
+
 // ResultToProto writes r into every field of dst. Durations become whole
 // milliseconds, rounded up (Never: -1).
 func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {

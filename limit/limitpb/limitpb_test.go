@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -63,4 +65,41 @@ func TestBatchPool(t *testing.T) {
 		t.Fatalf("second request: %+v", b)
 	}
 	bp.Put(b)
+}
+
+// A ResultBuf's answers match ResultsToProto's whatever the sizes before
+// them, and it reuses its messages once they are large enough.
+func TestResultBuf(t *testing.T) {
+	var b ResultBuf
+	mk := func(n int, base int64) []limit.Result {
+		rs := make([]limit.Result, n)
+		for i := range rs {
+			rs[i] = limit.Result{Allowed: i%2 == 0, Remaining: base + int64(i), Limit: 10, Reset: time.Second}
+			if i == 1 {
+				rs[i].Code, rs[i].Err = limit.CodeUnknownRule, "unknown rule"
+			}
+		}
+		return rs
+	}
+	var first *weirv1.CheckResult
+	for step, n := range []int{3, 1, 2, 0, 3} {
+		rs := mk(n, int64(100*step))
+		got, want := b.ToProto(rs), ResultsToProto(rs)
+		if len(got) != len(want) {
+			t.Fatalf("step %d: %d results, want %d", step, len(got), len(want))
+		}
+		for i := range got {
+			if !proto.Equal(got[i], want[i]) {
+				t.Fatalf("step %d result %d: %v, want %v", step, i, got[i], want[i])
+			}
+		}
+		if step == 0 {
+			first = got[0]
+		} else if n > 0 && got[0] != first {
+			t.Fatalf("step %d: a new message for a batch that fits the buffer", step)
+		}
+	}
+	if big := b.ToProto(mk(maxBufResults+1, 0)); len(big) != maxBufResults+1 || big[0] == first {
+		t.Fatalf("an oversized batch: %d results, reused %v", len(big), big[0] == first)
+	}
 }

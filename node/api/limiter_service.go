@@ -32,13 +32,23 @@ func (l *limiterService) Check(ctx context.Context, req *weirv1.CheckRequest) (*
 
 // CheckStream decides each request of the stream exactly as Check would,
 // in order, and answers it with the request's id (checkstream.Serve).
+// The stream's answers reuse one set of result messages (limitpb.ResultBuf).
 func (l *limiterService) CheckStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
-	return checkstream.Serve(stream, l.check)
+	var buf limitpb.ResultBuf
+	return checkstream.Serve(stream, func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+		return l.checkInto(ctx, items, &buf)
+	})
 }
 
 // check is Check's decision for items: one result per item, in order, or a
 // gRPC status error for the request as a whole.
 func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	return l.checkInto(ctx, items, nil)
+}
+
+// checkInto is check with the results converted into buf's messages (nil:
+// fresh ones).
+func (l *limiterService) checkInto(ctx context.Context, items []*weirv1.CheckItem, buf *limitpb.ResultBuf) ([]*weirv1.CheckResult, error) {
 	b := l.batches.FromProto(items)
 	defer l.batches.Put(b)
 	for i := range b.Items { // per-check limits are set by nodes only
@@ -46,6 +56,9 @@ func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) (
 	}
 	if err := l.s.check(ctx, b.Items, b.Results); err != nil {
 		return nil, GRPCError(err)
+	}
+	if buf != nil {
+		return buf.ToProto(b.Results), nil
 	}
 	return limitpb.ResultsToProto(b.Results), nil
 }

@@ -69,9 +69,11 @@
 // # Storage
 //
 // Per shard: map partition → part. A part holds a linear-probing table of
-// 40-byte slots (id, bucket.State, idle deadline in ms with the rule tag
-// in its top 16 bits) that grows by half at 4/5
-// full, i.e. 50 to 75 bytes per counter (Go maps cost 60 to 100 here), and,
+// 32-byte slots (id, bucket.State; the zero State marks an empty slot)
+// with two parallel arrays, the idle deadline in whole seconds (rounded
+// up) and the rule tag: 38 bytes a counter. It grows by half at 4/5 full,
+// i.e. 48 to 71 bytes per counter, 60 at 1M keys over 1024 partitions (Go
+// maps cost 60 to 100 here), and,
 // only if the partition has sliding_log counters, a Go map id → log.
 // Counters whose state is the zero (fresh) State are not stored.
 //

@@ -68,8 +68,10 @@ func TestMemoryPerKey(t *testing.T) {
 	after := heapAlloc()
 	per := float64(after-before) / float64(n)
 	t.Logf("%d counters over %d partitions: %d bytes, %.1f bytes/counter", n, memPartitions, after-before, per)
-	if per > 100 {
-		t.Errorf("%.1f bytes per counter, target <= 100", per)
+	// A table costs 38 bytes a counter at 53% to 80% full (48 to 71);
+	// issue 17's target is 64 at 1M keys (-memkeys 1000000: 59.9).
+	if per > 72 {
+		t.Errorf("%.1f bytes per counter, want <= 72", per)
 	}
 
 	clk.Add(time.Hour)

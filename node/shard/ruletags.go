@@ -2,7 +2,7 @@ package shard
 
 // ruleTags counts a shard's live counters by rule, for the per-rule key
 // cap (Item.Cap). A rule gets a small tag, stored in the high bits of
-// each of its counters' slots (slot.meta) or in its logEntry, so the sweep
+// each of its counters' table entries (table.tags) or in its logEntry, so the sweep
 // can count a counter out without knowing its limit or rule. Counters with
 // tag 0 (items without a Cap, imported states not decided since) are not
 // counted; a decision gives an untagged counter its rule's tag.

@@ -294,27 +294,26 @@ func idleAt(l bucket.Limit, now int64) int64 { return max(1, now+int64(l.IdleAft
 func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64, tag uint16) {
 	k := dirtyKey{id: id}
 	if i >= 0 {
-		p := s.parts[pid]
-		sl := &p.t.slots[i]
+		t := &s.parts[pid].t
 		switch {
 		case ns == (bucket.State{}):
-			s.tags.dec(sl.tag())
-			p.t.remove(i)
+			s.tags.dec(t.tags[i])
+			t.remove(i)
 			s.live--
 			s.markDirty(pid, k)
-		case ns != sl.s:
-			sl.s = ns
-			s.touch(sl, idle, tag)
+		case ns != t.slots[i].s:
+			t.slots[i].s = ns
+			s.touch(t, i, idle, tag)
 			s.markDirty(pid, k)
 		default:
-			s.touch(sl, idle, tag)
+			s.touch(t, i, idle, tag)
 		}
 		return
 	}
 	if ns == (bucket.State{}) {
 		return
 	}
-	s.partFor(pid).t.insert(slot{id: id, s: ns, meta: packMeta(tag, idle)})
+	s.partFor(pid).t.insert(id, ns, idle, tag)
 	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
@@ -322,16 +321,12 @@ func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle i
 
 // touch moves a stored counter's idle deadline later (never earlier) and
 // gives it tag if it has none.
-func (s *shard) touch(sl *slot, idle int64, tag uint16) {
-	m := sl.meta
-	if dl := uint64(deadlineMs(idle)); dl > m&deadlineMask {
-		m = m&^deadlineMask | dl
-	}
-	if tag != 0 && m>>tagShift == 0 {
-		m |= uint64(tag) << tagShift
+func (s *shard) touch(t *table, i int, idle int64, tag uint16) {
+	t.dl[i] = max(t.dl[i], deadlineSec(idle))
+	if tag != 0 && t.tags[i] == 0 {
+		t.tags[i] = tag
 		s.tags.inc(tag)
 	}
-	sl.meta = m
 }
 
 // putLog stores the new log of a sliding_log counter (deleting it when
@@ -465,7 +460,7 @@ func (s *shard) one(it *Item, now int64) Result {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
 	var tag uint16
-	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || p.t.slots[i].meta>>tagShift == 0) {
+	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || p.t.tags[i] == 0) {
 		tag = s.tags.get(it.Cap.Rule)
 		if i < 0 && s.capped(tag, it) {
 			return s.keyCap(it.Limit)
@@ -556,7 +551,7 @@ func (s *shard) tentFor(it *Item) *tentative {
 				t.lg = append([]int64(nil), le.log...) // DecideLog may reuse its input
 			}
 		} else if i := p.t.find(it.ID); i >= 0 {
-			t.existed, t.s, t.old.tag = true, p.t.slots[i].s, p.t.slots[i].tag()
+			t.existed, t.s, t.old.tag = true, p.t.slots[i].s, p.t.tags[i]
 		}
 	}
 	s.tent = append(s.tent, t)
@@ -571,7 +566,7 @@ func (s *shard) export(r *request) {
 			continue
 		}
 		for _, sl := range p.t.slots {
-			if sl.meta != 0 {
+			if sl.s != (bucket.State{}) {
 				out = append(out, replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C})
 			}
 		}
@@ -616,8 +611,8 @@ func (s *shard) drop(parts []uint32) {
 	for _, pid := range parts {
 		if p := s.parts[pid]; p != nil {
 			s.live -= p.live()
-			for i := range p.t.slots {
-				s.tags.dec(p.t.slots[i].tag())
+			for _, tag := range p.t.tags {
+				s.tags.dec(tag)
 			}
 			for _, le := range p.logs {
 				s.tags.dec(le.tag)
@@ -682,12 +677,12 @@ func (s *shard) sweep(now int64) {
 // at the same index; entries it misses are found by the next pass.)
 func (s *shard) sweepSlots(pid uint32, p *part, now int64, budget int) int {
 	i, examined := s.slotPos, 0
-	nowMs := now / 1e6 // deadlines are rounded up: dropped no earlier than their ns deadline
+	nowSec := uint32(min(max(now/1e9, 0), 1<<32-1)) // deadlines are rounded up: dropped no earlier than their ns deadline
 	for i < len(p.t.slots) && examined < budget {
 		examined++
-		if sl := &p.t.slots[i]; sl.meta != 0 && sl.deadline() <= nowMs {
-			s.expired(replication.State{Partition: pid, ID: sl.id})
-			s.tags.dec(sl.tag())
+		if p.t.dl[i] != 0 && p.t.dl[i] <= nowSec {
+			s.expired(replication.State{Partition: pid, ID: p.t.slots[i].id})
+			s.tags.dec(p.t.tags[i])
 			p.t.remove(i)
 			s.live--
 			continue

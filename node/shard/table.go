@@ -6,50 +6,40 @@ import (
 	"github.com/weirlimit/weir/bucket"
 )
 
-// slot is one counter in a table: 40 bytes, no per-slot metadata beyond
-// meta, which packs the idle deadline (unix milliseconds, rounded up, in
-// the low 48 bits: after it the state is certainly fresh again) and the
-// counter's rule tag (high 16 bits, 0: none; see ruleTags). A slot with
-// meta == 0 is empty; stored counters always have a deadline >= 1.
+// slot is one counter's id and state in a table: 32 bytes. A slot whose
+// state is the zero State is empty (a fresh counter is never stored).
 type slot struct {
-	id   uint64
-	s    bucket.State
-	meta uint64
+	id uint64
+	s  bucket.State
 }
 
-const (
-	tagShift     = 48
-	deadlineMask = 1<<tagShift - 1
-)
+// The rest of a counter lives in the table's parallel arrays, 6 bytes:
+// its idle deadline (dl: unix seconds, rounded up, at least 1: after it
+// the state is certainly fresh again) and its rule tag (tags: 0 none; see
+// ruleTags). Seconds in a uint32 reach 2106; a later deadline is kept at
+// the largest value, so a counter is never dropped early.
 
-func (sl *slot) deadline() int64 { return int64(sl.meta & deadlineMask) }
-func (sl *slot) tag() uint16     { return uint16(sl.meta >> tagShift) }
-
-// packMeta builds a slot's meta from a rule tag and an idle deadline in
-// unix ns (rounded up to the millisecond, at least 1).
-func packMeta(tag uint16, idle int64) uint64 {
-	return uint64(tag)<<tagShift | uint64(deadlineMs(idle))
-}
-
-// deadlineMs rounds an idle deadline in ns up to milliseconds, within
-// [1, deadlineMask], so a slot is never dropped before its deadline.
-func deadlineMs(idle int64) int64 {
-	ms := idle / 1e6
-	if ms*1e6 < idle {
-		ms++
+// deadlineSec rounds an idle deadline in ns up to whole seconds, within
+// [1, MaxUint32], so a slot is never dropped before its deadline.
+func deadlineSec(idle int64) uint32 {
+	s := idle / 1e9
+	if s*1e9 < idle {
+		s++
 	}
-	return min(max(ms, 1), deadlineMask)
+	return uint32(min(max(s, 1), 1<<32-1))
 }
 
 const (
-	slotSize = 40
+	slotSize = 32
+	// Bytes a counter costs in all: its slot, deadline and tag.
+	entrySize = slotSize + 4 + 2
 	// The table grows by half when it would pass 4/5 full, so a grown
-	// table is at least 8/15 full: 40/0.8 to 40/0.53 = 50 to 75 bytes
+	// table is at least 8/15 full: 38/0.8 to 38/0.53 = 48 to 71 bytes
 	// per counter.
 	maxLoadNum, maxLoadDen = 4, 5
 	minTableCap            = 8
-	// Allocations above 32 KiB are rounded to 8 KiB pages; sizing tables
-	// to the rounded size uses that space instead of wasting it.
+	// Allocations above 32 KiB are rounded to 8 KiB pages; sizing the slot
+	// array to the rounded size uses that space instead of wasting it.
 	largeAlloc = 32 << 10
 	pageSize   = 8 << 10
 )
@@ -57,11 +47,15 @@ const (
 // table is a linear-probing hash table of one partition's counters
 // (everything but sliding logs). Go maps would do, but they cost about
 // 60-100 bytes per counter here (control bytes, a 7/8 load factor with
-// doubling, page rounding of 40 KiB tables); this costs 50-75, never
-// shrinks silently and can be walked incrementally by index. Deletion
-// shifts later entries back, so there are no tombstones.
+// doubling, page rounding of 40 KiB tables); this costs 48-71 (about 60
+// at 1M keys over 1024 partitions), never shrinks silently and can be
+// walked incrementally by index. Deletion shifts later entries back, so
+// there are no tombstones. Lookups touch only slots; the deadline and tag
+// arrays are read when a counter is stored, touched or swept.
 type table struct {
 	slots []slot
+	dl    []uint32 // idle deadline by slot, unix seconds (0: empty)
+	tags  []uint16 // rule tag by slot
 	n     int
 }
 
@@ -70,16 +64,19 @@ func (t *table) home(id uint64) int {
 	return int(hi)
 }
 
+// used reports whether slot i holds a counter.
+func (t *table) used(i int) bool { return t.slots[i].s != (bucket.State{}) }
+
 // find returns the index of id, or -1.
 func (t *table) find(id uint64) int {
 	if t.n == 0 {
 		return -1
 	}
 	for i := t.home(id); ; {
-		switch {
-		case t.slots[i].meta == 0:
+		switch sl := &t.slots[i]; {
+		case sl.s == (bucket.State{}):
 			return -1
-		case t.slots[i].id == id:
+		case sl.id == id:
 			return i
 		}
 		if i++; i == len(t.slots) {
@@ -88,23 +85,24 @@ func (t *table) find(id uint64) int {
 	}
 }
 
-// insert adds a counter that is not in the table yet.
-func (t *table) insert(sl slot) {
+// insert adds a counter that is not in the table yet; s must not be the
+// zero State. idle is its idle deadline in unix ns.
+func (t *table) insert(id uint64, s bucket.State, idle int64, tag uint16) {
 	if (t.n+1)*maxLoadDen > len(t.slots)*maxLoadNum {
 		t.resize(max(minTableCap, len(t.slots)+len(t.slots)/2))
 	}
-	t.place(sl)
+	t.place(slot{id: id, s: s}, deadlineSec(idle), tag)
 	t.n++
 }
 
-func (t *table) place(sl slot) {
+func (t *table) place(sl slot, dl uint32, tag uint16) {
 	i := t.home(sl.id)
-	for t.slots[i].meta != 0 {
+	for t.used(i) {
 		if i++; i == len(t.slots) {
 			i = 0
 		}
 	}
-	t.slots[i] = sl
+	t.slots[i], t.dl[i], t.tags[i] = sl, dl, tag
 }
 
 // remove deletes the slot at i, shifting back the entries of its probe run
@@ -116,35 +114,35 @@ func (t *table) remove(i int) {
 		if j++; j == n {
 			j = 0
 		}
-		if t.slots[j].meta == 0 {
+		if !t.used(j) {
 			break
 		}
 		// The entry at j may fill the hole at i unless its home lies
 		// cyclically in (i, j].
 		h := t.home(t.slots[j].id)
 		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
-			t.slots[i] = t.slots[j]
+			t.slots[i], t.dl[i], t.tags[i] = t.slots[j], t.dl[j], t.tags[j]
 			i = j
 		}
 	}
-	t.slots[i] = slot{}
+	t.slots[i], t.dl[i], t.tags[i] = slot{}, 0, 0
 	t.n--
 }
 
 // resize rehashes into a table of at least capacity slots (0 frees it).
 func (t *table) resize(capacity int) {
 	if capacity == 0 {
-		t.slots = nil
+		t.slots, t.dl, t.tags = nil, nil, nil
 		return
 	}
 	if b := capacity * slotSize; b > largeAlloc {
 		capacity = (b + pageSize - 1) / pageSize * pageSize / slotSize
 	}
-	old := t.slots
-	t.slots = make([]slot, capacity)
+	old, oldDl, oldTags := t.slots, t.dl, t.tags
+	t.slots, t.dl, t.tags = make([]slot, capacity), make([]uint32, capacity), make([]uint16, capacity)
 	for i := range old {
-		if old[i].meta != 0 {
-			t.place(old[i])
+		if old[i].s != (bucket.State{}) {
+			t.place(old[i], oldDl[i], oldTags[i])
 		}
 	}
 }
@@ -159,5 +157,5 @@ func (t *table) shrink() int {
 	case len(t.slots) > minTableCap && t.n*4 <= len(t.slots):
 		t.resize(max(minTableCap, t.n*2))
 	}
-	return (was - len(t.slots)) * slotSize
+	return (was - len(t.slots)) * entrySize
 }

@@ -21,7 +21,7 @@ func TestTableMatchesMap(t *testing.T) {
 				tb.slots[i].s.A++
 				ref[id]++
 			} else {
-				tb.insert(slot{id: id, s: bucket.State{A: 1}, meta: 1})
+				tb.insert(id, bucket.State{A: 1}, 1, 0)
 				ref[id] = 1
 			}
 		case op < 8:
@@ -35,7 +35,7 @@ func TestTableMatchesMap(t *testing.T) {
 			// Walk and drop every odd counter, re-examining a slot after
 			// a removal like sweepPart does.
 			for i := 0; i < len(tb.slots); {
-				if sl := tb.slots[i]; sl.meta != 0 && sl.s.A%2 == 1 {
+				if sl := tb.slots[i]; sl.s != (bucket.State{}) && sl.s.A%2 == 1 {
 					delete(ref, sl.id)
 					tb.remove(i)
 					continue
@@ -57,7 +57,7 @@ func TestTableMatchesMap(t *testing.T) {
 	}
 	live := 0
 	for _, sl := range tb.slots {
-		if sl.meta != 0 {
+		if sl.s != (bucket.State{}) {
 			live++
 			if _, ok := ref[sl.id]; !ok {
 				t.Fatalf("stale id %d in table", sl.id)
