@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirlimit/weir/limit"
 )
 
 // Config bounds one run.
@@ -338,8 +340,13 @@ func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration)
 		ideal /= float64(sc.Cost)
 	}
 	a := &AccuracyResult{Ideal: ideal, Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}
-	if cfg.Leases && rule.Lease > 0 {
+	switch {
+	case cfg.Leases && rule.Lease > 0:
 		a.Lease, a.LeaseBound = rule.Lease, rule.Lease*int64(cfg.Gateways)
+	case cfg.Leases && rule.AutoLease:
+		// An automatic lease is at most AutoLeaseSize(burst, 2) per gateway.
+		n := limit.AutoLeaseSize(rule.Burst, 2)
+		a.Lease, a.LeaseBound = n, n*int64(cfg.Gateways)
 	}
 	perGW := make([][]int64, sc.Keys)
 	for k := range perGW {

@@ -61,6 +61,8 @@ type pending struct {
 	lim       Limit
 	done      bool
 	grab      bool // asks the owner for a lease of rule.Lease tokens
+	auto      bool // may be granted an automatic lease (lease: auto)
+	asking    bool // holds this gateway's ask for an automatic lease of the key
 	leased    bool // spent a local lease token
 	closedOut bool // denied by fail_mode closed
 	open      bool // waits for the local fail-open bucket
@@ -142,17 +144,27 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	// Lease tokens were taken from the owner already, so they are spent
 	// first: a key the owner denied stays usable here while this gateway
 	// holds tokens for it. The blocked-until cache covers the rest.
+	asking := false
 	for i := range ps {
 		p := &ps[i]
-		if p.rule.Lease <= 0 || p.rule.Shadow || cost > p.rule.Lease {
+		if p.rule.Shadow {
 			continue
 		}
-		if lim, ok := c.local.takeLease(p.id, cost, now); ok {
+		var lim Limit
+		var ok bool
+		switch n := p.rule.Lease.Fixed(); {
+		case n > 0 && cost <= n:
+			if lim, ok = c.local.takeLease(p.id, cost, now); !ok {
+				p.grab = true
+			}
+		case p.rule.Lease == rules.LeaseAuto:
+			lim, ok, p.auto, p.asking = c.local.takeAuto(p.id, cost, now, c.cfg.LeaseTTL)
+			asking = asking || p.asking
+		}
+		if ok {
 			p.lim, p.done, p.leased = lim, true, true
 			p.lim.Rule, p.lim.Key = p.rule.ID, p.key
 			c.stats.leaseHits.Add(1)
-		} else {
-			p.grab = true
 		}
 	}
 	d, blocked := c.local.blockedDecision(ps, cost, now)
@@ -166,6 +178,13 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		for i := range ps { // a denied request spends no lease token
 			if ps[i].leased {
 				c.local.returnLease(ps[i].id, cost)
+			}
+		}
+	}
+	if asking {
+		for i := range ps {
+			if ps[i].asking {
+				c.local.endAsk(ps[i].id)
 			}
 		}
 	}
@@ -192,9 +211,13 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			}
 			n := cost
 			if p.grab {
-				n = p.rule.Lease
+				n = p.rule.Lease.Fixed()
 			}
-			cl.add(p.key, p.rule.ID, n, g, rs.version)
+			var gw uint64
+			if p.auto {
+				gw = c.gatewayHash
+			}
+			cl.add(p.key, p.rule.ID, n, g, rs.version, gw)
 			where = append(where, i)
 			timeout = max(timeout, p.rule.Timeout.D())
 		}
@@ -344,8 +367,13 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 		c.local.block(p.id, p.lim, cost, now)
 		return
 	}
-	if p.grab && p.rule.Lease > cost {
-		c.local.addLease(p.id, p.rule.Lease-cost, p.lim, now.Add(c.cfg.LeaseTTL))
+	if p.grab && p.rule.Lease.Fixed() > cost {
+		c.local.addLease(p.id, p.rule.Lease.Fixed()-cost, p.lim, now.Add(c.cfg.LeaseTTL))
+	}
+	if g := x.GetLeaseGranted(); g > 0 && p.auto {
+		c.local.addLease(p.id, g, p.lim, now.Add(c.cfg.LeaseTTL))
+		c.stats.autoLeases.Add(1)
+		c.stats.autoLeaseTokens.Add(uint64(g))
 	}
 }
 

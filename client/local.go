@@ -45,7 +45,8 @@ type blockedEntry struct {
 type lease struct {
 	tokens  int64
 	expires time.Time
-	lim     Limit // the owner's answer when the lease was taken
+	lim     Limit     // the owner's answer when the lease was taken
+	asking  time.Time // automatic leases: a check asks the owner for one until then (or until endAsk)
 }
 
 func (l *localState) init() {
@@ -115,6 +116,42 @@ func (l *localState) takeLease(id ruleKey, cost int64, now time.Time) (Limit, bo
 	lim.Allowed, lim.Leased = true, true
 	lim.Remaining = ls.lim.Remaining + ls.tokens
 	return lim, true
+}
+
+// takeAuto is takeLease for a rule with lease: auto. When no lease
+// serves the check, auto says whether the check may be granted an
+// automatic lease: always for a key this gateway holds no lease for (the
+// owner leases only hot keys; a cold key is not tracked here), and for one
+// it holds (a hot key) only if no other check of it is asking, so that a
+// gateway holds one grant at a time: asking is then set, and the caller
+// must call endAsk once answered.
+func (l *localState) takeAuto(id ruleKey, cost int64, now time.Time, hold time.Duration) (lim Limit, ok, auto, asking bool) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	ls := l.leases[id]
+	switch {
+	case ls == nil:
+		return Limit{}, false, true, false
+	case ls.tokens >= cost && now.Before(ls.expires):
+		ls.tokens -= cost
+		lim = ls.lim
+		lim.Allowed, lim.Leased = true, true
+		lim.Remaining = ls.lim.Remaining + ls.tokens
+		return lim, true, false, false
+	case now.Before(ls.asking):
+		return Limit{}, false, false, false
+	}
+	ls.asking = now.Add(hold) // a bound should endAsk be missed
+	return Limit{}, false, true, true
+}
+
+// endAsk ends the ask takeAuto started.
+func (l *localState) endAsk(id ruleKey) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if ls := l.leases[id]; ls != nil {
+		ls.asking = time.Time{}
+	}
 }
 
 // returnLease gives back the cost tokens taken by takeLease for a request
