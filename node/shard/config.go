@@ -57,16 +57,16 @@ type Config struct {
 	MaxKeys int64
 	// ReleaseEvery is the least time between two such returns. Default 10s.
 	ReleaseEvery time.Duration
-	// AutoLeaseRate is the demand, in tokens asked per second, at which a
+	// AutoLeaseRate is the demand, in tokens taken per second, at which a
 	// counter of a rule with lease: auto becomes hot (when AutoLeaseGateways
 	// gateways ask for it); it cools below half that. Default 100.
 	AutoLeaseRate int64
 	// AutoLeaseGateways is how many distinct gateways must ask for a key
-	// within one AutoLeaseWindow for it to become hot. Default 2.
+	// within about one AutoLeaseHorizon for it to become hot. Default 2.
 	AutoLeaseGateways int
-	// AutoLeaseWindow is how often the rate estimate of a key is renewed.
-	// Default 100ms.
-	AutoLeaseWindow time.Duration
+	// AutoLeaseHorizon is the time constant of a key's rate estimate.
+	// Default 1s.
+	AutoLeaseHorizon time.Duration
 	// AutoLeaseKeys bounds the keys each shard keeps a rate estimate for.
 	// Default 4096.
 	AutoLeaseKeys int
@@ -90,7 +90,7 @@ func DefaultConfig() Config {
 
 		AutoLeaseRate:     100,
 		AutoLeaseGateways: 2,
-		AutoLeaseWindow:   100 * time.Millisecond,
+		AutoLeaseHorizon:  time.Second,
 		AutoLeaseKeys:     4096,
 	}
 }
@@ -113,7 +113,7 @@ func (c Config) withDefaults() Config {
 	c.ReleaseEvery = cmp.Or(c.ReleaseEvery, d.ReleaseEvery)
 	c.AutoLeaseRate = cmp.Or(c.AutoLeaseRate, d.AutoLeaseRate)
 	c.AutoLeaseGateways = cmp.Or(c.AutoLeaseGateways, d.AutoLeaseGateways)
-	c.AutoLeaseWindow = cmp.Or(c.AutoLeaseWindow, d.AutoLeaseWindow)
+	c.AutoLeaseHorizon = cmp.Or(c.AutoLeaseHorizon, d.AutoLeaseHorizon)
 	c.AutoLeaseKeys = cmp.Or(c.AutoLeaseKeys, d.AutoLeaseKeys)
 	return c
 }
@@ -147,8 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: AutoLeaseRate %d < 1", ErrInvalidConfig, c.AutoLeaseRate)
 	case c.AutoLeaseGateways < 1 || c.AutoLeaseGateways > 64:
 		return fmt.Errorf("%w: AutoLeaseGateways %d not in [1, 64]", ErrInvalidConfig, c.AutoLeaseGateways)
-	case c.AutoLeaseWindow <= 0:
-		return fmt.Errorf("%w: AutoLeaseWindow %v <= 0", ErrInvalidConfig, c.AutoLeaseWindow)
+	case c.AutoLeaseHorizon <= 0:
+		return fmt.Errorf("%w: AutoLeaseHorizon %v <= 0", ErrInvalidConfig, c.AutoLeaseHorizon)
 	case c.AutoLeaseKeys < 1:
 		return fmt.Errorf("%w: AutoLeaseKeys %d < 1", ErrInvalidConfig, c.AutoLeaseKeys)
 	}

@@ -415,8 +415,12 @@ func (s *shard) check(items []Item, out []Result, now int64) {
 		}
 	}
 	for i := range items {
-		if items[i].Auto && !items[i].Refund {
-			s.autoLease(&items[i], &out[i], now)
+		switch it := &items[i]; {
+		case !it.Auto:
+		case it.Refund:
+			s.hot.taken(it.ID, -it.Cost, now) // unspent lease tokens
+		default:
+			s.autoLease(it, &out[i], now)
 		}
 	}
 }
