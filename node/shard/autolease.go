@@ -114,12 +114,15 @@ func (h *hotKeys) taken(id uint64, tokens int64, now int64) {
 	}
 }
 
-// sweep forgets keys not asked for in two horizons (their next check
-// starts a fresh estimate) and counts the hot ones.
+// sweep forgets keys not asked for in two horizons, and cold keys taken
+// at under a quarter of the threshold (so slow keys do not hold the
+// places of keys that heat up later; their next check starts a fresh
+// estimate), and counts the hot ones.
 func (h *hotKeys) sweep(now int64) {
 	h.leasing = 0
 	for id, k := range h.keys {
-		if now-k.last >= 2*h.horizon {
+		rate := k.rate * math.Exp(-float64(now-k.last)/float64(h.horizon))
+		if now-k.last >= 2*h.horizon || (!k.hot && rate < h.rate/4) {
 			delete(h.keys, id)
 			continue
 		}

@@ -1,10 +1,12 @@
 package shard_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node/shard"
 )
 
@@ -196,4 +198,28 @@ func TestAutoLeaseDeniedWaitsForAGrant(t *testing.T) {
 	if r.Allowed || r.RetryAfter < 50*time.Millisecond || r.RetryAfter > 51*time.Millisecond {
 		t.Fatalf("a hot key's denial: %+v, want retry after about 51ms", r)
 	}
+}
+
+// Slow keys do not keep a key that heats up later from being tracked:
+// the sweep drops cold keys even while they are still asked for, so a
+// full table makes room.
+func TestAutoLeaseSlowKeysMakeRoom(t *testing.T) {
+	c := newClock()
+	e := start(t, shard.Config{Shards: 1, Now: c.Now, AutoLeaseKeys: 8, SweepEvery: 5 * time.Millisecond})
+	lim := bucket.Limit{Rate: 10_000, Period: time.Second, Burst: 400}
+	slow := func() { // 8 keys at 5 tokens/s each, asked every 200ms
+		for id := range uint64(8) {
+			checkOne(t, e, shard.Item{ID: 100 + id, Partition: autoPart, Limit: lim, Cost: 1, Auto: true, Gateway: 11})
+		}
+	}
+	slow()
+	var at time.Duration
+	gws := gateways(11, 12)
+	testwait.For(t, 10*time.Second, "the hot key leased beside slow keys", func() error {
+		slow()
+		if _, g := run(t, e, c, &at, lim, gws, 4000, 200*time.Millisecond); g == 0 {
+			return errors.New("not leased")
+		}
+		return nil
+	})
 }

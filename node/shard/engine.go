@@ -24,7 +24,7 @@ type Item struct {
 	Group uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 	// Cap names the counter's rule for the per-rule key cap; nil leaves
 	// the counter uncounted and uncapped. (A pointer, shared by every item
-	// of the rule, keeps Item at 72 bytes: items are copied per check.)
+	// of the rule, keeps Item at 80 bytes: items are copied per check.)
 	Cap *KeyCap
 	// Gateway names the gateway asking (a non-zero hash) when it can hold
 	// an automatic lease of the counter now; 0: no lease may be granted.
