@@ -144,7 +144,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	// Lease tokens were taken from the owner already, so they are spent
 	// first: a key the owner denied stays usable here while this gateway
 	// holds tokens for it. The blocked-until cache covers the rest.
-	asking := false
+	auto := false
 	for i := range ps {
 		p := &ps[i]
 		if p.rule.Shadow {
@@ -158,16 +158,22 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 				p.grab = true
 			}
 		case p.rule.Lease == rules.LeaseAuto:
-			lim, ok, p.auto, p.asking = c.local.takeAuto(p.id, cost, now, c.cfg.LeaseTTL)
-			asking = asking || p.asking
+			lim, ok = c.local.takeLease(p.id, cost, now)
+			p.auto, auto = !ok, auto || !ok
 		}
 		if ok {
-			p.lim, p.done, p.leased = lim, true, true
-			p.lim.Rule, p.lim.Key = p.rule.ID, p.key
-			c.stats.leaseHits.Add(1)
+			c.leased(p, lim)
 		}
 	}
 	d, blocked := c.local.blockedDecision(ps, cost, now)
+	asking := false
+	if !blocked && auto {
+		var waited bool
+		asking, waited = c.prepareAuto(ctx, ps, cost, &now)
+		if waited { // the ask waited for may have blocked the key
+			d, blocked = c.local.blockedDecision(ps, cost, now)
+		}
+	}
 	if blocked {
 		c.stats.blockedHits.Add(1)
 	} else {
@@ -190,6 +196,65 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	}
 	c.report.note(rs, ps, &d, blocked, now)
 	return d
+}
+
+// leased records that p was served from a local lease.
+func (c *Client) leased(p *pending, lim Limit) {
+	p.lim, p.done, p.leased = lim, true, true
+	p.lim.Rule, p.lim.Key = p.rule.ID, p.key
+	c.stats.leaseHits.Add(1)
+}
+
+// prepareAuto readies the auto-lease rules going to the owner: a check
+// may be granted a lease of a key this gateway holds none of (p.auto
+// stays set), and of one it holds (a hot key) only as the one check
+// asking for it (p.asking: endAsk when answered). When another check of
+// the key is asking, it waits for that answer (at most the rule's
+// timeout), then spends from the grant or finds the key blocked, rather
+// than taking single tokens from under the grant; not while the request
+// holds an ask of its own (two requests could wait on each other). It
+// reports whether any ask is held and whether it waited (*now is then
+// renewed).
+func (c *Client) prepareAuto(ctx context.Context, ps []pending, cost int64, now *time.Time) (asking, waited bool) {
+	for i := range ps {
+		p := &ps[i]
+		if !p.auto || p.done {
+			continue
+		}
+		lim, st, wait := c.local.claimAuto(p.id, cost, *now, c.cfg.LeaseTTL)
+		if st == autoWait && !asking && c.waitAsk(ctx, wait, p.rule.Timeout.D()) {
+			waited, *now = true, c.now()
+			lim, st, _ = c.local.claimAuto(p.id, cost, *now, c.cfg.LeaseTTL)
+		}
+		switch st {
+		case autoSpent:
+			p.auto = false
+			c.leased(p, lim)
+		case autoClaimed:
+			p.asking, asking = true, true
+		case autoWait:
+			p.auto = false // ask for cost only
+		}
+	}
+	return asking, waited
+}
+
+// waitAsk waits for another check's ask for an automatic lease to be
+// answered, at most timeout (the rules' default when 0); false if it was
+// not.
+func (c *Client) waitAsk(ctx context.Context, done <-chan struct{}, timeout time.Duration) bool {
+	if timeout <= 0 {
+		timeout = rules.DefaultTimeout
+	}
+	t := c.timer(timeout)
+	defer c.stopTimer(t)
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // ask sends the undecided rules to the cluster and fills in their answers,
