@@ -62,6 +62,7 @@ type pending struct {
 	done      bool
 	grab      bool // asks the owner for a lease of rule.Lease tokens
 	auto      bool // may be granted an automatic lease (lease: auto)
+	claim     bool // auto, for a key this gateway holds a lease entry of: claims the key's ask first
 	asking    bool // holds this gateway's ask for an automatic lease of the key
 	leased    bool // spent a local lease token
 	closedOut bool // denied by fail_mode closed
@@ -144,7 +145,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	// Lease tokens were taken from the owner already, so they are spent
 	// first: a key the owner denied stays usable here while this gateway
 	// holds tokens for it. The blocked-until cache covers the rest.
-	auto := false
+	claims := false
 	for i := range ps {
 		p := &ps[i]
 		if p.rule.Shadow {
@@ -158,8 +159,11 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 				p.grab = true
 			}
 		case p.rule.Lease == rules.LeaseAuto:
-			lim, ok = c.local.takeLease(p.id, cost, now)
-			p.auto, auto = !ok, auto || !ok
+			var held bool
+			lim, ok, held = c.local.spend(p.id, cost, now)
+			p.auto = !ok
+			p.claim = !ok && held // a cold key (no lease held) may always ask
+			claims = claims || p.claim
 		}
 		if ok {
 			c.leased(p, lim)
@@ -167,7 +171,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	}
 	d, blocked := c.local.blockedDecision(ps, cost, now)
 	asking := false
-	if !blocked && auto {
+	if !blocked && claims {
 		var waited bool
 		asking, waited = c.prepareAuto(ctx, ps, cost, &now)
 		if waited { // the ask waited for may have blocked the key
@@ -218,7 +222,7 @@ func (c *Client) leased(p *pending, lim Limit) {
 func (c *Client) prepareAuto(ctx context.Context, ps []pending, cost int64, now *time.Time) (asking, waited bool) {
 	for i := range ps {
 		p := &ps[i]
-		if !p.auto || p.done {
+		if !p.claim || p.done {
 			continue
 		}
 		lim, st, wait := c.local.claimAuto(p.id, cost, *now, c.cfg.LeaseTTL)

@@ -106,17 +106,24 @@ func (l *localState) blockedDecision(ps []pending, cost int64, now time.Time) (D
 
 // takeLease spends cost local lease tokens for id, if it holds that many.
 func (l *localState) takeLease(id ruleKey, cost int64, now time.Time) (Limit, bool) {
+	lim, ok, _ := l.spend(id, cost, now)
+	return lim, ok
+}
+
+// spend is takeLease that also says whether this gateway holds a lease
+// entry for id at all (held: a key it was granted leases of).
+func (l *localState) spend(id ruleKey, cost int64, now time.Time) (lim Limit, ok, held bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	ls := l.leases[id]
 	if ls == nil || ls.tokens < cost || !now.Before(ls.expires) {
-		return Limit{}, false
+		return Limit{}, false, ls != nil
 	}
 	ls.tokens -= cost
-	lim := ls.lim
+	lim = ls.lim
 	lim.Allowed, lim.Leased = true, true
 	lim.Remaining = ls.lim.Remaining + ls.tokens
-	return lim, true
+	return lim, true, true
 }
 
 // What claimAuto found.
