@@ -44,6 +44,10 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if r.ItemsPerRPC > 0 {
 			fmt.Fprintf(w, "%s/%s coalescing: %.1f checks per request (stream message or RPC)\n", r.Target, r.Scenario, r.ItemsPerRPC)
 		}
+		if r.LeaseHits+r.BlockedHits+r.AutoLeases > 0 && r.Checks > 0 {
+			fmt.Fprintf(w, "%s/%s served at the gateway: %.1f%% from leases, %.1f%% by the blocked-until cache; %d automatic leases granted\n",
+				r.Target, r.Scenario, 100*float64(r.LeaseHits)/float64(r.Checks), 100*float64(r.BlockedHits)/float64(r.Checks), r.AutoLeases)
+		}
 		if a := r.Accuracy; a != nil {
 			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
 			for _, d := range a.Deviation {

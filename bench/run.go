@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirlimit/weir/limit"
 )
 
 // Config bounds one run.
@@ -66,6 +68,12 @@ type Result struct {
 	// ItemsPerRPC is the mean checks per request (stream message or RPC) of a coalescing target during
 	// the measured run (0: not reported).
 	ItemsPerRPC float64 `json:"items_per_rpc,omitempty"`
+	// LeaseHits and BlockedHits are the checks the SDK served from a
+	// lease or its blocked-until cache during the run, AutoLeases the
+	// automatic leases owners granted it (0: none, or not the SDK).
+	LeaseHits   uint64 `json:"lease_hits,omitempty"`
+	BlockedHits uint64 `json:"blocked_hits,omitempty"`
+	AutoLeases  uint64 `json:"auto_leases,omitempty"`
 
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Event    string          `json:"event,omitempty"`
@@ -187,6 +195,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	var budget atomic.Int64
 	budget.Store(cfg.Count)
 	rpcs0, items0 := batching(targets)
+	lease0, blocked0, auto0 := local(targets)
 	start := time.Now()
 	for w := range callers {
 		c := &caller{lat: make([]time.Duration, 0, 4096)}
@@ -268,7 +277,20 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	if rpcs, items := batching(targets); rpcs > rpcs0 {
 		r.ItemsPerRPC = float64(items-items0) / float64(rpcs-rpcs0)
 	}
+	lease, blocked, auto := local(targets)
+	r.LeaseHits, r.BlockedHits, r.AutoLeases = lease-lease0, blocked-blocked0, auto-auto0
 	return r, nil
+}
+
+// local sums what the targets decided without the cluster.
+func local(targets []Target) (leaseHits, blockedHits, autoLeases uint64) {
+	for _, t := range targets {
+		if l, ok := t.(LocalDecider); ok {
+			a, b, c := l.Local()
+			leaseHits, blockedHits, autoLeases = leaseHits+a, blockedHits+b, autoLeases+c
+		}
+	}
+	return leaseHits, blockedHits, autoLeases
 }
 
 // batching sums the RPCs and items of the targets that coalesce.
@@ -338,8 +360,13 @@ func accuracy(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration)
 		ideal /= float64(sc.Cost)
 	}
 	a := &AccuracyResult{Ideal: ideal, Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}
-	if cfg.Leases && rule.Lease > 0 {
+	switch {
+	case cfg.Leases && rule.Lease > 0:
 		a.Lease, a.LeaseBound = rule.Lease, rule.Lease*int64(cfg.Gateways)
+	case cfg.Leases && rule.AutoLease:
+		// An automatic lease is at most AutoLeaseSize(burst, 2) per gateway.
+		n := limit.AutoLeaseSize(rule.Burst, 2)
+		a.Lease, a.LeaseBound = n, n*int64(cfg.Gateways)
 	}
 	perGW := make([][]int64, sc.Keys)
 	for k := range perGW {

@@ -14,10 +14,25 @@ type RuleSpec struct {
 	Rate   int64
 	Period time.Duration
 	Burst  int64
-	// Lease is the tokens a gateway may hold locally (0: exact mode).
+	// Lease is the tokens a gateway may hold locally (0: exact mode,
+	// unless AutoLease).
 	Lease int64
+	// AutoLease (with Lease 0) writes lease: auto, the rules' default: the
+	// owners lease hot keys on their own.
+	AutoLease bool
 	// Scope is the rule's scope ("": region; "global": shared by regions).
 	Scope string
+}
+
+// RuleLease is the rule's lease setting as the rules file says it.
+func (r RuleSpec) RuleLease() rules.Lease {
+	switch {
+	case r.Lease > 0:
+		return rules.Lease(r.Lease)
+	case r.AutoLease:
+		return rules.LeaseAuto
+	}
+	return rules.LeaseOff
 }
 
 // Event is something a scenario does to a spawned cluster half-way.
@@ -56,12 +71,14 @@ type Scenario struct {
 
 // Presets lists the scenario names Preset knows.
 func Presets() []string {
-	return []string{"steady", "hot", "multiwindow", "accuracy", "lease", "failover", "resize", "regions"}
+	return []string{"steady", "hot", "multiwindow", "accuracy", "lease", "autolease", "failover", "resize", "regions"}
 }
 
 // Preset returns the named scenario.
 func Preset(name string) (Scenario, error) {
-	perSec := RuleSpec{ID: "bench.persec", Rate: 10, Period: time.Second, Burst: 10}
+	// The throughput presets use the rules' default lease (auto); the
+	// accuracy ones are exact (their bounds are stated for exact mode).
+	perSec := RuleSpec{ID: "bench.persec", Rate: 10, Period: time.Second, Burst: 10, AutoLease: true}
 	acc := RuleSpec{ID: "bench.acc", Rate: 1000, Period: time.Second, Burst: 100}
 	switch name {
 	case "steady":
@@ -70,15 +87,18 @@ func Preset(name string) (Scenario, error) {
 		return Scenario{Name: name, Rules: []RuleSpec{perSec}, Keys: 100_000, Zipf: true, Cost: 1}, nil
 	case "multiwindow":
 		return Scenario{Name: name, Rules: []RuleSpec{
-			{ID: "bench.mw.sec", Rate: 10, Period: time.Second, Burst: 10},
-			{ID: "bench.mw.min", Rate: 300, Period: time.Minute, Burst: 300},
-			{ID: "bench.mw.hour", Rate: 5000, Period: time.Hour, Burst: 5000},
+			{ID: "bench.mw.sec", Rate: 10, Period: time.Second, Burst: 10, AutoLease: true},
+			{ID: "bench.mw.min", Rate: 300, Period: time.Minute, Burst: 300, AutoLease: true},
+			{ID: "bench.mw.hour", Rate: 5000, Period: time.Hour, Burst: 5000, AutoLease: true},
 		}, Keys: 10_000, Cost: 1}, nil
 	case "accuracy":
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true}, nil
 	case "lease":
 		lease := RuleSpec{ID: "bench.lease", Rate: 1000, Period: time.Second, Burst: 100, Lease: 20}
 		return Scenario{Name: name, Rules: []RuleSpec{lease}, Keys: 2, Cost: 1, Accuracy: true}, nil
+	case "autolease":
+		auto := RuleSpec{ID: "bench.autolease", Rate: 1000, Period: time.Second, Burst: 100, AutoLease: true}
+		return Scenario{Name: name, Rules: []RuleSpec{auto}, Keys: 2, Cost: 1, Accuracy: true}, nil
 	case "failover":
 		return Scenario{Name: name, Rules: []RuleSpec{acc}, Keys: 4, Cost: 1, Accuracy: true, Event: EventKill}, nil
 	case "resize":
@@ -132,8 +152,8 @@ func (s Scenario) RulesYAML() string {
 	var b strings.Builder
 	b.WriteString("rules:\n")
 	for _, r := range s.Rules {
-		fmt.Fprintf(&b, "  - id: %s\n    match: {route: /bench/%s, method: GET, plan: \"*\"}\n    key: apikey\n    algorithm: token_bucket\n    rate: %d\n    period: %s\n    burst: %d\n    fail_mode: closed\n    lease: %d\n",
-			r.ID, r.ID, r.Rate, r.Period, r.Burst, r.Lease)
+		fmt.Fprintf(&b, "  - id: %s\n    match: {route: /bench/%s, method: GET, plan: \"*\"}\n    key: apikey\n    algorithm: token_bucket\n    rate: %d\n    period: %s\n    burst: %d\n    fail_mode: closed\n    lease: %s\n",
+			r.ID, r.ID, r.Rate, r.Period, r.Burst, r.RuleLease())
 		if s.Timeout > 0 {
 			fmt.Fprintf(&b, "    timeout: %s\n", s.Timeout)
 		}

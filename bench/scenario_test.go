@@ -28,7 +28,7 @@ func TestPresets(t *testing.T) {
 		}
 		for i, r := range rs {
 			want := sc.Rules[i]
-			if r.ID != want.ID || r.Rate != want.Rate || r.Burst != want.Burst || time.Duration(r.Period) != want.Period || r.Lease != want.Lease {
+			if r.ID != want.ID || r.Rate != want.Rate || r.Burst != want.Burst || time.Duration(r.Period) != want.Period || r.Lease != want.RuleLease() {
 				t.Fatalf("%s: parsed %+v, want %+v", name, r, want)
 			}
 		}

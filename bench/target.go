@@ -34,6 +34,15 @@ type GroupChecker interface {
 // must return an independent instance (its own connections and batching).
 type Factory func(gateway int) (Target, error)
 
+// LocalDecider is implemented by targets that decide some checks
+// without the cluster (the SDK: leases, the blocked-until cache).
+type LocalDecider interface {
+	// Local returns the rule decisions served from a lease, the checks
+	// denied by the blocked-until cache and the automatic leases granted,
+	// so far.
+	Local() (leaseHits, blockedHits, autoLeases uint64)
+}
+
 // Batcher is implemented by targets that coalesce checks into RPCs; Run
 // reports the mean items per request over the measured run.
 type Batcher interface {

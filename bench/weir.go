@@ -83,6 +83,11 @@ func (g sdkGateway) Batching() (rpcs, items uint64) {
 	return st.RPCs, st.Items
 }
 
+func (g sdkGateway) Local() (leaseHits, blockedHits, autoLeases uint64) {
+	st := g.c.Stats()
+	return st.LeaseHits, st.BlockedHits, st.AutoLeases
+}
+
 // verdict is the bench's reading of an SDK decision: a rule decided by its
 // fail mode (the cluster did not answer in the rule's timeout, or answered
 // with an error) is not a cluster decision, so it is an error here.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -40,6 +41,10 @@ type Client struct {
 	rulesErr atomic.Pointer[error] // why the rules watch failed; nil once the cluster sent a set
 	next     atomic.Uint32         // round-robin over Cluster before a view exists
 	group    atomic.Uint32         // group ids for Decide
+	// gatewayHash names this gateway to owners that lease hot keys
+	// automatically (CheckItem.lease_gateway): xxhash64 of GatewayID,
+	// never 0.
+	gatewayHash uint64
 
 	// saved is the set RulesCache holds (loaded by New, then written by
 	// watchRules): only New and then the rules watch goroutine touch it.
@@ -92,6 +97,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.Now = time.Now
 	}
 	c := &Client{cfg: cfg, ready: make(chan struct{}), conns: map[string]*nodeConn{}}
+	c.gatewayHash = max(1, xxhash.Sum64String(cfg.GatewayID))
 	c.local.init()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	m, err := newMetrics(c, cfg.Registry)

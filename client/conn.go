@@ -36,15 +36,15 @@ type call struct {
 }
 
 // add appends a check item, in vals while there is room.
-func (cl *call) add(key, rule string, cost int64, group uint32, version uint64) {
+func (cl *call) add(key, rule string, cost int64, group uint32, version, leaseGateway uint64) {
 	j := len(cl.items)
 	if j >= len(cl.vals) {
-		cl.items = append(cl.items, &weirv1.CheckItem{Key: key, Rule: rule, Cost: cost, Group: group, RuleVersion: version})
+		cl.items = append(cl.items, &weirv1.CheckItem{Key: key, Rule: rule, Cost: cost, Group: group, RuleVersion: version, LeaseGateway: leaseGateway})
 		return
 	}
 	v := &cl.vals[j]
 	v.Reset()
-	v.Key, v.Rule, v.Cost, v.Group, v.RuleVersion = key, rule, cost, group, version
+	v.Key, v.Rule, v.Cost, v.Group, v.RuleVersion, v.LeaseGateway = key, rule, cost, group, version, leaseGateway
 	cl.items = append(cl.items, v)
 }
 

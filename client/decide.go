@@ -61,6 +61,9 @@ type pending struct {
 	lim       Limit
 	done      bool
 	grab      bool // asks the owner for a lease of rule.Lease tokens
+	auto      bool // may be granted an automatic lease (lease: auto)
+	claim     bool // auto, for a key this gateway holds a lease entry of: claims the key's ask first
+	asking    bool // holds this gateway's ask for an automatic lease of the key
 	leased    bool // spent a local lease token
 	closedOut bool // denied by fail_mode closed
 	open      bool // waits for the local fail-open bucket
@@ -142,20 +145,39 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 	// Lease tokens were taken from the owner already, so they are spent
 	// first: a key the owner denied stays usable here while this gateway
 	// holds tokens for it. The blocked-until cache covers the rest.
+	claims := false
 	for i := range ps {
 		p := &ps[i]
-		if p.rule.Lease <= 0 || p.rule.Shadow || cost > p.rule.Lease {
+		if p.rule.Shadow {
 			continue
 		}
-		if lim, ok := c.local.takeLease(p.id, cost, now); ok {
-			p.lim, p.done, p.leased = lim, true, true
-			p.lim.Rule, p.lim.Key = p.rule.ID, p.key
-			c.stats.leaseHits.Add(1)
-		} else {
-			p.grab = true
+		var lim Limit
+		var ok bool
+		switch n := p.rule.Lease.Fixed(); {
+		case n > 0 && cost <= n:
+			if lim, ok = c.local.takeLease(p.id, cost, now); !ok {
+				p.grab = true
+			}
+		case p.rule.Lease == rules.LeaseAuto:
+			var held bool
+			lim, ok, held = c.local.spend(p.id, cost, now)
+			p.auto = !ok
+			p.claim = !ok && held // a cold key (no lease held) may always ask
+			claims = claims || p.claim
+		}
+		if ok {
+			c.leased(p, lim)
 		}
 	}
 	d, blocked := c.local.blockedDecision(ps, cost, now)
+	asking := false
+	if !blocked && claims {
+		var waited bool
+		asking, waited = c.prepareAuto(ctx, ps, cost, &now)
+		if waited { // the ask waited for may have blocked the key
+			d, blocked = c.local.blockedDecision(ps, cost, now)
+		}
+	}
 	if blocked {
 		c.stats.blockedHits.Add(1)
 	} else {
@@ -169,8 +191,74 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 			}
 		}
 	}
+	if asking {
+		for i := range ps {
+			if ps[i].asking {
+				c.local.endAsk(ps[i].id)
+			}
+		}
+	}
 	c.report.note(rs, ps, &d, blocked, now)
 	return d
+}
+
+// leased records that p was served from a local lease.
+func (c *Client) leased(p *pending, lim Limit) {
+	p.lim, p.done, p.leased = lim, true, true
+	p.lim.Rule, p.lim.Key = p.rule.ID, p.key
+	c.stats.leaseHits.Add(1)
+}
+
+// prepareAuto readies the auto-lease rules going to the owner: a check
+// may be granted a lease of a key this gateway holds none of (p.auto
+// stays set), and of one it holds (a hot key) only as the one check
+// asking for it (p.asking: endAsk when answered). When another check of
+// the key is asking, it waits for that answer (at most the rule's
+// timeout), then spends from the grant or finds the key blocked, rather
+// than taking single tokens from under the grant; not while the request
+// holds an ask of its own (two requests could wait on each other). It
+// reports whether any ask is held and whether it waited (*now is then
+// renewed).
+func (c *Client) prepareAuto(ctx context.Context, ps []pending, cost int64, now *time.Time) (asking, waited bool) {
+	for i := range ps {
+		p := &ps[i]
+		if !p.claim || p.done {
+			continue
+		}
+		lim, st, wait := c.local.claimAuto(p.id, cost, *now, c.cfg.LeaseTTL)
+		if st == autoWait && !asking && c.waitAsk(ctx, wait, p.rule.Timeout.D()) {
+			waited, *now = true, c.now()
+			lim, st, _ = c.local.claimAuto(p.id, cost, *now, c.cfg.LeaseTTL)
+		}
+		switch st {
+		case autoSpent:
+			p.auto = false
+			c.leased(p, lim)
+		case autoClaimed:
+			p.asking, asking = true, true
+		case autoWait:
+			p.auto = false // ask for cost only
+		}
+	}
+	return asking, waited
+}
+
+// waitAsk waits for another check's ask for an automatic lease to be
+// answered, at most timeout (the rules' default when 0); false if it was
+// not.
+func (c *Client) waitAsk(ctx context.Context, done <-chan struct{}, timeout time.Duration) bool {
+	if timeout <= 0 {
+		timeout = rules.DefaultTimeout
+	}
+	t := c.timer(timeout)
+	defer c.stopTimer(t)
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // ask sends the undecided rules to the cluster and fills in their answers,
@@ -192,9 +280,13 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 			}
 			n := cost
 			if p.grab {
-				n = p.rule.Lease
+				n = p.rule.Lease.Fixed()
 			}
-			cl.add(p.key, p.rule.ID, n, g, rs.version)
+			var gw uint64
+			if p.auto {
+				gw = c.gatewayHash
+			}
+			cl.add(p.key, p.rule.ID, n, g, rs.version, gw)
 			where = append(where, i)
 			timeout = max(timeout, p.rule.Timeout.D())
 		}
@@ -344,8 +436,13 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 		c.local.block(p.id, p.lim, cost, now)
 		return
 	}
-	if p.grab && p.rule.Lease > cost {
-		c.local.addLease(p.id, p.rule.Lease-cost, p.lim, now.Add(c.cfg.LeaseTTL))
+	if p.grab && p.rule.Lease.Fixed() > cost {
+		c.local.addLease(p.id, p.rule.Lease.Fixed()-cost, p.lim, now.Add(c.cfg.LeaseTTL))
+	}
+	if g := x.GetLeaseGranted(); g > 0 && p.auto {
+		c.local.addLease(p.id, g, p.lim, now.Add(c.cfg.LeaseTTL))
+		c.stats.autoLeases.Add(1)
+		c.stats.autoLeaseTokens.Add(uint64(g))
 	}
 }
 

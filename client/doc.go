@@ -122,6 +122,14 @@
 // rate×T)| ≤ N × gateways. When an owner fails over and loses its last
 // decrements, leases add at most N × gateways to the failover bound.
 //
+// For a rule with lease auto (the default) the owner decides: the client
+// names itself on the rule's items (CheckItem.lease_gateway, a hash of
+// GatewayID) and keeps the tokens an owner grants (CheckResult.
+// lease_granted) exactly as a fixed lease's, asking for one grant of a key
+// at a time (lease.asking). Owners grant only for keys they see hot from
+// several gateways, at most max(1, burst/8) tokens a gateway
+// (docs/design.md, leases). Lease off never leases.
+//
 // # HTTP
 //
 // Middleware sets RateLimit-Policy / RateLimit (draft-ietf-httpapi-

@@ -45,7 +45,9 @@ type blockedEntry struct {
 type lease struct {
 	tokens  int64
 	expires time.Time
-	lim     Limit // the owner's answer when the lease was taken
+	lim     Limit         // the owner's answer when the lease was taken
+	asking  time.Time     // automatic leases: a check asks the owner for one until then (or until endAsk)
+	askDone chan struct{} // closed by endAsk; checks of the key that find an ask in flight wait on it
 }
 
 func (l *localState) init() {
@@ -104,17 +106,76 @@ func (l *localState) blockedDecision(ps []pending, cost int64, now time.Time) (D
 
 // takeLease spends cost local lease tokens for id, if it holds that many.
 func (l *localState) takeLease(id ruleKey, cost int64, now time.Time) (Limit, bool) {
+	lim, ok, _ := l.spend(id, cost, now)
+	return lim, ok
+}
+
+// spend is takeLease that also says whether this gateway holds a lease
+// entry for id at all (held: a key it was granted leases of).
+func (l *localState) spend(id ruleKey, cost int64, now time.Time) (lim Limit, ok, held bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
 	ls := l.leases[id]
 	if ls == nil || ls.tokens < cost || !now.Before(ls.expires) {
-		return Limit{}, false
+		return Limit{}, false, ls != nil
 	}
 	ls.tokens -= cost
-	lim := ls.lim
+	lim = ls.lim
 	lim.Allowed, lim.Leased = true, true
 	lim.Remaining = ls.lim.Remaining + ls.tokens
-	return lim, true
+	return lim, true, true
+}
+
+// What claimAuto found.
+type autoState uint8
+
+const (
+	autoCold    autoState = iota // no lease of the key: the check may be granted one
+	autoSpent                    // served from a lease (one arrived meanwhile)
+	autoClaimed                  // the check is the one asking for a grant: endAsk when answered
+	autoWait                     // another check is asking: wait on the channel
+)
+
+// claimAuto, for a rule with lease: auto whose check no lease served,
+// spends from a lease that arrived meanwhile, or claims the key's one ask
+// for a grant (a gateway holds one grant at a time), or returns the
+// channel closed when the check that holds it has its answer. A key this
+// gateway holds no lease for is cold here: the owner leases only hot keys,
+// so every check of it may ask.
+func (l *localState) claimAuto(id ruleKey, cost int64, now time.Time, hold time.Duration) (Limit, autoState, <-chan struct{}) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	ls := l.leases[id]
+	switch {
+	case ls == nil:
+		return Limit{}, autoCold, nil
+	case ls.tokens >= cost && now.Before(ls.expires):
+		ls.tokens -= cost
+		lim := ls.lim
+		lim.Allowed, lim.Leased = true, true
+		lim.Remaining = ls.lim.Remaining + ls.tokens
+		return lim, autoSpent, nil
+	case now.Before(ls.asking):
+		if ls.askDone == nil { // made by the first waiter only
+			ls.askDone = make(chan struct{})
+		}
+		return Limit{}, autoWait, ls.askDone
+	}
+	ls.asking = now.Add(hold) // a bound should endAsk be missed
+	return Limit{}, autoClaimed, nil
+}
+
+// endAsk ends the ask claimAuto claimed and wakes the checks waiting on
+// it.
+func (l *localState) endAsk(id ruleKey) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if ls := l.leases[id]; ls != nil {
+		if ls.askDone != nil {
+			close(ls.askDone)
+		}
+		ls.asking, ls.askDone = time.Time{}, nil
+	}
 }
 
 // returnLease gives back the cost tokens taken by takeLease for a request
@@ -137,7 +198,11 @@ func (l *localState) addLease(id ruleKey, tokens int64, lim Limit, expires time.
 		ls.expires, ls.lim = expires, lim
 		return
 	}
-	l.leases[id] = &lease{tokens: tokens, expires: expires, lim: lim}
+	nl := &lease{tokens: tokens, expires: expires, lim: lim}
+	if ls := l.leases[id]; ls != nil { // keep an ask in flight and its waiters
+		nl.asking, nl.askDone = ls.asking, ls.askDone
+	}
+	l.leases[id] = nl
 }
 
 // leaseJanitor gives back expired leases and drops stale local entries.
@@ -169,6 +234,9 @@ func (c *Client) refundLeases(ctx context.Context, all bool) {
 			continue
 		}
 		delete(c.local.leases, id)
+		if ls.askDone != nil { // its asker's endAsk finds no entry
+			close(ls.askDone)
+		}
 		if ls.tokens > 0 {
 			a := c.route(id.key)
 			byAddr[a] = append(byAddr[a], &weirv1.CheckItem{Key: id.key, Rule: id.rule, Cost: ls.tokens, Refund: true})

@@ -14,6 +14,7 @@ type stats struct {
 	breakerRejects, breakerOpens      atomic.Uint64
 	fallbacks, leaseHits, blockedHits atomic.Uint64
 	leaseRefunds, untilRules          atomic.Uint64
+	autoLeases, autoLeaseTokens       atomic.Uint64
 }
 
 // Stats is a snapshot of the client's counters.
@@ -28,6 +29,10 @@ type Stats struct {
 	BlockedHits    uint64 // decisions denied by the blocked-until cache
 	LeaseRefunds   uint64 // lease tokens given back to owners
 	UntilRules     uint64 // decisions allowed or denied by Config.UntilRules, for want of rules
+	// AutoLeases counts automatic leases the owners granted this gateway
+	// (rules with lease: auto) and AutoLeaseTokens the tokens in them.
+	AutoLeases      uint64
+	AutoLeaseTokens uint64
 }
 
 // Stats returns the current counters.
@@ -38,6 +43,7 @@ func (c *Client) Stats() Stats {
 		BreakerRejects: s.breakerRejects.Load(), BreakerOpens: s.breakerOpens.Load(),
 		Fallbacks: s.fallbacks.Load(), LeaseHits: s.leaseHits.Load(), BlockedHits: s.blockedHits.Load(),
 		LeaseRefunds: s.leaseRefunds.Load(), UntilRules: s.untilRules.Load(),
+		AutoLeases: s.autoLeases.Load(), AutoLeaseTokens: s.autoLeaseTokens.Load(),
 	}
 }
 
@@ -78,6 +84,7 @@ func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
 		counter("weir_client_lease_hits_total", "Rule decisions served from a local lease.", &c.stats.leaseHits),
 		counter("weir_client_blocked_hits_total", "Decisions denied by the blocked-until cache.", &c.stats.blockedHits),
 		counter("weir_client_lease_refunds_total", "Lease tokens given back to owners.", &c.stats.leaseRefunds),
+		counter("weir_client_auto_leases_total", "Automatic leases granted by owners (rules with lease: auto).", &c.stats.autoLeases),
 	}
 	for i, col := range m.cs {
 		if err := reg.Register(col); err != nil {

@@ -118,7 +118,7 @@ func TestStreamUnimplementedFallsBackToUnary(t *testing.T) {
 	s0 := gw.Stats()
 	for i := range 2 {
 		cl := gw.newCall()
-		cl.add("apikey:ak_u", "exact", 1, 0, 0)
+		cl.add("apikey:ak_u", "exact", 1, 0, 0, 0)
 		cl.deadline, cl.timeout = gw.now().Add(10*time.Second), 10*time.Second
 		if err := nc.enqueue(cl); err != nil {
 			t.Fatal(err)

@@ -45,6 +45,11 @@ type Item struct {
 	// descriptor's limit override. Only nodes set it; the Limiter API
 	// drops it from callers.
 	Override *Override
+	// LeaseGateway is set by a gateway SDK on an item of a rule with
+	// lease: auto when it can hold an automatic lease of the key now: a
+	// non-zero hash of its gateway id. Only such items are granted one
+	// (Result.LeaseGranted).
+	LeaseGateway uint64
 }
 
 // Override is a per-check limit (Item.Override): Rate tokens per Period,
@@ -86,6 +91,10 @@ type Result struct {
 	// RuleVersion is the rules version (Raft index) of the rule set that
 	// decided the item (0: none did, e.g. an unknown rule).
 	RuleVersion uint64
+	// LeaseGranted is an automatic lease: tokens the owner took beyond
+	// Cost for the gateway named by Item.LeaseGateway to spend locally
+	// (and give back unspent). 0: none.
+	LeaseGranted int64
 }
 
 // ErrorCode says why an item could not be decided.
@@ -144,4 +153,14 @@ func FromMillis(ms int64) time.Duration {
 		return Never
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// AutoLeaseSize is the most tokens an owner grants one gateway at a time
+// as an automatic lease (rules with lease: auto) of a hot key whose
+// bucket holds capacity tokens, with gateways (counted at least 2)
+// asking for it: a quarter of the capacity shared among them, at least 1.
+// So about a quarter of the bucket is leased out at once, and each
+// gateway holds at most max(1, capacity/8) (docs/design.md, leases).
+func AutoLeaseSize(capacity int64, gateways int) int64 {
+	return max(1, capacity/(4*int64(max(2, gateways))))
 }

@@ -28,6 +28,7 @@ type ovKey struct{ rule, key string }
 
 type compiledRule struct {
 	rule   rules.Rule
+	auto   bool // lease: auto, and a rule the owner may lease (autoLeasable)
 	limit  bucket.Limit
 	window time.Duration // rule.Period, in whole milliseconds as the wire reports it
 	cap    *shard.KeyCap // the rule's key cap, shared by its shard items
@@ -53,7 +54,7 @@ func (n *Node) rules() *ruleView {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
 			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond),
-				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}}
+				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}, auto: autoLeasable(&r)}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -61,6 +62,13 @@ func (n *Node) rules() *ruleView {
 	}
 	n.rview.Store(v)
 	return v
+}
+
+// autoLeasable reports whether the owner may lease r's hot keys on its
+// own: lease auto, and not a shadow rule (never blocks), a global-scope
+// rule (its quota is shared with other regions) or an unlimited one.
+func autoLeasable(r *rules.Rule) bool {
+	return r.Lease == rules.LeaseAuto && !r.Shadow && !r.Global() && !r.Unlimited
 }
 
 // effective resolves a rule's limit for key at now, honouring an active
@@ -214,14 +222,21 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		if cr.rule.Shadow {
 			group = 0 // shadow rules never block their group
 		}
+		auto := cr.auto && it.Override == nil
+		var gw uint64
+		if auto {
+			gw = it.LeaseGateway
+		}
 		sc.local = append(sc.local, shard.Item{
 			ID:        counterID(it.Rule, it.Key),
 			Partition: p,
 			Limit:     n.regionLimit(cr, it.Key, lim),
 			Cost:      it.Cost,
 			Refund:    it.Refund,
+			Auto:      auto,
 			Group:     group,
 			Cap:       cr.cap,
+			Gateway:   gw,
 		})
 		sc.idx = append(sc.idx, i)
 	}
@@ -458,6 +473,7 @@ func fillResult(r *limit.Result, b shard.Result) {
 	r.Reset = b.ResetAfter
 	r.RetryAfter = b.RetryAfter
 	r.Voided = b.Voided
+	r.LeaseGranted = b.Granted
 }
 
 // settleGroups enforces all-or-nothing across keys and nodes (the group
@@ -491,9 +507,10 @@ func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit
 		}
 		if res[i].Allowed {
 			res[i].Allowed, res[i].Voided = false, true
-			if it.Cost > 0 {
-				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Cost: it.Cost, Refund: true})
+			if c := it.Cost + res[i].LeaseGranted; c > 0 { // with an automatic lease's tokens
+				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Cost: c, Refund: true})
 			}
+			res[i].LeaseGranted = 0
 		}
 	}
 	if len(refunds) > 0 {

@@ -97,6 +97,12 @@ type Config struct {
 	// tracked: its check is answered unavailable, so the rule's fail mode
 	// applies (docs/design.md, key floods).
 	MaxKeys int64
+	// AutoLeaseRate is the demand (tokens asked per second) at which the
+	// owner starts leasing a key of a rule with lease: auto, when
+	// AutoLeaseGateways gateways or more ask for it (0: 100 and 2; see
+	// docs/design.md, leases). It stops below half the rate.
+	AutoLeaseRate     int64
+	AutoLeaseGateways int
 	// HeaderStyle picks the rate-limit fields the Envoy rate limit service
 	// and /v1/forward-auth answer (headers.Parse; empty: headers.Default).
 	HeaderStyle headers.Style
@@ -230,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("%w: max keys must be >= 0", ErrConfig)
+	}
+	if c.AutoLeaseRate < 0 || c.AutoLeaseGateways < 0 || c.AutoLeaseGateways > 64 {
+		return fmt.Errorf("%w: auto lease rate must be >= 0 and gateways in [0, 64]", ErrConfig)
 	}
 	if _, err := headers.Parse(string(c.HeaderStyle)); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)

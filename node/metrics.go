@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -136,6 +137,12 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 			func() float64 { return float64(n.handoff.Stats().Resynced) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_forward_destinations", Help: "Members this node keeps forwarders (coalescing senders and streams) to."},
 			func() float64 { return float64(n.forwarders()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_auto_lease_hot_keys", Help: "Keys of rules with lease: auto this node leases to gateways now (as of the last sweep)."},
+			func() float64 { st, _ := n.engine.Stats(context.Background()); return float64(st.HotKeys) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_auto_leases_total", Help: "Automatic leases granted to gateways (rules with lease: auto)."},
+			func() float64 { st, _ := n.engine.Stats(context.Background()); return float64(st.AutoLeases) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_auto_lease_tokens_total", Help: "Tokens taken from buckets for automatic leases."},
+			func() float64 { st, _ := n.engine.Stats(context.Background()); return float64(st.AutoLeaseTokens) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replica_counters", Help: "Replica copies held for other owners."},
 			func() float64 { return float64(n.replicas.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_raft_leader", Help: "1 when this node is the Raft leader."},

@@ -198,6 +198,7 @@ func New(cfg Config) (*Node, error) {
 	sc := shard.DefaultConfig()
 	sc.Shards = cfg.Shards
 	sc.MaxKeys = cfg.MaxKeys
+	sc.AutoLeaseRate, sc.AutoLeaseGateways = cfg.AutoLeaseRate, cfg.AutoLeaseGateways
 	sc.Now = cfg.Now
 	sc.OnChange = func(states []replication.State) { n.repl.Enqueue(states) }
 	n.engine, err = shard.New(sc)

@@ -90,7 +90,7 @@ func formatRules(w io.Writer, version uint64, rs []rules.Rule) error {
 		if r.Match.Domain != "" { // a descriptor rule: "domain:key=value,key"
 			route = r.Match.Domain + ":" + rules.FormatEntries(r.Match.Descriptor)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
 			r.ID, orDash(route), orDash(r.Match.Method), r.Match.Plan, orDash(r.Key), r.Algorithm,
 			rateString(r.Rate, r.Period), r.Burst, r.FailMode, shortDuration(r.Timeout.D()), yesNo(r.Shadow), r.Lease)
 	}
@@ -115,7 +115,7 @@ func formatRule(w io.Writer, version uint64, r rules.Rule) error {
 		{"fail_mode", r.FailMode},
 		{"timeout", shortDuration(r.Timeout.D())},
 		{"shadow", strconv.FormatBool(r.Shadow)},
-		{"lease", strconv.FormatInt(r.Lease, 10)},
+		{"lease", r.Lease.String()},
 	}
 	if r.Match.Domain != "" { // a descriptor rule (Envoy's rate limit service)
 		rows = append(rows, [][2]string{

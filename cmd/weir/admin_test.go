@@ -301,7 +301,7 @@ func TestFormatRules(t *testing.T) {
 	}
 	want := `rules version 12: 2 rules
 ID            ROUTE         METHOD  PLAN  KEY              ALGORITHM       RATE    BURST  FAIL    TIMEOUT  SHADOW  LEASE
-orders.write  /v1/orders    POST    *     apikey           token_bucket    10/1s   20     open    5ms      no      0
+orders.write  /v1/orders    POST    *     apikey           token_bucket    10/1s   20     open    5ms      no      auto
 search        /v1/search/*  *       free  header:X-Tenant  sliding_window  600/1h  600    closed  5ms      yes     5
 `
 	if b.String() != want {
@@ -332,7 +332,7 @@ burst:          5
 fail_mode:      open
 timeout:        5ms
 shadow:         false
-lease:          0
+lease:          auto
 rules version:  4
 `
 	if b.String() != want {

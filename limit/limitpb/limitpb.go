@@ -22,7 +22,7 @@ func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 			dst[i] = limit.Item{}
 			continue
 		}
-		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops}
+		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway}
 		if p.OverrideRate > 0 {
 			dst[i].Override = &limit.Override{Rate: p.OverrideRate, Period: time.Duration(p.OverridePeriodMs) * time.Millisecond, Burst: p.OverrideBurst}
 		}
@@ -79,6 +79,7 @@ func (bp *BatchPool) Put(b *Batch) {
 func ItemToProto(dst *weirv1.CheckItem, it *limit.Item) {
 	dst.Key, dst.Rule, dst.Cost, dst.RuleVersion = it.Key, it.Rule, it.Cost, it.RuleVersion
 	dst.Group, dst.Refund, dst.Hops = it.Group, it.Refund, it.Hops
+	dst.LeaseGateway = it.LeaseGateway
 	dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = 0, 0, 0
 	if o := it.Override; o != nil {
 		dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = o.Rate, o.Period.Milliseconds(), o.Burst
@@ -133,7 +134,7 @@ func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {
 	dst.ResetMs, dst.RetryAfterMs, dst.WindowMs = limit.Millis(r.Reset), limit.Millis(r.RetryAfter), limit.Millis(r.Window)
 	dst.ErrorCode, dst.Error = CodeToProto(r.Code), r.Err
 	dst.Shadow, dst.Voided = r.Shadow, r.Voided
-	dst.RuleVersion = r.RuleVersion
+	dst.RuleVersion, dst.LeaseGranted = r.RuleVersion, r.LeaseGranted
 }
 
 // ResultsFromProto converts wire results into one slice of values; a nil
@@ -155,6 +156,7 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 		Reset: limit.FromMillis(p.GetResetMs()), RetryAfter: limit.FromMillis(p.GetRetryAfterMs()), Window: limit.FromMillis(p.GetWindowMs()),
 		Code: CodeFromProto(p.GetErrorCode()), Err: p.GetError(),
 		Shadow: p.GetShadow(), Voided: p.GetVoided(), RuleVersion: p.GetRuleVersion(),
+		LeaseGranted: p.GetLeaseGranted(),
 	}
 }
 

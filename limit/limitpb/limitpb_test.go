@@ -12,7 +12,7 @@ import (
 
 // Every field survives proto and back; nil wire entries become zero values.
 func TestRoundTrip(t *testing.T) {
-	it := limit.Item{Key: "apikey:a", Rule: "r", Cost: 3, RuleVersion: 9, Group: 2, Refund: true, Hops: 1}
+	it := limit.Item{Key: "apikey:a", Rule: "r", Cost: 3, RuleVersion: 9, Group: 2, Refund: true, Hops: 1, LeaseGateway: 77}
 	var p weirv1.CheckItem
 	ItemToProto(&p, &it)
 	var bp BatchPool
@@ -31,7 +31,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("a reused CheckItem kept an override")
 	}
 	r := limit.Result{Allowed: false, Remaining: 4, Limit: 10, Reset: 2 * time.Second, RetryAfter: limit.Never,
-		Window: time.Minute, Code: limit.CodeUnknownRule, Err: "unknown rule", Shadow: true, Voided: true}
+		Window: time.Minute, Code: limit.CodeUnknownRule, Err: "unknown rule", Shadow: true, Voided: true, LeaseGranted: 6}
 	got := ResultsFromProto(append(ResultsToProto([]limit.Result{r}), nil))
 	if got[0] != r || got[1] != (limit.Result{}) {
 		t.Fatalf("results: %+v, want %+v and a zero result", got, r)

@@ -109,6 +109,16 @@ func TestHTTPRulesLifecycle(t *testing.T) {
 	}
 	v3 := wv.Version
 
+	// A bad lease over JSON is refused and changes nothing.
+	put["lease"] = "sometimes"
+	if r = n.do(t, "PUT", "/v1/rules/users.read", put); r.code != 400 || !strings.Contains(string(r.body), "want auto, off or a count") {
+		t.Fatalf("put bad lease: %d %s", r.code, r.body)
+	}
+	if n.store.Current().Version != v3 {
+		t.Fatal("a bad lease changed the rules")
+	}
+	delete(put, "lease")
+
 	// Dry run of a change shows the field diff.
 	r = n.do(t, "POST", "/v1/rules:apply?dry_run=true", strings.Replace(rulesYAML, "rate: 10", "rate: 20", 1))
 	r.json(t, &ap)

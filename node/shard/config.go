@@ -57,6 +57,19 @@ type Config struct {
 	MaxKeys int64
 	// ReleaseEvery is the least time between two such returns. Default 10s.
 	ReleaseEvery time.Duration
+	// AutoLeaseRate is the demand, in tokens taken per second, at which a
+	// counter of a rule with lease: auto becomes hot (when AutoLeaseGateways
+	// gateways ask for it); it cools below half that. Default 100.
+	AutoLeaseRate int64
+	// AutoLeaseGateways is how many distinct gateways must ask for a key
+	// within about one AutoLeaseHorizon for it to become hot. Default 2.
+	AutoLeaseGateways int
+	// AutoLeaseHorizon is the time constant of a key's rate estimate.
+	// Default 1s.
+	AutoLeaseHorizon time.Duration
+	// AutoLeaseKeys bounds the keys each shard keeps a rate estimate for.
+	// Default 4096.
+	AutoLeaseKeys int
 }
 
 // DefaultConfig returns the defaults described on Config.
@@ -74,6 +87,11 @@ func DefaultConfig() Config {
 		MaxKeys:      1_000_000,
 		ReleaseBytes: 64 << 20,
 		ReleaseEvery: 10 * time.Second,
+
+		AutoLeaseRate:     100,
+		AutoLeaseGateways: 2,
+		AutoLeaseHorizon:  time.Second,
+		AutoLeaseKeys:     4096,
 	}
 }
 
@@ -93,6 +111,10 @@ func (c Config) withDefaults() Config {
 	c.MaxKeys = cmp.Or(c.MaxKeys, d.MaxKeys)
 	c.ReleaseBytes = cmp.Or(c.ReleaseBytes, d.ReleaseBytes)
 	c.ReleaseEvery = cmp.Or(c.ReleaseEvery, d.ReleaseEvery)
+	c.AutoLeaseRate = cmp.Or(c.AutoLeaseRate, d.AutoLeaseRate)
+	c.AutoLeaseGateways = cmp.Or(c.AutoLeaseGateways, d.AutoLeaseGateways)
+	c.AutoLeaseHorizon = cmp.Or(c.AutoLeaseHorizon, d.AutoLeaseHorizon)
+	c.AutoLeaseKeys = cmp.Or(c.AutoLeaseKeys, d.AutoLeaseKeys)
 	return c
 }
 
@@ -121,6 +143,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReleaseBytes %d < 0", ErrInvalidConfig, c.ReleaseBytes)
 	case c.ReleaseEvery <= 0:
 		return fmt.Errorf("%w: ReleaseEvery %v <= 0", ErrInvalidConfig, c.ReleaseEvery)
+	case c.AutoLeaseRate < 1:
+		return fmt.Errorf("%w: AutoLeaseRate %d < 1", ErrInvalidConfig, c.AutoLeaseRate)
+	case c.AutoLeaseGateways < 1 || c.AutoLeaseGateways > 64:
+		return fmt.Errorf("%w: AutoLeaseGateways %d not in [1, 64]", ErrInvalidConfig, c.AutoLeaseGateways)
+	case c.AutoLeaseHorizon <= 0:
+		return fmt.Errorf("%w: AutoLeaseHorizon %v <= 0", ErrInvalidConfig, c.AutoLeaseHorizon)
+	case c.AutoLeaseKeys < 1:
+		return fmt.Errorf("%w: AutoLeaseKeys %d < 1", ErrInvalidConfig, c.AutoLeaseKeys)
 	}
 	return nil
 }

@@ -66,6 +66,18 @@
 // the count falls as counters idle out. Imported counters carry no rule
 // until their first decision, which counts them (possibly past the cap).
 //
+// # Automatic leases
+//
+// Items of rules with lease: auto (Item.Auto) feed a per-shard rate
+// estimate of up to AutoLeaseKeys counters (hotKeys, owned by the shard
+// goroutine like the tables). While a counter is hot (AutoLeaseRate tokens
+// a second from AutoLeaseGateways gateways or more; cool below half), an
+// allowed item naming its gateway (Item.Gateway) is granted up to
+// limit.AutoLeaseSize tokens more, taken from the counter right after the
+// item's own decision (Result.Granted; replicated like any change), and a
+// denied one is told to retry when a whole grant could be taken. See
+// autolease.go.
+//
 // # Storage
 //
 // Per shard: map partition → part. A part holds a linear-probing table of

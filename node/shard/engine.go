@@ -16,12 +16,19 @@ type Item struct {
 	Partition uint32       // ring partition of the key (all rules for one key share it)
 	Limit     bucket.Limit // effective limit (rule or override), resolved by the caller
 	Cost      int64
-	Refund    bool   // give Cost back instead of taking it
-	Group     uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
+	Refund    bool // give Cost back instead of taking it
+	// Auto marks a counter of a rule with lease: auto: the shard keeps a
+	// rate estimate for it and may grant Gateway an automatic lease
+	// (Result.Granted). See autolease.go.
+	Auto  bool
+	Group uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 	// Cap names the counter's rule for the per-rule key cap; nil leaves
 	// the counter uncounted and uncapped. (A pointer, shared by every item
-	// of the rule, keeps Item at 72 bytes: items are copied per check.)
+	// of the rule, keeps Item at 80 bytes: items are copied per check.)
 	Cap *KeyCap
+	// Gateway names the gateway asking (a non-zero hash) when it can hold
+	// an automatic lease of the counter now; 0: no lease may be granted.
+	Gateway uint64
 }
 
 // KeyCap is a rule's key cap: the most live counters of Rule this engine
@@ -44,6 +51,9 @@ type Result struct {
 	// key cap (Item.Cap): Allowed is false, nothing was taken or
 	// stored. Existing counters of the rule are decided as usual.
 	KeyCap bool
+	// Granted is an automatic lease: tokens taken beyond Cost for the
+	// item's Gateway (Remaining already counts them as taken).
+	Granted int64
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without
@@ -58,6 +68,10 @@ type Stats struct {
 	// Releases counts returns of freed memory to the OS
 	// (Config.ReleaseBytes).
 	Releases uint64
+	// AutoLeases counts automatic lease grants and AutoLeaseTokens the
+	// tokens they took; HotKeys is the keys currently leased automatically.
+	AutoLeases, AutoLeaseTokens uint64
+	HotKeys                     int
 }
 
 // Engine is the in-memory decision engine: Shards goroutines, each the sole
@@ -380,6 +394,9 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		st.Batches += s.batches.Load()
 		st.Items += s.items.Load()
 		st.KeyCapHits += s.capHits.Load()
+		st.AutoLeases += s.grants.Load()
+		st.AutoLeaseTokens += s.grantTokens.Load()
+		st.HotKeys += int(s.hotKeys.Load())
 	}
 	return st, nil
 }

@@ -84,6 +84,10 @@ func TestConfig(t *testing.T) {
 		"release":   func(c *shard.Config) { c.ReleaseBytes = -1 },
 		"releaseTo": func(c *shard.Config) { c.ReleaseEvery = -1 },
 		"maxKeys":   func(c *shard.Config) { c.MaxKeys = -1 },
+		"autoRate":  func(c *shard.Config) { c.AutoLeaseRate = -1 },
+		"autoGws":   func(c *shard.Config) { c.AutoLeaseGateways = 65 },
+		"autoHoriz": func(c *shard.Config) { c.AutoLeaseHorizon = -time.Second },
+		"autoKeys":  func(c *shard.Config) { c.AutoLeaseKeys = -1 },
 	} {
 		c := shard.DefaultConfig()
 		mod(&c)

@@ -100,12 +100,16 @@ type shard struct {
 	steps     int // sweep steps still due before the next tick
 	tags      ruleTags
 	passSlots int64 // slots and logs the tables had when the current pass began
+	hot       hotKeys
 
 	// Written by the shard goroutine, read by Stats.
-	keys    atomic.Int64
-	batches atomic.Uint64
-	items   atomic.Uint64
-	capHits atomic.Uint64
+	keys        atomic.Int64
+	batches     atomic.Uint64
+	items       atomic.Uint64
+	capHits     atomic.Uint64
+	grants      atomic.Uint64
+	grantTokens atomic.Uint64
+	hotKeys     atomic.Int64
 }
 
 func newShard(cfg *Config) *shard {
@@ -122,6 +126,7 @@ func newShard(cfg *Config) *shard {
 		nShards:     int64(cfg.Shards),
 		parts:       make(map[uint32]*part),
 		emptyLog:    make([]int64, 0),
+		hot:         newHotKeys(cfg),
 	}
 }
 
@@ -185,6 +190,8 @@ func (s *shard) tick() {
 		now += int64(len(p.t.slots) + len(p.logs))
 	}
 	slots = max(slots, now)
+	s.hot.sweep(s.now())
+	s.hotKeys.Store(int64(s.hot.leasing))
 	ticks := max(1, int64(s.sweepPass/s.sweepEvery))
 	s.steps = int((slots/int64(s.sweepBudget) + ticks - 1) / ticks) // beyond this one
 	s.sweepStep()
@@ -400,6 +407,15 @@ func (s *shard) check(items []Item, out []Result, now int64) {
 		}
 		if !seen[i] {
 			s.group(items, out, seen, i, now)
+		}
+	}
+	for i := range items {
+		switch it := &items[i]; {
+		case !it.Auto:
+		case it.Refund:
+			s.hot.taken(it.ID, -it.Cost, now) // unspent lease tokens
+		default:
+			s.autoLease(it, &out[i], now)
 		}
 	}
 }

@@ -110,8 +110,14 @@ type CheckItem struct {
 	OverrideRate     int64 `protobuf:"varint,8,opt,name=override_rate,json=overrideRate,proto3" json:"override_rate,omitempty"`
 	OverridePeriodMs int64 `protobuf:"varint,9,opt,name=override_period_ms,json=overridePeriodMs,proto3" json:"override_period_ms,omitempty"`
 	OverrideBurst    int64 `protobuf:"varint,10,opt,name=override_burst,json=overrideBurst,proto3" json:"override_burst,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set by a gateway SDK on an item of a rule with lease: auto when it can
+	// hold an automatic lease of this key now (it has no ask for one in
+	// flight): its identity, a non-zero hash of its gateway id. The owner
+	// counts the distinct gateways asking for a hot key and grants leases
+	// (CheckResult.lease_granted) only to items that carry it.
+	LeaseGateway  uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckItem) Reset() {
@@ -214,6 +220,13 @@ func (x *CheckItem) GetOverrideBurst() int64 {
 	return 0
 }
 
+func (x *CheckItem) GetLeaseGateway() uint64 {
+	if x != nil {
+		return x.LeaseGateway
+	}
+	return 0
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*CheckItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -288,7 +301,11 @@ type CheckResult struct {
 	Voided bool `protobuf:"varint,10,opt,name=voided,proto3" json:"voided,omitempty"`
 	// The rules version (Raft index) of the rule set that decided the item
 	// (0: not decided by a rule, e.g. an unknown rule).
-	RuleVersion   uint64 `protobuf:"varint,11,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	RuleVersion uint64 `protobuf:"varint,11,opt,name=rule_version,json=ruleVersion,proto3" json:"rule_version,omitempty"`
+	// An automatic lease (rules with lease: auto): tokens the owner took
+	// beyond the item's cost, for the gateway that set lease_gateway to spend
+	// locally within its lease time and give back unspent. 0: none.
+	LeaseGranted  int64 `protobuf:"varint,12,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +413,13 @@ func (x *CheckResult) GetVoided() bool {
 func (x *CheckResult) GetRuleVersion() uint64 {
 	if x != nil {
 		return x.RuleVersion
+	}
+	return 0
+}
+
+func (x *CheckResult) GetLeaseGranted() int64 {
+	if x != nil {
+		return x.LeaseGranted
 	}
 	return 0
 }
@@ -873,7 +897,10 @@ type Rule struct {
 	// request it applies to.
 	Replaces []string `protobuf:"bytes,17,rep,name=replaces,proto3" json:"replaces,omitempty"`
 	// A descriptor rule that limits nothing (rate and period 0).
-	Unlimited     bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	Unlimited bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
+	// "off" (exact: never leased) or "" / "auto" (the owner leases hot keys
+	// on its own) when lease is 0; ignored when lease (a fixed count) is set.
+	LeaseMode     string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1032,6 +1059,13 @@ func (x *Rule) GetUnlimited() bool {
 		return x.Unlimited
 	}
 	return false
+}
+
+func (x *Rule) GetLeaseMode() string {
+	if x != nil {
+		return x.LeaseMode
+	}
+	return ""
 }
 
 type EventsOption struct {
@@ -3583,7 +3617,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xa4\x02\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xc9\x02\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3595,9 +3629,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\roverride_rate\x18\b \x01(\x03R\foverrideRate\x12,\n" +
 	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
 	"\x0eoverride_burst\x18\n" +
-	" \x01(\x03R\roverrideBurst\"8\n" +
+	" \x01(\x03R\roverrideBurst\x12#\n" +
+	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd5\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xfa\x02\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -3611,7 +3646,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\twindow_ms\x18\t \x01(\x03R\bwindowMs\x12\x16\n" +
 	"\x06voided\x18\n" +
 	" \x01(\bR\x06voided\x12!\n" +
-	"\frule_version\x18\v \x01(\x04R\vruleVersion\"?\n" +
+	"\frule_version\x18\v \x01(\x04R\vruleVersion\x12#\n" +
+	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -3640,7 +3676,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xe2\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x81\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3661,7 +3697,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x05scope\x18\x0f \x01(\tR\x05scope\x12-\n" +
 	"\x06events\x18\x10 \x01(\v2\x15.weir.v1.EventsOptionR\x06events\x12\x1a\n" +
 	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
-	"\tunlimited\x18\x12 \x01(\bR\tunlimited\">\n" +
+	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
+	"\n" +
+	"lease_mode\x18\x13 \x01(\tR\tleaseMode\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +

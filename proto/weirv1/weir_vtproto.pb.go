@@ -50,6 +50,11 @@ func (m *CheckItem) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.LeaseGateway != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LeaseGateway))
+		i--
+		dAtA[i] = 0x58
+	}
 	if m.OverrideBurst != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.OverrideBurst))
 		i--
@@ -186,6 +191,11 @@ func (m *CheckResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.LeaseGranted != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.LeaseGranted))
+		i--
+		dAtA[i] = 0x60
 	}
 	if m.RuleVersion != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.RuleVersion))
@@ -703,6 +713,15 @@ func (m *Rule) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.LeaseMode) > 0 {
+		i -= len(m.LeaseMode)
+		copy(dAtA[i:], m.LeaseMode)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.LeaseMode)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x9a
 	}
 	if m.Unlimited {
 		i--
@@ -3300,6 +3319,9 @@ func (m *CheckItem) SizeVT() (n int) {
 	if m.OverrideBurst != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.OverrideBurst))
 	}
+	if m.LeaseGateway != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LeaseGateway))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -3359,6 +3381,9 @@ func (m *CheckResult) SizeVT() (n int) {
 	}
 	if m.RuleVersion != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.RuleVersion))
+	}
+	if m.LeaseGranted != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.LeaseGranted))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -3595,6 +3620,10 @@ func (m *Rule) SizeVT() (n int) {
 	}
 	if m.Unlimited {
 		n += 3
+	}
+	l = len(m.LeaseMode)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4783,6 +4812,25 @@ func (m *CheckItem) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 11:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseGateway", wireType)
+			}
+			m.LeaseGateway = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseGateway |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -5140,6 +5188,25 @@ func (m *CheckResult) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.RuleVersion |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseGranted", wireType)
+			}
+			m.LeaseGranted = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.LeaseGranted |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -6649,6 +6716,38 @@ func (m *Rule) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Unlimited = bool(v != 0)
+		case 19:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field LeaseMode", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.LeaseMode = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -217,7 +217,7 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 		case "shadow":
 			d.bool(v, name, &r.Shadow)
 		case "lease":
-			d.int(v, name, &r.Lease)
+			d.lease(v, name, &r.Lease)
 		case "max_keys":
 			d.int(v, name, &r.MaxKeys)
 		case "cost":
@@ -269,6 +269,23 @@ func (d fieldDecoder) int(n *yaml.Node, field string, dst *int64) {
 	var v int64
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
 		d.fail(n, field, "must be a whole number, got %s", describe(n))
+		return
+	}
+	*dst = v
+}
+
+func (d fieldDecoder) lease(n *yaml.Node, field string, dst *Lease) {
+	if isNull(n) {
+		return
+	}
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!str") {
+		d.fail(n, field, "%s, got %s", errLeaseValue, describe(n))
+		return
+	}
+	v, err := ParseLease(n.Value)
+	if err != nil || (tag == "!!str" && n.Value == "") {
+		d.fail(n, field, "%s, got %s", errLeaseValue, describe(n))
 		return
 	}
 	*dst = v

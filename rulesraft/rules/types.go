@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,7 +59,12 @@ type Rule struct {
 	FailMode  string   `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
 	Timeout   Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	Shadow    bool     `json:"shadow,omitempty" yaml:"shadow,omitempty"`
-	Lease     int64    `json:"lease,omitempty" yaml:"lease,omitempty"`
+	// Lease says whether gateways may spend this rule's tokens locally
+	// for a hot key: LeaseAuto (the zero value; written "auto" or left
+	// out: the owner leases keys it sees hot from several gateways on its
+	// own), LeaseOff ("off", or 0 as before: every check asks the owner)
+	// or a fixed count N ≥ 1 (a gateway takes N tokens per ask).
+	Lease Lease `json:"lease,omitempty" yaml:"lease,omitempty"`
 	// MaxKeys caps the live keys (counters) of this rule on each node: a
 	// check for a new key beyond it is not tracked and is answered by the
 	// rule's fail mode (see docs/design.md, key floods). 0 means the
@@ -85,6 +91,116 @@ type Rule struct {
 	// it takes precedence over less specific descriptor rules, as
 	// envoyproxy/ratelimit's "unlimited: true". Rate and period are 0.
 	Unlimited bool `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
+}
+
+// Lease is a rule's lease setting: LeaseAuto, LeaseOff, or a fixed count
+// of tokens (≥ 1) a gateway takes per ask and spends locally.
+type Lease int64
+
+// Lease settings other than a fixed count.
+const (
+	// LeaseAuto (the default) lets the owner lease a key on its own while
+	// it sees it hot from several gateways (docs/design.md, leases).
+	LeaseAuto Lease = 0
+	// LeaseOff is exact: every check asks the owner.
+	LeaseOff Lease = -1
+)
+
+// Fixed is the fixed lease count, or 0 for auto and off.
+func (l Lease) Fixed() int64 { return max(0, int64(l)) }
+
+// String is the rules-file form: "auto", "off" or the count.
+func (l Lease) String() string {
+	switch {
+	case l == LeaseAuto:
+		return "auto"
+	case l == LeaseOff:
+		return "off"
+	case l > 0:
+		return strconv.FormatInt(int64(l), 10)
+	}
+	return fmt.Sprintf("invalid(%d)", int64(l))
+}
+
+// errLeaseValue is the problem with a lease that is not auto, off or a
+// count.
+const errLeaseValue = "want auto, off or a count ≥ 1"
+
+// ParseLease reads a lease as written in a rules file or a flag: "auto"
+// (or empty), "off", or a whole number; 0 is read as off, its meaning
+// before auto leases existed.
+func ParseLease(s string) (Lease, error) {
+	switch s {
+	case "", "auto":
+		return LeaseAuto, nil
+	case "off":
+		return LeaseOff, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil || n < 0:
+		return 0, fmt.Errorf("%q: %s", s, errLeaseValue)
+	case n == 0:
+		return LeaseOff, nil
+	}
+	return Lease(n), nil
+}
+
+// MarshalJSON writes a count as a number and auto or off as a string.
+func (l Lease) MarshalJSON() ([]byte, error) {
+	if l > 0 {
+		return strconv.AppendInt(nil, int64(l), 10), nil
+	}
+	return json.Marshal(l.String())
+}
+
+// UnmarshalJSON reads "auto", "off" or a whole number (0: off).
+func (l *Lease) UnmarshalJSON(b []byte) error {
+	var s string
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if s == "" {
+			return fmt.Errorf("lease: \"\": %s", errLeaseValue)
+		}
+	} else {
+		s = string(b)
+		if s == "null" {
+			return nil
+		}
+	}
+	v, err := ParseLease(s)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	*l = v
+	return nil
+}
+
+// MarshalYAML writes a count as a number and auto or off as a string.
+func (l Lease) MarshalYAML() (any, error) {
+	if l > 0 {
+		return int64(l), nil
+	}
+	return l.String(), nil
+}
+
+// UnmarshalYAML reads "auto", "off" or a whole number (0: off).
+func (l *Lease) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return fmt.Errorf("lease: %s", errLeaseValue)
+	}
+	if s == "" {
+		return fmt.Errorf("lease: \"\": %s", errLeaseValue)
+	}
+	v, err := ParseLease(s)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	*l = v
+	return nil
 }
 
 // DefaultEventSample is the fraction of a rule's denials a node keeps as

@@ -170,7 +170,7 @@ func (r Rule) check(ps *problems) {
 		ps.add("match.plan", "%q: must be \"*\" or a plan name (letters, digits, and !#$%%&'*+-.^_`|~; at most %d)", p, MaxIDLen)
 	}
 	if r.Unlimited {
-		if r.Rate != 0 || r.Period != 0 || r.Burst != 0 || r.Lease != 0 {
+		if r.Rate != 0 || r.Period != 0 || r.Burst != 0 || r.Lease > 0 {
 			ps.add("unlimited", "an unlimited rule has no rate, period, burst or lease")
 		}
 		return
@@ -227,12 +227,12 @@ func (r Rule) check(ps *problems) {
 	}
 	windowed := alg == AlgFixedWindow || alg == AlgSlidingWindow || alg == AlgSlidingLog
 	switch {
-	case r.Lease < 0:
-		ps.add("lease", "must be >= 0 (0 means exact)")
-	case r.Lease > 0 && burst > 0 && r.Lease > burst:
-		ps.add("lease", "%d is over the burst (%d): a gateway may not hold more than the bucket", r.Lease, burst)
-	case r.Lease > 0 && windowed && r.Rate > 0 && r.Lease > r.Rate:
-		ps.add("lease", "%d is over the rate (%d), all a %s window holds", r.Lease, r.Rate, alg)
+	case r.Lease < LeaseOff:
+		ps.add("lease", "%s, got %d", errLeaseValue, int64(r.Lease))
+	case r.Lease > 0 && burst > 0 && r.Lease.Fixed() > burst:
+		ps.add("lease", "%d is over the burst (%d): a gateway may not hold more than the bucket", r.Lease.Fixed(), burst)
+	case r.Lease > 0 && windowed && r.Rate > 0 && r.Lease.Fixed() > r.Rate:
+		ps.add("lease", "%d is over the rate (%d), all a %s window holds", r.Lease.Fixed(), r.Rate, alg)
 	}
 
 	if r.MaxKeys < 0 {

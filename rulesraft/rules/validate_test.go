@@ -72,7 +72,7 @@ func TestRuleValidateProblems(t *testing.T) {
 		{"fail mode", func(r *Rule) { r.FailMode = "shut" }, "fail_mode", "must be"},
 		{"timeout negative", func(r *Rule) { r.Timeout = Duration(-time.Millisecond) }, "timeout", "must be >= 0"},
 		{"timeout too long", func(r *Rule) { r.Timeout = Duration(11 * time.Second) }, "timeout", "maximum"},
-		{"lease negative", func(r *Rule) { r.Lease = -1 }, "lease", "must be >= 0"},
+		{"lease below off", func(r *Rule) { r.Lease = -2 }, "lease", "want auto, off or a count ≥ 1"},
 		{"lease over burst", func(r *Rule) { r.Lease = 21 }, "lease", "over the burst (20)"},
 		{"lease over implied burst", func(r *Rule) { r.Burst, r.Lease = 0, 11 }, "lease", "over the burst (10)"},
 		{"lease over window rate", func(r *Rule) { r.Algorithm, r.Lease = AlgFixedWindow, 15 }, "lease", "over the rate (10)"},

@@ -22,7 +22,8 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		FailMode:   r.FailMode,
 		Timeout:    durationString(r.Timeout),
 		Shadow:     r.Shadow,
-		Lease:      r.Lease,
+		Lease:      r.Lease.Fixed(),
+		LeaseMode:  leaseMode(r.Lease),
 		MaxKeys:    r.MaxKeys,
 		Cost:       r.Cost,
 		CostHeader: r.CostHeader,
@@ -31,6 +32,30 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Replaces:   r.Replaces,
 		Unlimited:  r.Unlimited,
 	}
+}
+
+// leaseMode is the wire's lease_mode: "off" for off, "" otherwise (auto,
+// or a fixed count carried in lease).
+func leaseMode(l rules.Lease) string {
+	if l == rules.LeaseOff {
+		return "off"
+	}
+	return ""
+}
+
+// leaseFromProto reads lease (a count) and lease_mode; a mode other than
+// "", "auto" or "off" is kept as an invalid lease for Validate to refuse.
+func leaseFromProto(p *weirv1.Rule) rules.Lease {
+	if n := p.GetLease(); n != 0 {
+		return rules.Lease(n)
+	}
+	switch p.GetLeaseMode() {
+	case "", "auto":
+		return rules.LeaseAuto
+	case "off":
+		return rules.LeaseOff
+	}
+	return rules.LeaseOff - 1
 }
 
 // eventsToProto sends the zero (default) option as absent.
@@ -99,7 +124,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Burst:      p.GetBurst(),
 		FailMode:   p.GetFailMode(),
 		Shadow:     p.GetShadow(),
-		Lease:      p.GetLease(),
+		Lease:      leaseFromProto(p),
 		MaxKeys:    p.GetMaxKeys(),
 		Cost:       p.GetCost(),
 		CostHeader: p.GetCostHeader(),

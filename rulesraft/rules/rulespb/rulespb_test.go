@@ -115,3 +115,29 @@ func TestSetRoundTrip(t *testing.T) {
 		t.Errorf("nil proto set: %v", err)
 	}
 }
+
+// Every lease setting survives the wire (a count in lease, off in
+// lease_mode, auto as neither); an unknown mode reads as a lease Validate
+// refuses.
+func TestLeaseOnTheWire(t *testing.T) {
+	for _, l := range []rules.Lease{rules.LeaseAuto, rules.LeaseOff, 1, 20} {
+		r := rules.Rule{ID: "a", Match: rules.Match{Route: "/"}, Key: "ip", Rate: 100, Period: rules.Duration(time.Second), Lease: l}
+		got, err := RuleFromProto(RuleToProto(r))
+		if err != nil || got.Lease != l {
+			t.Fatalf("lease %v came back as %v (%v)", l, got.Lease, err)
+		}
+	}
+	if p := RuleToProto(rules.Rule{ID: "a", Lease: rules.LeaseOff}); p.Lease != 0 || p.LeaseMode != "off" {
+		t.Fatalf("off on the wire: lease %d mode %q", p.Lease, p.LeaseMode)
+	}
+	if got, _ := RuleFromProto(&weirv1.Rule{Id: "a", LeaseMode: "auto"}); got.Lease != rules.LeaseAuto {
+		t.Fatalf("lease_mode auto: %v", got.Lease)
+	}
+	got, err := RuleFromProto(&weirv1.Rule{Id: "a", Match: &weirv1.Match{Route: "/"}, Key: "ip", Rate: 1, Period: "1s", LeaseMode: "sometimes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rules.Validate([]rules.Rule{got}); err == nil || !strings.Contains(err.Error(), "want auto, off or a count ≥ 1") {
+		t.Fatalf("lease_mode sometimes: Validate = %v", err)
+	}
+}
