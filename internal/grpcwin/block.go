@@ -267,6 +267,8 @@ func decodeCheckItem(data []byte, it *weirv1.CheckItem) bool {
 			it.OverridePeriodMs = int64(f.v)
 		case 10:
 			it.OverrideBurst = int64(f.v)
+		case 11:
+			it.LeaseGateway = f.v
 		default:
 			return false
 		}
