@@ -526,3 +526,21 @@ func toWire(out map[string][]share.Record) []*weirv1.RegionKey {
 	}
 	return ws
 }
+
+// Ledger returns the records this node holds for (rule, key), nil when it
+// does not hold the key (from Run's goroutine; ctx bounds the wait).
+func (a *Agent) Ledger(ctx context.Context, rule, key string) ([]share.Record, error) {
+	ch := make(chan []share.Record, 1)
+	op := func() { ch <- a.table.Records(tableKey(rule, key)) }
+	select {
+	case a.ops <- op:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case rs := <-ch:
+		return rs, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

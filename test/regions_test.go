@@ -357,6 +357,7 @@ func TestRegionsShareOneQuota(t *testing.T) {
 		}
 		if usShare < share.Whole/10 {
 			total := usShare + rs.share("ap", "search", key) + rs.share("eu", "search", key)
+			rs.dumpLedgers("search", key)
 			if total < share.Whole/2 {
 				// Issue 18 (open): under load the regions can lose most of a
 				// key's share (never over-admitting); the lost-region phase
@@ -401,6 +402,25 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	for _, name := range []string{"ap", "eu"} {
 		if a := h.admitted[name].Load(); a < 100 {
 			t.Errorf("scope region: %s admitted %d < its own burst of 100", name, a)
+		}
+	}
+}
+
+// dumpLedgers logs every node's records of (rule, key), to see where a
+// share went.
+func (rs *regionSet) dumpLedgers(rule, key string) {
+	for _, name := range rs.names {
+		for _, n := range rs.cl[name].Live() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			recs, err := n.Region().Ledger(ctx, rule, key)
+			cancel()
+			if err != nil || recs == nil {
+				continue
+			}
+			for _, r := range recs {
+				rs.t.Logf("%s/%s: origin %d seq %d held %d demand %d granted %v received %v claimed %v surrendered %d restored %d minority %v lost %v",
+					name, n.ID(), r.Origin, r.Seq, r.Held, r.Demand, r.Granted, r.Received, r.Claimed, r.Surrendered, r.Restored, r.Minority, r.Lost)
+			}
 		}
 	}
 }

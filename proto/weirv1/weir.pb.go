@@ -2879,6 +2879,8 @@ type RegionRecord struct {
 	Restored           int64                  `protobuf:"varint,16,opt,name=restored,proto3" json:"restored,omitempty"`
 	RestoreSurrendered int64                  `protobuf:"varint,17,opt,name=restore_surrendered,json=restoreSurrendered,proto3" json:"restore_surrendered,omitempty"`
 	RestoreClaimed     []int64                `protobuf:"varint,18,rep,packed,name=restore_claimed,json=restoreClaimed,proto3" json:"restore_claimed,omitempty"`
+	Voided             []int64                `protobuf:"varint,19,rep,packed,name=voided,proto3" json:"voided,omitempty"`
+	RestoreVoided      []int64                `protobuf:"varint,20,rep,packed,name=restore_voided,json=restoreVoided,proto3" json:"restore_voided,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -3035,6 +3037,20 @@ func (x *RegionRecord) GetRestoreSurrendered() int64 {
 func (x *RegionRecord) GetRestoreClaimed() []int64 {
 	if x != nil {
 		return x.RestoreClaimed
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetVoided() []int64 {
+	if x != nil {
+		return x.Voided
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetRestoreVoided() []int64 {
+	if x != nil {
+		return x.RestoreVoided
 	}
 	return nil
 }
@@ -3792,7 +3808,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\tRegionKey\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12/\n" +
-	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\x95\x04\n" +
+	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\xd4\x04\n" +
 	"\fRegionRecord\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\x05R\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3812,7 +3828,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04seen\x18\x0f \x03(\x03R\x04seen\x12\x1a\n" +
 	"\brestored\x18\x10 \x01(\x03R\brestored\x12/\n" +
 	"\x13restore_surrendered\x18\x11 \x01(\x03R\x12restoreSurrendered\x12'\n" +
-	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\"\x8f\x01\n" +
+	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\x12\x16\n" +
+	"\x06voided\x18\x13 \x03(\x03R\x06voided\x12%\n" +
+	"\x0erestore_voided\x18\x14 \x03(\x03R\rrestoreVoided\"\x8f\x01\n" +
 	"\rGatewayReport\x12\x1d\n" +
 	"\n" +
 	"gateway_id\x18\x01 \x01(\tR\tgatewayId\x122\n" +

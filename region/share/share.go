@@ -113,7 +113,15 @@ type Record struct {
 	Restored           int64
 	RestoreSurrendered int64
 	RestoreClaimed     []int64
-	Minority           bool
+	// Voided, per region: the share that region granted this origin
+	// which the origin will never take (granted after the record it
+	// declared the region lost at, before the region's surrender);
+	// RestoreVoided is each region's Voided[origin] at the last restore.
+	// A region restoring adds back what others voided of its grants, so
+	// a void that no claim covered is not lost.
+	Voided        []int64
+	RestoreVoided []int64
+	Minority      bool
 	// Lost, per region: 0 if the origin hears from it, else the Seq+1 of
 	// the region's record the origin holds (1: none).
 	Lost []int64
@@ -131,13 +139,15 @@ func (r *Record) clone() Record {
 	c.SurrenderGranted = slices.Clone(r.SurrenderGranted)
 	c.Seen = slices.Clone(r.Seen)
 	c.RestoreClaimed = slices.Clone(r.RestoreClaimed)
+	c.Voided = slices.Clone(r.Voided)
+	c.RestoreVoided = slices.Clone(r.RestoreVoided)
 	return c
 }
 
 func (r *Record) valid(n int) bool {
 	return r.Origin >= 0 && r.Origin < n && len(r.Granted) == n && len(r.Received) == n &&
 		len(r.Claimed) == n && len(r.ClaimSeq) == n && len(r.Lost) == n && len(r.SurrenderGranted) == n &&
-		len(r.Seen) == n && len(r.RestoreClaimed) == n
+		len(r.Seen) == n && len(r.RestoreClaimed) == n && len(r.Voided) == n && len(r.RestoreVoided) == n
 }
 
 type keyState struct {
@@ -154,7 +164,6 @@ type keyState struct {
 	// claims counted it as j's).
 	capSeq     []int64
 	capGranted []int64
-	voided     []int64
 	direct     []int64 // per region: Seq of its last record received from itself
 }
 
@@ -223,11 +232,11 @@ func (t *Table) key(key string) *keyState {
 	}
 	n := len(t.regions)
 	k := &keyState{recs: make([]Record, n), have: make([]bool, n),
-		capSeq: make([]int64, n), capGranted: make([]int64, n), voided: make([]int64, n), direct: make([]int64, n)}
+		capSeq: make([]int64, n), capGranted: make([]int64, n), direct: make([]int64, n)}
 	for i := range k.recs {
 		k.recs[i] = Record{Origin: i, Granted: make([]int64, n), Received: make([]int64, n), Claimed: make([]int64, n),
 			ClaimSeq: make([]int64, n), Lost: make([]int64, n), SurrenderGranted: make([]int64, n),
-			Seen: make([]int64, n), RestoreClaimed: make([]int64, n)}
+			Seen: make([]int64, n), RestoreClaimed: make([]int64, n), Voided: make([]int64, n), RestoreVoided: make([]int64, n)}
 		k.recs[i].Held = t.initial(key, i)
 	}
 	k.have[t.self] = true
@@ -470,7 +479,7 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 				// It surrendered since: what it granted between the
 				// record the majority may have claimed at and the
 				// surrender may have been counted in the claims.
-				k.voided[i] += max(0, r.SurrenderGranted[t.self]-k.capGranted[i])
+				k.recs[t.self].Voided[i] += max(0, r.SurrenderGranted[t.self]-k.capGranted[i])
 				k.capSeq[i] = 0
 			case k.direct[i] >= k.capSeq[i]:
 				// It answered itself with a newer record and has not
@@ -500,7 +509,7 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 			if k.capSeq[i] != 0 {
 				granted = min(granted, k.capGranted[i])
 			}
-			if avail := granted - k.voided[i] - me.Received[i]; avail > 0 {
+			if avail := granted - me.Voided[i] - me.Received[i]; avail > 0 {
 				me.Received[i] += avail
 			}
 		}
@@ -648,16 +657,20 @@ func (t *Table) claim(key string, k *keyState, lost []bool) {
 }
 
 // restore takes back share this region surrendered in the minority, less
-// what the majority claimed from it, once every other region's record
-// (direct or relayed) shows it has seen the surrender and does not count
-// this region as lost: no claim against the records before the surrender
-// can follow.
+// what the majority claimed from it, plus what the others voided of its
+// grants (given after the record they declared it lost at: counted in
+// claims when claims were made, lost otherwise), once every other
+// region's record (direct or relayed) shows it has seen the surrender and
+// does not count this region as lost: no claim against the records before
+// the surrender can follow, and each region's void for it is final (a
+// region voids in the step it first sees the surrender while hearing from
+// this one, the step that writes Seen and Lost so).
 func (t *Table) restore(k *keyState) {
 	me := &k.recs[t.self]
 	if me.Surrendered <= me.RestoreSurrendered {
 		return
 	}
-	var claims int64
+	var claims, voided int64
 	for p := range t.regions {
 		if p == t.self {
 			continue
@@ -667,14 +680,16 @@ func (t *Table) restore(k *keyState) {
 			return
 		}
 		claims += r.Claimed[t.self] - me.RestoreClaimed[p]
+		voided += r.Voided[t.self] - me.RestoreVoided[p]
 	}
-	if back := me.Surrendered - me.RestoreSurrendered - claims; back > 0 {
+	if back := me.Surrendered - me.RestoreSurrendered - claims + voided; back > 0 {
 		me.Restored += back
 	}
 	me.RestoreSurrendered = me.Surrendered
 	for p := range t.regions {
 		if p != t.self {
 			me.RestoreClaimed[p] = k.recs[p].Claimed[t.self]
+			me.RestoreVoided[p] = k.recs[p].Voided[t.self]
 		}
 	}
 }
