@@ -270,32 +270,31 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
 	results := make(chan result, len(a.regions))
-	inflight := 0
+	// busy[i]: an exchange with region i is still out. A slow peer skips
+	// its own turns only, so it never holds up the exchanges with the
+	// others (and with them this region's majority).
+	busy := make([]bool, len(a.regions))
 	for {
 		select {
 		case <-ctx.Done():
-			for ; inflight > 0; inflight-- {
-				<-results
+			for i := range busy {
+				if busy[i] {
+					<-results
+				}
 			}
 			return nil
 		case op := <-a.ops:
 			op()
 		case r := <-results:
-			inflight--
+			busy[r.peer] = false
 			a.absorb(r)
 		case <-tick.C:
-			if inflight > 0 {
-				// The previous round is still out (a slow peer): skip
-				// sending, keep stepping, so the minority clock runs.
-				a.step()
-				continue
-			}
 			out := a.step()
 			for i, name := range a.regions {
-				if i == a.self {
+				if i == a.self || busy[i] {
 					continue
 				}
-				inflight++
+				busy[i] = true
 				go func() { results <- a.exchange(ctx, i, name, out) }()
 			}
 		}
@@ -371,6 +370,15 @@ func (a *Agent) absorb(r result) {
 			a.table.Merge(r.peer, key, fromWire(k.GetRecords()))
 		}
 	}
+	a.takeGrants()
+}
+
+// takeGrants takes the grants the records just merged carry and
+// republishes the shares when any moved (on Run's goroutine).
+func (a *Agent) takeGrants() {
+	if a.table.Take(a.cfg.Now()) {
+		a.snap.Store(a.table.Snapshot())
+	}
 }
 
 // Exchange answers a peer region: it merges the records of the keys this
@@ -418,9 +426,20 @@ func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest)
 		a.table.Heard(from, now)
 		out := make([]*weirv1.RegionKey, 0, len(local))
 		for _, k := range local {
+			a.table.Merge(from, tableKey(k.GetRule(), k.GetKey()), fromWire(k.GetRecords()))
+		}
+		// Take what the records granted, give toward the demand they
+		// report, and answer with the result: a grant reaches the peer
+		// one round trip after its demand did, not a step later.
+		at := a.cfg.Now()
+		moved := a.table.Take(at)
+		for _, k := range local {
 			key := tableKey(k.GetRule(), k.GetKey())
-			a.table.Merge(from, key, fromWire(k.GetRecords()))
+			moved = a.table.Rebalance(key, at) || moved
 			out = append(out, &weirv1.RegionKey{Rule: k.GetRule(), Key: k.GetKey(), Records: recordsToWire(a.table.Records(key))})
+		}
+		if moved {
+			a.snap.Store(a.table.Snapshot())
 		}
 		done <- out
 	}

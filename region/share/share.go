@@ -165,6 +165,7 @@ type keyState struct {
 	capSeq     []int64
 	capGranted []int64
 	direct     []int64 // per region: Seq of its last record received from itself
+	pending    bool    // a peer's newer record merged since the last take
 }
 
 // Table holds this region's view of every shared key. It is not safe for
@@ -376,6 +377,7 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 		}
 		k.recs[r.Origin] = r.clone()
 		k.have[r.Origin] = true
+		k.pending = true
 	}
 	if me := &k.recs[t.self]; fresh && !adopted && claimed && me.Surrendered == 0 {
 		// The majority claimed this region's initial share of a key this
@@ -439,14 +441,7 @@ func (t *Table) Records(key string) []Record {
 // agrees, gives surplus share toward demand, and writes this region's
 // records.
 func (t *Table) Step(now int64) {
-	n := len(t.regions)
-	reached := 1
-	for i := range t.regions {
-		if i != t.self && now-t.ok[i] <= int64(t.cfg.LostAfter) {
-			reached++
-		}
-	}
-	t.minority = 2*reached <= n
+	t.minority = t.cutOff(now)
 	t.fell = t.minority
 	for key, k := range t.keys {
 		t.stepKey(key, k, now)
@@ -502,25 +497,23 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		return
 	}
 
-	// Take what was granted to this region.
-	for i := range t.regions {
-		if i != t.self && k.have[i] {
-			granted := k.recs[i].Granted[t.self]
-			if k.capSeq[i] != 0 {
-				granted = min(granted, k.capGranted[i])
-			}
-			if avail := granted - me.Voided[i] - me.Received[i]; avail > 0 {
-				me.Received[i] += avail
-			}
-		}
-	}
+	t.take(k)
 
 	// Claim from lost regions once the majority agrees.
 	t.claim(key, k, lost)
 	t.restore(k)
 
-	// Give surplus toward demand, among regions that take part.
 	t.write(key, k, now)
+	t.give(key, k, now, lost, reported)
+}
+
+// give moves this region's surplus above its target toward the regions
+// below theirs, among the regions that take part (not lost, not in the
+// minority, reached within LostAfter); reported is the demand this region
+// last reported. It reports whether it gave any.
+func (t *Table) give(key string, k *keyState, now int64, lost []bool, reported int64) bool {
+	n := len(t.regions)
+	me := &k.recs[t.self]
 	active := make([]bool, n)
 	views := make([]int64, n)
 	var pool, demand int64
@@ -541,11 +534,11 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		count++
 	}
 	if demand <= 0 || count < 2 {
-		return
+		return false
 	}
 	spare := pool - count*t.cfg.Floor
 	if spare < 0 {
-		return
+		return false
 	}
 	target := func(i int) int64 {
 		d := k.recs[i].Demand
@@ -556,7 +549,7 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 	}
 	surplus := me.Held - target(t.self)
 	if surplus <= t.cfg.MinMove {
-		return
+		return false
 	}
 	var deficit int64
 	defs := make([]int64, n)
@@ -569,7 +562,7 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		}
 	}
 	if deficit <= 0 {
-		return
+		return false
 	}
 	for i, d := range defs {
 		if d > 0 {
@@ -577,6 +570,84 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		}
 	}
 	t.write(key, k, now)
+	return true
+}
+
+// take takes what the other regions granted this one and it has not
+// taken yet (up to the cap of a region it declared lost, less what it
+// voided); it reports whether it took any.
+func (t *Table) take(k *keyState) bool {
+	me := &k.recs[t.self]
+	took := false
+	for i := range t.regions {
+		if i != t.self && k.have[i] {
+			granted := k.recs[i].Granted[t.self]
+			if k.capSeq[i] != 0 {
+				granted = min(granted, k.capGranted[i])
+			}
+			if avail := granted - me.Voided[i] - me.Received[i]; avail > 0 {
+				me.Received[i] += avail
+				took = true
+			}
+		}
+	}
+	k.pending = false
+	return took
+}
+
+// Take takes, between steps, the grants that records merged since the
+// last step or take carry, so share given to this region is used one
+// exchange after it was given rather than at the next step. Nothing is
+// taken while this region is (or, at now, would be) in the minority. It
+// reports whether any share changed (the caller republishes).
+func (t *Table) Take(now int64) bool {
+	if t.minority || t.cutOff(now) {
+		return false
+	}
+	changed := false
+	for key, k := range t.keys {
+		if k.pending && t.take(k) {
+			t.write(key, k, now)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Rebalance gives key's share above the floor toward the regions that
+// ask for it between steps, right after a peer's records arrived, when
+// this region does not use the key itself (it reported no demand): an
+// answer carries the grant back at once rather than at the next step, so
+// a key homed in a quiet region reaches the regions that use it one
+// round trip after their first exchange. Regions that use the key move
+// share at steps only (all from the same step's records, which keeps
+// them from chasing each other's stale views). It gives nothing while
+// this region is in the minority or counts any region lost (the step
+// handles those). It reports whether any share moved.
+func (t *Table) Rebalance(key string, now int64) bool {
+	k := t.keys[key]
+	if k == nil || k.recs[t.self].Demand != 0 || k.asked != 0 || t.minority || t.cutOff(now) {
+		return false
+	}
+	lost := make([]bool, len(t.regions))
+	for i := range t.regions {
+		if i != t.self && (now-t.heard[i] > int64(t.cfg.ClaimAfter) || k.capSeq[i] != 0) {
+			return false
+		}
+	}
+	return t.give(key, k, now, lost, k.recs[t.self].Demand)
+}
+
+// cutOff reports whether at now this region has gone LostAfter without a
+// round trip to a majority of the regions.
+func (t *Table) cutOff(now int64) bool {
+	reached := 1
+	for i := range t.regions {
+		if i != t.self && now-t.ok[i] <= int64(t.cfg.LostAfter) {
+			reached++
+		}
+	}
+	return 2*reached <= len(t.regions)
 }
 
 // view is region i's share as this region expects it once i has seen what

@@ -39,9 +39,9 @@ func keyHomedAt(i, n int) string {
 }
 
 // TestSteps pins the ledger step by step for two regions: the home region
-// starts with everything above the other's floor, gives toward demand
-// once it sees the demand, and the other takes the grant one exchange
-// later.
+// starts with everything above the other's floor; unused there, it gives
+// toward the other's demand as soon as that arrives, and the other takes
+// the grant from the answer; under equal demand shares meet halfway.
 func TestSteps(t *testing.T) {
 	s := newSim(t, "a", "b")
 	key := keyHomedAt(0, 2)
@@ -50,11 +50,10 @@ func TestSteps(t *testing.T) {
 		demand []int64
 		want   []int64
 	}{
-		// b asks; a has not seen b's demand when it steps.
-		{[]int64{0, 100}, []int64{Whole - floor, floor}},
-		// a has b's demand (smoothed) and none of its own: it gives down to
-		// its floor; b takes it at its next step.
-		{[]int64{0, 100}, []int64{floor, floor}},
+		// b asks; a, which does not use the key, gives down to its floor
+		// as soon as b's record arrives (Rebalance), and b takes the grant
+		// from a's answer (Take).
+		{[]int64{0, 100}, []int64{floor, Whole - floor}},
 		{[]int64{0, 100}, []int64{floor, Whole - floor}},
 		// Equal demand: b gives its surplus back over the next steps.
 		{[]int64{100, 100}, []int64{floor, Whole - floor}},

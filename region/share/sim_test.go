@@ -47,7 +47,8 @@ func (s *sim) isolate(i int, down bool) {
 	}
 }
 
-// step advances one interval; demand[i] tokens are asked in region i for key.
+// step advances one interval; demand[i] tokens are asked in region i for
+// key.
 func (s *sim) step(key string, demand []int64) {
 	s.t.Helper()
 	for i, tab := range s.tabs {
@@ -70,6 +71,11 @@ func (s *sim) step(key string, demand []int64) {
 			for key, recs := range outs[i] {
 				peer.Merge(tab.Self(), key, recs)
 			}
+			// As the agent's Exchange handler: take, give, then answer.
+			peer.Take(s.now)
+			for key := range outs[i] {
+				peer.Rebalance(key, s.now)
+			}
 			if s.oneWay[i][j] {
 				continue
 			}
@@ -78,6 +84,11 @@ func (s *sim) step(key string, demand []int64) {
 			}
 			tab.RoundTrip(peer.Self(), s.now)
 		}
+	}
+	s.check(key)
+	// The agent takes grants as records arrive (Take), between steps.
+	for _, tab := range s.tabs {
+		tab.Take(s.now)
 	}
 	s.check(key)
 	s.now += interval
