@@ -75,10 +75,10 @@ type Spawned struct {
 	extra []string // more flags for every node (a region's)
 	// proxies delay this region's exchanges to the others (closed last)
 	proxies []*DelayProxy
-	grpc0 string   // the first node's gRPC address, when chosen up front
-	mu    sync.Mutex
-	nodes []*SpawnedNode
-	seq   int
+	grpc0   string // the first node's gRPC address, when chosen up front
+	mu      sync.Mutex
+	nodes   []*SpawnedNode
+	seq     int
 
 	// With SpawnOptions.TLS: the cluster CA, and the client configs of a
 	// gateway (checks) and an admin (rules); nil otherwise.
