@@ -58,6 +58,7 @@ func (c Config) ShareConfig() share.Config {
 	sc := share.DefaultConfig(c.Region, regions)
 	if c.Floor != 0 {
 		sc.Floor = c.Floor
+		sc.IdleFloor = c.Floor / 10
 	}
 	if c.LostAfter != 0 {
 		sc.LostAfter = c.LostAfter
@@ -370,15 +371,6 @@ func (a *Agent) absorb(r result) {
 			a.table.Merge(r.peer, key, fromWire(k.GetRecords()))
 		}
 	}
-	a.takeGrants()
-}
-
-// takeGrants takes the grants the records just merged carry and
-// republishes the shares when any moved (on Run's goroutine).
-func (a *Agent) takeGrants() {
-	if a.table.Take(a.cfg.Now()) {
-		a.snap.Store(a.table.Snapshot())
-	}
 }
 
 // Exchange answers a peer region: it merges the records of the keys this
@@ -428,11 +420,11 @@ func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest)
 		for _, k := range local {
 			a.table.Merge(from, tableKey(k.GetRule(), k.GetKey()), fromWire(k.GetRecords()))
 		}
-		// Take what the records granted, give toward the demand they
-		// report, and answer with the result: a grant reaches the peer
-		// one round trip after its demand did, not a step later.
+		// Give toward the demand the records report (when this region
+		// does not use the key) and answer with the result: the grant
+		// reaches the peer one round trip after its demand did.
 		at := a.cfg.Now()
-		moved := a.table.Take(at)
+		moved := false
 		for _, k := range local {
 			key := tableKey(k.GetRule(), k.GetKey())
 			moved = a.table.Rebalance(key, at) || moved

@@ -27,6 +27,13 @@ type Config struct {
 	// Floor is the share every region keeps whatever its demand, so a quiet
 	// region still admits (default Whole/100: 1% of the limit).
 	Floor int64
+	// IdleFloor is the share a region that reports no demand for a key
+	// is asked to keep (default Floor/10): the rest of its floor goes to
+	// the regions that use the key, so a quiet region costs the busy ones
+	// 0.1% of the limit rather than 1%. It still admits its part of the
+	// burst at once, and is moved back up to Floor plus its demand's part
+	// as soon as it reports demand. Surrender and claims keep Floor.
+	IdleFloor int64
 	// MinMove is the smallest surplus a region gives away in one step
 	// (default Whole/500), so shares do not churn on noise.
 	MinMove int64
@@ -49,7 +56,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults for the given regions.
 func DefaultConfig(self string, regions []string) Config {
-	return Config{Regions: regions, Self: self, Floor: Whole / 100, MinMove: Whole / 500,
+	return Config{Regions: regions, Self: self, Floor: Whole / 100, IdleFloor: Whole / 1000, MinMove: Whole / 500,
 		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond}
 }
 
@@ -73,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.Floor < 0 || c.Floor*int64(len(c.Regions)) > Whole {
 		return fmt.Errorf("%w: floor %d: want 0..%d for %d regions", ErrConfig, c.Floor, Whole/int64(len(c.Regions)), len(c.Regions))
+	}
+	if c.IdleFloor < 0 || c.IdleFloor > c.Floor {
+		return fmt.Errorf("%w: idle floor %d: want 0..floor (%d)", ErrConfig, c.IdleFloor, c.Floor)
 	}
 	if c.MinMove < 0 {
 		return fmt.Errorf("%w: min move must be >= 0", ErrConfig)
@@ -165,7 +175,6 @@ type keyState struct {
 	capSeq     []int64
 	capGranted []int64
 	direct     []int64 // per region: Seq of its last record received from itself
-	pending    bool    // a peer's newer record merged since the last take
 }
 
 // Table holds this region's view of every shared key. It is not safe for
@@ -377,7 +386,6 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 		}
 		k.recs[r.Origin] = r.clone()
 		k.have[r.Origin] = true
-		k.pending = true
 	}
 	if me := &k.recs[t.self]; fresh && !adopted && claimed && me.Surrendered == 0 {
 		// The majority claimed this region's initial share of a key this
@@ -536,16 +544,29 @@ func (t *Table) give(key string, k *keyState, now int64, lost []bool, reported i
 	if demand <= 0 || count < 2 {
 		return false
 	}
-	spare := pool - count*t.cfg.Floor
+	dem := func(i int) int64 {
+		if i == t.self {
+			return reported
+		}
+		return k.recs[i].Demand
+	}
+	floor := func(i int) int64 {
+		if dem(i) <= 0 {
+			return t.cfg.IdleFloor
+		}
+		return t.cfg.Floor
+	}
+	spare := pool
+	for i := range t.regions {
+		if active[i] {
+			spare -= floor(i)
+		}
+	}
 	if spare < 0 {
 		return false
 	}
 	target := func(i int) int64 {
-		d := k.recs[i].Demand
-		if i == t.self {
-			d = reported
-		}
-		return t.cfg.Floor + int64(float64(spare)*float64(d)/float64(demand))
+		return floor(i) + int64(float64(spare)*float64(dem(i))/float64(demand))
 	}
 	surplus := me.Held - target(t.self)
 	if surplus <= t.cfg.MinMove {
@@ -569,7 +590,7 @@ func (t *Table) give(key string, k *keyState, now int64, lost []bool, reported i
 			me.Granted[i] += min(d, int64(float64(surplus)*float64(d)/float64(deficit)))
 		}
 	}
-	t.write(key, k, now)
+	t.writeMoved(key, k, now)
 	return true
 }
 
@@ -591,27 +612,7 @@ func (t *Table) take(k *keyState) bool {
 			}
 		}
 	}
-	k.pending = false
 	return took
-}
-
-// Take takes, between steps, the grants that records merged since the
-// last step or take carry, so share given to this region is used one
-// exchange after it was given rather than at the next step. Nothing is
-// taken while this region is (or, at now, would be) in the minority. It
-// reports whether any share changed (the caller republishes).
-func (t *Table) Take(now int64) bool {
-	if t.minority || t.cutOff(now) {
-		return false
-	}
-	changed := false
-	for key, k := range t.keys {
-		if k.pending && t.take(k) {
-			t.write(key, k, now)
-			changed = true
-		}
-	}
-	return changed
 }
 
 // Rebalance gives key's share above the floor toward the regions that
@@ -738,7 +739,16 @@ func (t *Table) claim(key string, k *keyState, lost []bool) {
 // this one, the step that writes Seen and Lost so).
 func (t *Table) restore(k *keyState) {
 	me := &k.recs[t.self]
-	if me.Surrendered <= me.RestoreSurrendered {
+	var newVoids int64
+	for p := range t.regions {
+		if p != t.self && k.have[p] {
+			newVoids += k.recs[p].Voided[t.self] - me.RestoreVoided[p]
+		}
+	}
+	// A minority step that had nothing above the floor to surrender still
+	// moves SurrenderSeq, and the others void the grants before it: those
+	// come back here too.
+	if me.Surrendered <= me.RestoreSurrendered && newVoids <= 0 {
 		return
 	}
 	var claims, voided int64
@@ -765,11 +775,23 @@ func (t *Table) restore(k *keyState) {
 	}
 }
 
+// write updates this region's record after a step: its share, a new Seq
+// and Seen (the records the step acted on).
 func (t *Table) write(key string, k *keyState, now int64) {
+	t.writeMoved(key, k, now)
 	me := &k.recs[t.self]
-	me.Held = held(t.initial(key, t.self), me)
-	me.Seq = max(me.Seq+1, now)
 	for i := range me.Seen {
 		me.Seen[i] = k.recs[i].Seq
 	}
+}
+
+// writeMoved updates the share and Seq after share moved, leaving Seen
+// as the last step wrote it: between steps (Rebalance) records merged
+// since have not been acted on (a void for a surrender they show is
+// computed at the next step), and a region that reads Seen as "has acted
+// on my surrender" must not restore before that.
+func (t *Table) writeMoved(key string, k *keyState, now int64) {
+	me := &k.recs[t.self]
+	me.Held = held(t.initial(key, t.self), me)
+	me.Seq = max(me.Seq+1, now)
 }

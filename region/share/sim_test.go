@@ -71,8 +71,7 @@ func (s *sim) step(key string, demand []int64) {
 			for key, recs := range outs[i] {
 				peer.Merge(tab.Self(), key, recs)
 			}
-			// As the agent's Exchange handler: take, give, then answer.
-			peer.Take(s.now)
+			// As the agent's Exchange handler: give, then answer.
 			for key := range outs[i] {
 				peer.Rebalance(key, s.now)
 			}
@@ -86,11 +85,6 @@ func (s *sim) step(key string, demand []int64) {
 		}
 	}
 	s.check(key)
-	// The agent takes grants as records arrive (Take), between steps.
-	for _, tab := range s.tabs {
-		tab.Take(s.now)
-	}
-	s.check(key)
 	s.now += interval
 }
 
@@ -100,8 +94,19 @@ func (s *sim) check(key string) {
 	var sum int64
 	for _, tab := range s.tabs {
 		sum += tab.Share(key)
+		if k := tab.keys[key]; k != nil {
+			if h := k.recs[tab.self].Held; h < 0 || h > Whole {
+				s.t.Fatalf("at %v: region %d holds %d of %q", time.Duration(s.now), tab.Self(), h, key)
+			}
+		}
 	}
 	if sum > Whole {
+		for i, tab := range s.tabs {
+			k := tab.keys[key]
+			me := k.recs[tab.self]
+			s.t.Logf("  %d held %d granted %v received %v claimed %v claimseq %v surr %d restored %d restSurr %d restClaimed %v voided %v restVoided %v capSeq %v capGranted %v surrSeq %d surrGranted %v lost %v minority %v",
+				i, me.Held, me.Granted, me.Received, me.Claimed, me.ClaimSeq, me.Surrendered, me.Restored, me.RestoreSurrendered, me.RestoreClaimed, me.Voided, me.RestoreVoided, k.capSeq, k.capGranted, me.SurrenderSeq, me.SurrenderGranted, me.Lost, tab.minority)
+		}
 		s.t.Fatalf("at %v: shares of %q add up to %d > %d: %v", time.Duration(s.now), key, sum, Whole, s.shares(key))
 	}
 }
