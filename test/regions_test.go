@@ -368,9 +368,11 @@ func TestRegionsShareOneQuota(t *testing.T) {
 		rs.net.Cut("ap", "us", true)
 		rs.net.Cut("eu", "us", true)
 		lostAt := time.Now()
+		dumped := false
 		testwait.For(t, 30*time.Second, "ap and eu to take the lost region's share", func() error {
 			if s := rs.share("ap", "search", key) + rs.share("eu", "search", key); s < share.Whole*95/100 {
-				if time.Since(lostAt) > 25*time.Second {
+				if !dumped && time.Since(lostAt) > 25*time.Second {
+					dumped = true // once, to see where the share is before the wait fails
 					rs.dumpLedgers("search", key)
 				}
 				return fmt.Errorf("ap+eu hold %d", s)
