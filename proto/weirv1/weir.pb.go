@@ -2683,7 +2683,10 @@ type RegionExchangeRequest struct {
 	Keys    []*RegionKey `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
 	// Set when a node of the receiving region passes the request on to the
 	// key's owner (it is not passed on again).
-	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	Forwarded bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	// Set by the previous owner of the keys inside the same region (from is
+	// this region): the new owner adopts the region's records it hands on.
+	Handoff       bool `protobuf:"varint,5,opt,name=handoff,proto3" json:"handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2742,6 +2745,13 @@ func (x *RegionExchangeRequest) GetKeys() []*RegionKey {
 func (x *RegionExchangeRequest) GetForwarded() bool {
 	if x != nil {
 		return x.Forwarded
+	}
+	return false
+}
+
+func (x *RegionExchangeRequest) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
 	}
 	return false
 }
@@ -3796,12 +3806,13 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"sent_at_ns\x18\x05 \x01(\x03R\bsentAtNs\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\"\x8b\x01\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\xa5\x01\n" +
 	"\x15RegionExchangeRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x18\n" +
 	"\aregions\x18\x02 \x03(\tR\aregions\x12&\n" +
 	"\x04keys\x18\x03 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\x12\x1c\n" +
-	"\tforwarded\x18\x04 \x01(\bR\tforwarded\"T\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwarded\x12\x18\n" +
+	"\ahandoff\x18\x05 \x01(\bR\ahandoff\"T\n" +
 	"\x16RegionExchangeResponse\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12&\n" +
 	"\x04keys\x18\x02 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\"b\n" +

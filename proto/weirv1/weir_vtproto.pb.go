@@ -2378,6 +2378,16 @@ func (m *RegionExchangeRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Handoff {
+		i--
+		if m.Handoff {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x28
+	}
 	if m.Forwarded {
 		i--
 		if m.Forwarded {
@@ -4244,6 +4254,9 @@ func (m *RegionExchangeRequest) SizeVT() (n int) {
 		}
 	}
 	if m.Forwarded {
+		n += 2
+	}
+	if m.Handoff {
 		n += 2
 	}
 	n += len(m.unknownFields)
@@ -10405,6 +10418,26 @@ func (m *RegionExchangeRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Forwarded = bool(v != 0)
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Handoff", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Handoff = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -400,6 +400,36 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 	k.fresh = false
 }
 
+// Adopt takes key's records from this region's previous owner of the key
+// (a hand-on inside the region when ownership moved): this region's record
+// replaces the one held when that has moved no share yet or is older, the
+// other regions' records merge as in Merge. The key is shared from then
+// on (only shared keys are handed on).
+func (t *Table) Adopt(key string, recs []Record) {
+	k := t.key(key)
+	k.shared = true
+	for i := range recs {
+		r := &recs[i]
+		if !r.valid(len(t.regions)) {
+			continue
+		}
+		if r.Origin == t.self {
+			if me := &k.recs[t.self]; idle(me) || r.Seq > me.Seq {
+				seq := me.Seq
+				k.recs[t.self] = r.clone()
+				k.recs[t.self].Seq = max(seq, r.Seq)
+			}
+			continue
+		}
+		if k.have[r.Origin] && r.Seq <= k.recs[r.Origin].Seq {
+			continue
+		}
+		k.recs[r.Origin] = r.clone()
+		k.have[r.Origin] = true
+	}
+	k.fresh = false
+}
+
 // idle reports whether a record has moved no share yet.
 func idle(r *Record) bool {
 	for i := range r.Granted {
