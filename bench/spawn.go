@@ -73,10 +73,12 @@ type Spawned struct {
 	log   io.Writer
 	dir   string
 	extra []string // more flags for every node (a region's)
-	grpc0 string   // the first node's gRPC address, when chosen up front
-	mu    sync.Mutex
-	nodes []*SpawnedNode
-	seq   int
+	// proxies delay this region's exchanges to the others (closed last)
+	proxies []*DelayProxy
+	grpc0   string // the first node's gRPC address, when chosen up front
+	mu      sync.Mutex
+	nodes   []*SpawnedNode
+	seq     int
 
 	// With SpawnOptions.TLS: the cluster CA, and the client configs of a
 	// gateway (checks) and an admin (rules); nil otherwise.
@@ -101,8 +103,13 @@ func SpawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts S
 
 // SpawnRegions starts one cluster of n nodes per region name, each node
 // started with --region and --peer-regions naming the first node of every
-// other region.
-func SpawnRegions(ctx context.Context, bin string, names []string, n int, logw io.Writer) (map[string]*Spawned, error) {
+// other region. With latency > 0 each region reaches each other one
+// through its own DelayProxy, so an exchange's round trip costs
+// 2×latency more (checks inside a region are not delayed).
+func SpawnRegions(ctx context.Context, bin string, names []string, n int, logw io.Writer, latency time.Duration) (map[string]*Spawned, error) {
+	if latency < 0 {
+		return nil, fmt.Errorf("%w: region latency %v must be >= 0", ErrInput, latency)
+	}
 	first := map[string]string{}
 	for _, name := range names {
 		a, err := freePort()
@@ -112,20 +119,38 @@ func SpawnRegions(ctx context.Context, bin string, names []string, n int, logw i
 		first[name] = a
 	}
 	out := map[string]*Spawned{}
+	fail := func(proxies []*DelayProxy, err error) (map[string]*Spawned, error) {
+		for _, p := range proxies {
+			_ = p.Close()
+		}
+		for _, o := range out {
+			o.Close()
+		}
+		return nil, err
+	}
 	for _, name := range names {
 		var peers []string
+		var proxies []*DelayProxy
 		for _, o := range names {
-			if o != name {
-				peers = append(peers, o+"="+first[o])
+			if o == name {
+				continue
 			}
+			addr := first[o]
+			if latency > 0 {
+				p, err := StartDelayProxy(first[o], latency)
+				if err != nil {
+					return fail(proxies, err)
+				}
+				proxies = append(proxies, p)
+				addr = p.Addr
+			}
+			peers = append(peers, o+"="+addr)
 		}
 		s, err := spawnCluster(ctx, bin, n, logw, SpawnOptions{}, []string{"--region", name, "--peer-regions", strings.Join(peers, ",")}, first[name])
 		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
-			return nil, fmt.Errorf("region %s: %w", name, err)
+			return fail(proxies, fmt.Errorf("region %s: %w", name, err))
 		}
+		s.proxies = proxies
 		out[name] = s
 	}
 	return out, nil
@@ -306,6 +331,9 @@ func (s *Spawned) Close() {
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}
+	}
+	for _, p := range s.proxies {
+		_ = p.Close()
 	}
 	_ = os.RemoveAll(s.dir)
 }

@@ -58,6 +58,7 @@ func (c Config) ShareConfig() share.Config {
 	sc := share.DefaultConfig(c.Region, regions)
 	if c.Floor != 0 {
 		sc.Floor = c.Floor
+		sc.IdleFloor = c.Floor / 10
 	}
 	if c.LostAfter != 0 {
 		sc.LostAfter = c.LostAfter
@@ -151,6 +152,8 @@ type Agent struct {
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
+
+	handoffs sync.WaitGroup // hand-ons to new owners in flight (joined by Run)
 
 	exchanges, failures atomic.Int64
 	minority            atomic.Bool  // as of the last step
@@ -270,32 +273,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
 	results := make(chan result, len(a.regions))
-	inflight := 0
+	// busy[i]: an exchange with region i is still out. A slow peer skips
+	// its own turns only, so it never holds up the exchanges with the
+	// others (and with them this region's majority).
+	busy := make([]bool, len(a.regions))
 	for {
 		select {
 		case <-ctx.Done():
-			for ; inflight > 0; inflight-- {
-				<-results
+			for i := range busy {
+				if busy[i] {
+					<-results
+				}
 			}
+			a.handoffs.Wait()
 			return nil
 		case op := <-a.ops:
 			op()
 		case r := <-results:
-			inflight--
+			busy[r.peer] = false
 			a.absorb(r)
 		case <-tick.C:
-			if inflight > 0 {
-				// The previous round is still out (a slow peer): skip
-				// sending, keep stepping, so the minority clock runs.
-				a.step()
-				continue
-			}
-			out := a.step()
+			out := a.step(ctx)
 			for i, name := range a.regions {
-				if i == a.self {
+				if i == a.self || busy[i] {
 					continue
 				}
-				inflight++
+				busy[i] = true
 				go func() { results <- a.exchange(ctx, i, name, out) }()
 			}
 		}
@@ -311,7 +314,7 @@ type result struct {
 
 // step folds the tally in, drops keys this node no longer owns, steps the
 // table and publishes its shares; it returns the batch to send.
-func (a *Agent) step() []*weirv1.RegionKey {
+func (a *Agent) step(ctx context.Context) []*weirv1.RegionKey {
 	a.tallyMu.Lock()
 	tally := a.tally
 	a.tally = make(map[string]*count, len(tally))
@@ -322,17 +325,51 @@ func (a *Agent) step() []*weirv1.RegionKey {
 			a.table.Observe(k, c.asked, c.spent)
 		}
 	}
+	moved := map[string]map[string][]share.Record{} // new owner's address -> key -> records
+	shared := a.table.Outbox()
 	for _, k := range a.table.Keys() {
 		_, key := splitKey(k)
-		if self, _, ok := a.cluster.Owner(key); ok && !self {
+		if self, addr, ok := a.cluster.Owner(key); ok && !self {
+			if recs, ok := shared[k]; ok && addr != "" {
+				if moved[addr] == nil {
+					moved[addr] = map[string][]share.Record{}
+				}
+				moved[addr][k] = recs
+			}
 			a.table.Forget(k)
 		}
+	}
+	for addr, keys := range moved {
+		a.handOn(ctx, addr, keys)
 	}
 	a.table.Step(a.cfg.Now())
 	a.snap.Store(a.table.Snapshot())
 	a.minority.Store(a.table.Minority())
 	a.keys.Store(int64(len(a.table.Keys())))
 	return toWire(a.table.Outbox())
+}
+
+// handOn sends the records of keys this node no longer owns to their new
+// owner in this region, which adopts them (Table.Adopt): the new owner
+// goes on from the region's ledger as this node left it, not from the
+// defaults or from a peer region's older relay. Best effort: a lost
+// hand-on leaves the new owner to recover the records from the peers'
+// relays, as before.
+func (a *Agent) handOn(ctx context.Context, addr string, keys map[string][]share.Record) {
+	req := &weirv1.RegionExchangeRequest{From: a.cfg.Region, Regions: a.regions, Keys: toWire(keys), Handoff: true}
+	a.handoffs.Add(1)
+	go func() {
+		defer a.handoffs.Done()
+		conn, err := a.conn(addr)
+		if err != nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+		defer cancel()
+		if _, err := weirv1.NewRegionClient(conn).Exchange(cctx, req); err != nil {
+			a.log.Debug("region hand-on failed", "to", addr, "keys", len(keys), "err", err)
+		}
+	}()
 }
 
 func (a *Agent) request(keys []*weirv1.RegionKey, forwarded bool) *weirv1.RegionExchangeRequest {
@@ -378,6 +415,9 @@ func (a *Agent) absorb(r result) {
 // their owners in this region (once).
 func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest) (*weirv1.RegionExchangeResponse, error) {
 	from := slices.Index(a.regions, req.GetFrom())
+	if req.GetHandoff() && from == a.self && slices.Equal(req.GetRegions(), a.regions) {
+		return a.adopt(ctx, req)
+	}
 	if from < 0 || from == a.self || !slices.Equal(req.GetRegions(), a.regions) {
 		return nil, status.Errorf(codes.FailedPrecondition, "region: exchange from %q with regions %v; this region (%s) is configured with %v",
 			req.GetFrom(), req.GetRegions(), a.cfg.Region, a.regions)
@@ -418,9 +458,20 @@ func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest)
 		a.table.Heard(from, now)
 		out := make([]*weirv1.RegionKey, 0, len(local))
 		for _, k := range local {
+			a.table.Merge(from, tableKey(k.GetRule(), k.GetKey()), fromWire(k.GetRecords()))
+		}
+		// Give toward the demand the records report (when this region
+		// does not use the key) and answer with the result: the grant
+		// reaches the peer one round trip after its demand did.
+		at := a.cfg.Now()
+		moved := false
+		for _, k := range local {
 			key := tableKey(k.GetRule(), k.GetKey())
-			a.table.Merge(from, key, fromWire(k.GetRecords()))
+			moved = a.table.Rebalance(key, at) || moved
 			out = append(out, &weirv1.RegionKey{Rule: k.GetRule(), Key: k.GetKey(), Records: recordsToWire(a.table.Records(key))})
+		}
+		if moved {
+			a.snap.Store(a.table.Snapshot())
 		}
 		done <- out
 	}
@@ -442,6 +493,32 @@ func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest)
 		}
 	}
 	return resp, nil
+}
+
+// adopt takes a hand-on from this region's previous owner of the keys:
+// the keys this node owns adopt the records (on Run's goroutine).
+func (a *Agent) adopt(ctx context.Context, req *weirv1.RegionExchangeRequest) (*weirv1.RegionExchangeResponse, error) {
+	done := make(chan struct{})
+	op := func() {
+		defer close(done)
+		for _, k := range req.GetKeys() {
+			if self, _, ok := a.cluster.Owner(k.GetKey()); ok && self {
+				a.table.Adopt(tableKey(k.GetRule(), k.GetKey()), fromWire(k.GetRecords()))
+			}
+		}
+		a.snap.Store(a.table.Snapshot())
+	}
+	select {
+	case a.ops <- op:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	select {
+	case <-done:
+		return &weirv1.RegionExchangeResponse{From: a.cfg.Region}, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 func (a *Agent) conn(addr string) (*grpc.ClientConn, error) {
@@ -525,4 +602,22 @@ func toWire(out map[string][]share.Record) []*weirv1.RegionKey {
 		ws = append(ws, &weirv1.RegionKey{Rule: rule, Key: key, Records: recordsToWire(out[k])})
 	}
 	return ws
+}
+
+// Ledger returns the records this node holds for (rule, key), nil when it
+// does not hold the key (from Run's goroutine; ctx bounds the wait).
+func (a *Agent) Ledger(ctx context.Context, rule, key string) ([]share.Record, error) {
+	ch := make(chan []share.Record, 1)
+	op := func() { ch <- a.table.Records(tableKey(rule, key)) }
+	select {
+	case a.ops <- op:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case rs := <-ch:
+		return rs, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/testwait"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/region/share"
 )
@@ -121,5 +127,93 @@ func TestExchangeMergesAndAnswers(t *testing.T) {
 	}
 	if st, _ := a.Status(ctx); st.Keys != 1 {
 		t.Fatalf("after the exchange the agent holds %d keys, want 1", st.Keys)
+	}
+}
+
+// flipOwner is a region of two agents whose ring the test controls: it
+// names which of them owns every key.
+type flipOwner struct {
+	self  string
+	owner *atomic.Value // string: the owning agent's name
+	addrs map[string]string
+}
+
+func (f flipOwner) Owner(string) (bool, string, bool) {
+	o := f.owner.Load().(string)
+	return o == f.self, f.addrs[o], true
+}
+
+// TestOwnerChangeHandsOnTheLedger: when a key's owner moves to another
+// node of the region, the old owner hands its records on (Region.Exchange
+// with handoff) and the new owner goes on from the region's share as it
+// was, not from the default share (which, for a key homed in this region,
+// would be nearly all of it: over-admission until a peer region's relay).
+func TestOwnerChangeHandsOnTheLedger(t *testing.T) {
+	owner := &atomic.Value{}
+	owner.Store("a1")
+	addrs := map[string]string{}
+	lis := map[string]net.Listener{}
+	for _, name := range []string{"a1", "a2"} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis[name], addrs[name] = l, l.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	agents := map[string]*Agent{}
+	for _, name := range []string{"a1", "a2"} {
+		a, err := New(Config{Region: "eu", Peers: map[string]string{"us": "127.0.0.1:1"}, Interval: 20 * time.Millisecond,
+			LostAfter: time.Hour, ClaimAfter: 2 * time.Hour,
+			DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}},
+			flipOwner{self: name, owner: owner, addrs: addrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		weirv1.RegisterRegionServer(srv, a)
+		agents[name] = a
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = srv.Serve(lis[name]) }()
+		go func() { defer wg.Done(); _ = a.Run(ctx); srv.Stop() }()
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, a := range agents {
+			a.Close()
+		}
+	}()
+
+	// A key homed in eu that us asks for: eu (not using it) gives it to us.
+	key := "k1"
+	for i := 2; share.Home(tableKey("orders", key), 2) != 0; i++ {
+		key = fmt.Sprintf("k%d", i)
+	}
+	tab, _ := share.New(share.DefaultConfig("us", []string{"eu", "us"}), time.Now().UnixNano())
+	tab.Observe(tableKey("orders", key), 10, 10)
+	tab.Step(time.Now().UnixNano())
+	if _, err := agents["a1"].Exchange(ctx, &weirv1.RegionExchangeRequest{From: "us", Regions: []string{"eu", "us"}, Keys: toWire(tab.Outbox())}); err != nil {
+		t.Fatal(err)
+	}
+	before := agents["a1"].Share("orders", key)
+	if def := agents["a2"].Share("orders", key); before >= def/2 {
+		t.Fatalf("a1 holds %d of the key after giving it to us; the default is %d: nothing to tell apart", before, def)
+	}
+
+	owner.Store("a2")
+	testwait.For(t, 10*time.Second, "a2 to adopt a1's ledger", func() error {
+		if got := agents["a2"].Shares()[[2]string{"orders", key}]; got != before {
+			return fmt.Errorf("a2 holds %d (held: %v), want a1's %d", got, agents["a2"].Shares(), before)
+		}
+		if _, held := agents["a1"].Shares()[[2]string{"orders", key}]; held {
+			return errors.New("a1 still holds the key")
+		}
+		return nil
+	})
+	recs, err := agents["a2"].Ledger(ctx, "orders", key)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("a2's ledger %v, %v: want eu's and us's records", recs, err)
 	}
 }

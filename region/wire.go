@@ -19,6 +19,7 @@ func recordsToWire(rs []share.Record) []*weirv1.RegionRecord {
 			Surrendered: r.Surrendered, Minority: r.Minority, Lost: r.Lost,
 			SurrenderSeq: r.SurrenderSeq, SurrenderGranted: r.SurrenderGranted, Seen: r.Seen,
 			Restored: r.Restored, RestoreSurrendered: r.RestoreSurrendered, RestoreClaimed: r.RestoreClaimed,
+			Voided: r.Voided, RestoreVoided: r.RestoreVoided,
 		})
 	}
 	return out
@@ -29,13 +30,18 @@ func recordsToWire(rs []share.Record) []*weirv1.RegionRecord {
 func fromWire(ws []*weirv1.RegionRecord) []share.Record {
 	out := make([]share.Record, 0, len(ws))
 	for _, w := range ws {
+		voided, restoreVoided := slices.Clone(w.GetVoided()), slices.Clone(w.GetRestoreVoided())
+		if n := len(w.GetGranted()); len(voided) == 0 && len(restoreVoided) == 0 {
+			// A peer from before voids were recorded (fields 19, 20).
+			voided, restoreVoided = make([]int64, n), make([]int64, n)
+		}
 		out = append(out, share.Record{
 			Origin: int(w.GetOrigin()), Seq: w.GetSeq(), Held: w.GetHeld(), Demand: w.GetDemand(), Spent: w.GetSpent(),
 			Granted: slices.Clone(w.GetGranted()), Received: slices.Clone(w.GetReceived()), Claimed: slices.Clone(w.GetClaimed()),
 			ClaimSeq: slices.Clone(w.GetClaimSeq()), Surrendered: w.GetSurrendered(), Minority: w.GetMinority(),
 			Lost: slices.Clone(w.GetLost()), SurrenderSeq: w.GetSurrenderSeq(), SurrenderGranted: slices.Clone(w.GetSurrenderGranted()),
 			Seen: slices.Clone(w.GetSeen()), Restored: w.GetRestored(), RestoreSurrendered: w.GetRestoreSurrendered(),
-			RestoreClaimed: slices.Clone(w.GetRestoreClaimed()),
+			RestoreClaimed: slices.Clone(w.GetRestoreClaimed()), Voided: voided, RestoreVoided: restoreVoided,
 		})
 	}
 	return out

@@ -42,6 +42,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
 	tlsMode := fs.String("tls", "off", "with --spawn: off, on (mutual TLS everywhere; targets labelled +tls) or both (each target without, then with TLS)")
+	regionLatency := fs.Duration("region-latency", 0, "scenario regions: added one-way latency between regions (a loopback proxy on every region link), e.g. 40ms")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this load generator (its SDK gateways and callers) to `file`")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -84,6 +85,9 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		if *rate < 0 {
 			return usage("--rate %g: must be ≥ 0 (0: closed loop)", *rate)
+		}
+		if *regionLatency < 0 || *regionLatency > 0 && len(sc.Regions) == 0 {
+			return usage("--region-latency %v: a duration ≥ 0, for scenario regions only", *regionLatency)
 		}
 		if *inflight < 0 || *maxBatch < 0 {
 			return usage("--inflight and --max-batch must be ≥ 0")
@@ -157,7 +161,7 @@ func (c *cli) benchCmd() *cobra.Command {
 				return usage("scenario %s spawns one cluster per region: give --spawn N (nodes per region), one target, and no --cluster or redis", sc.Name)
 			}
 			sdk := bench.SDKOptions{InFlight: *inflight, MaxBatch: *maxBatch}
-			if err := benchRegions(ctx, cfg, sc, run, *spawn, targets[0], sdk, logw, emit); err != nil {
+			if err := benchRegions(ctx, cfg, sc, run, *spawn, targets[0], sdk, *regionLatency, logw, emit); err != nil {
 				return err
 			}
 			return bench.WriteTable(c.stdout, results)

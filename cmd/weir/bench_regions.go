@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/weirlimit/weir/bench"
 )
@@ -14,14 +15,15 @@ import (
 // in the first region and half as many in the second (unequal demand), all
 // at once. It emits each loaded region's result (latency as its gateways
 // see it) and one for all regions together, whose accuracy is the global
-// count against the one global limit.
+// count against the one global limit. latency delays every exchange
+// between regions by that much each way (a loopback proxy per link).
 func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run string, spawn int, target string, sdk bench.SDKOptions,
-	logw io.Writer, emit func(*bench.Result) error) error {
+	latency time.Duration, logw io.Writer, emit func(*bench.Result) error) error {
 	bin, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	regs, err := bench.SpawnRegions(ctx, bin, sc.Regions, spawn, logw)
+	regs, err := bench.SpawnRegions(ctx, bin, sc.Regions, spawn, logw, latency)
 	if err != nil {
 		return err
 	}

@@ -2717,7 +2717,10 @@ type RegionExchangeRequest struct {
 	Keys    []*RegionKey `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
 	// Set when a node of the receiving region passes the request on to the
 	// key's owner (it is not passed on again).
-	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	Forwarded bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
+	// Set by the previous owner of the keys inside the same region (from is
+	// this region): the new owner adopts the region's records it hands on.
+	Handoff       bool `protobuf:"varint,5,opt,name=handoff,proto3" json:"handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2776,6 +2779,13 @@ func (x *RegionExchangeRequest) GetKeys() []*RegionKey {
 func (x *RegionExchangeRequest) GetForwarded() bool {
 	if x != nil {
 		return x.Forwarded
+	}
+	return false
+}
+
+func (x *RegionExchangeRequest) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
 	}
 	return false
 }
@@ -2913,6 +2923,8 @@ type RegionRecord struct {
 	Restored           int64                  `protobuf:"varint,16,opt,name=restored,proto3" json:"restored,omitempty"`
 	RestoreSurrendered int64                  `protobuf:"varint,17,opt,name=restore_surrendered,json=restoreSurrendered,proto3" json:"restore_surrendered,omitempty"`
 	RestoreClaimed     []int64                `protobuf:"varint,18,rep,packed,name=restore_claimed,json=restoreClaimed,proto3" json:"restore_claimed,omitempty"`
+	Voided             []int64                `protobuf:"varint,19,rep,packed,name=voided,proto3" json:"voided,omitempty"`
+	RestoreVoided      []int64                `protobuf:"varint,20,rep,packed,name=restore_voided,json=restoreVoided,proto3" json:"restore_voided,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -3069,6 +3081,20 @@ func (x *RegionRecord) GetRestoreSurrendered() int64 {
 func (x *RegionRecord) GetRestoreClaimed() []int64 {
 	if x != nil {
 		return x.RestoreClaimed
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetVoided() []int64 {
+	if x != nil {
+		return x.Voided
+	}
+	return nil
+}
+
+func (x *RegionRecord) GetRestoreVoided() []int64 {
+	if x != nil {
+		return x.RestoreVoided
 	}
 	return nil
 }
@@ -3818,19 +3844,20 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"sent_at_ns\x18\x05 \x01(\x03R\bsentAtNs\"5\n" +
 	"\x05Moved\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x0e\n" +
-	"\x02to\x18\x02 \x01(\tR\x02to\"\x8b\x01\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\xa5\x01\n" +
 	"\x15RegionExchangeRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x18\n" +
 	"\aregions\x18\x02 \x03(\tR\aregions\x12&\n" +
 	"\x04keys\x18\x03 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\x12\x1c\n" +
-	"\tforwarded\x18\x04 \x01(\bR\tforwarded\"T\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwarded\x12\x18\n" +
+	"\ahandoff\x18\x05 \x01(\bR\ahandoff\"T\n" +
 	"\x16RegionExchangeResponse\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12&\n" +
 	"\x04keys\x18\x02 \x03(\v2\x12.weir.v1.RegionKeyR\x04keys\"b\n" +
 	"\tRegionKey\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12/\n" +
-	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\x95\x04\n" +
+	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\xd4\x04\n" +
 	"\fRegionRecord\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\x05R\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3850,7 +3877,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x04seen\x18\x0f \x03(\x03R\x04seen\x12\x1a\n" +
 	"\brestored\x18\x10 \x01(\x03R\brestored\x12/\n" +
 	"\x13restore_surrendered\x18\x11 \x01(\x03R\x12restoreSurrendered\x12'\n" +
-	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\"\x8f\x01\n" +
+	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\x12\x16\n" +
+	"\x06voided\x18\x13 \x03(\x03R\x06voided\x12%\n" +
+	"\x0erestore_voided\x18\x14 \x03(\x03R\rrestoreVoided\"\x8f\x01\n" +
 	"\rGatewayReport\x12\x1d\n" +
 	"\n" +
 	"gateway_id\x18\x01 \x01(\tR\tgatewayId\x122\n" +

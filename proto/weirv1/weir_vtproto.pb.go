@@ -2397,6 +2397,16 @@ func (m *RegionExchangeRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error)
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Handoff {
+		i--
+		if m.Handoff {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x28
+	}
 	if m.Forwarded {
 		i--
 		if m.Forwarded {
@@ -2579,14 +2589,14 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if len(m.RestoreClaimed) > 0 {
+	if len(m.RestoreVoided) > 0 {
 		var pksize2 int
-		for _, num := range m.RestoreClaimed {
+		for _, num := range m.RestoreVoided {
 			pksize2 += protohelpers.SizeOfVarint(uint64(num))
 		}
 		i -= pksize2
 		j1 := i
-		for _, num1 := range m.RestoreClaimed {
+		for _, num1 := range m.RestoreVoided {
 			num := uint64(num1)
 			for num >= 1<<7 {
 				dAtA[j1] = uint8(uint64(num)&0x7f | 0x80)
@@ -2597,6 +2607,52 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			j1++
 		}
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize2))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xa2
+	}
+	if len(m.Voided) > 0 {
+		var pksize4 int
+		for _, num := range m.Voided {
+			pksize4 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize4
+		j3 := i
+		for _, num1 := range m.Voided {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j3] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j3++
+			}
+			dAtA[j3] = uint8(num)
+			j3++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize4))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x9a
+	}
+	if len(m.RestoreClaimed) > 0 {
+		var pksize6 int
+		for _, num := range m.RestoreClaimed {
+			pksize6 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize6
+		j5 := i
+		for _, num1 := range m.RestoreClaimed {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j5] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j5++
+			}
+			dAtA[j5] = uint8(num)
+			j5++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize6))
 		i--
 		dAtA[i] = 0x1
 		i--
@@ -2617,60 +2673,13 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x80
 	}
 	if len(m.Seen) > 0 {
-		var pksize4 int
-		for _, num := range m.Seen {
-			pksize4 += protohelpers.SizeOfVarint(uint64(num))
-		}
-		i -= pksize4
-		j3 := i
-		for _, num1 := range m.Seen {
-			num := uint64(num1)
-			for num >= 1<<7 {
-				dAtA[j3] = uint8(uint64(num)&0x7f | 0x80)
-				num >>= 7
-				j3++
-			}
-			dAtA[j3] = uint8(num)
-			j3++
-		}
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize4))
-		i--
-		dAtA[i] = 0x7a
-	}
-	if len(m.SurrenderGranted) > 0 {
-		var pksize6 int
-		for _, num := range m.SurrenderGranted {
-			pksize6 += protohelpers.SizeOfVarint(uint64(num))
-		}
-		i -= pksize6
-		j5 := i
-		for _, num1 := range m.SurrenderGranted {
-			num := uint64(num1)
-			for num >= 1<<7 {
-				dAtA[j5] = uint8(uint64(num)&0x7f | 0x80)
-				num >>= 7
-				j5++
-			}
-			dAtA[j5] = uint8(num)
-			j5++
-		}
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize6))
-		i--
-		dAtA[i] = 0x72
-	}
-	if m.SurrenderSeq != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SurrenderSeq))
-		i--
-		dAtA[i] = 0x68
-	}
-	if len(m.Lost) > 0 {
 		var pksize8 int
-		for _, num := range m.Lost {
+		for _, num := range m.Seen {
 			pksize8 += protohelpers.SizeOfVarint(uint64(num))
 		}
 		i -= pksize8
 		j7 := i
-		for _, num1 := range m.Lost {
+		for _, num1 := range m.Seen {
 			num := uint64(num1)
 			for num >= 1<<7 {
 				dAtA[j7] = uint8(uint64(num)&0x7f | 0x80)
@@ -2681,6 +2690,53 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			j7++
 		}
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize8))
+		i--
+		dAtA[i] = 0x7a
+	}
+	if len(m.SurrenderGranted) > 0 {
+		var pksize10 int
+		for _, num := range m.SurrenderGranted {
+			pksize10 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize10
+		j9 := i
+		for _, num1 := range m.SurrenderGranted {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j9] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j9++
+			}
+			dAtA[j9] = uint8(num)
+			j9++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize10))
+		i--
+		dAtA[i] = 0x72
+	}
+	if m.SurrenderSeq != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SurrenderSeq))
+		i--
+		dAtA[i] = 0x68
+	}
+	if len(m.Lost) > 0 {
+		var pksize12 int
+		for _, num := range m.Lost {
+			pksize12 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize12
+		j11 := i
+		for _, num1 := range m.Lost {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j11] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j11++
+			}
+			dAtA[j11] = uint8(num)
+			j11++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize12))
 		i--
 		dAtA[i] = 0x62
 	}
@@ -2700,55 +2756,13 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x50
 	}
 	if len(m.ClaimSeq) > 0 {
-		var pksize10 int
-		for _, num := range m.ClaimSeq {
-			pksize10 += protohelpers.SizeOfVarint(uint64(num))
-		}
-		i -= pksize10
-		j9 := i
-		for _, num1 := range m.ClaimSeq {
-			num := uint64(num1)
-			for num >= 1<<7 {
-				dAtA[j9] = uint8(uint64(num)&0x7f | 0x80)
-				num >>= 7
-				j9++
-			}
-			dAtA[j9] = uint8(num)
-			j9++
-		}
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize10))
-		i--
-		dAtA[i] = 0x4a
-	}
-	if len(m.Claimed) > 0 {
-		var pksize12 int
-		for _, num := range m.Claimed {
-			pksize12 += protohelpers.SizeOfVarint(uint64(num))
-		}
-		i -= pksize12
-		j11 := i
-		for _, num1 := range m.Claimed {
-			num := uint64(num1)
-			for num >= 1<<7 {
-				dAtA[j11] = uint8(uint64(num)&0x7f | 0x80)
-				num >>= 7
-				j11++
-			}
-			dAtA[j11] = uint8(num)
-			j11++
-		}
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize12))
-		i--
-		dAtA[i] = 0x42
-	}
-	if len(m.Received) > 0 {
 		var pksize14 int
-		for _, num := range m.Received {
+		for _, num := range m.ClaimSeq {
 			pksize14 += protohelpers.SizeOfVarint(uint64(num))
 		}
 		i -= pksize14
 		j13 := i
-		for _, num1 := range m.Received {
+		for _, num1 := range m.ClaimSeq {
 			num := uint64(num1)
 			for num >= 1<<7 {
 				dAtA[j13] = uint8(uint64(num)&0x7f | 0x80)
@@ -2760,16 +2774,16 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		}
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize14))
 		i--
-		dAtA[i] = 0x3a
+		dAtA[i] = 0x4a
 	}
-	if len(m.Granted) > 0 {
+	if len(m.Claimed) > 0 {
 		var pksize16 int
-		for _, num := range m.Granted {
+		for _, num := range m.Claimed {
 			pksize16 += protohelpers.SizeOfVarint(uint64(num))
 		}
 		i -= pksize16
 		j15 := i
-		for _, num1 := range m.Granted {
+		for _, num1 := range m.Claimed {
 			num := uint64(num1)
 			for num >= 1<<7 {
 				dAtA[j15] = uint8(uint64(num)&0x7f | 0x80)
@@ -2780,6 +2794,48 @@ func (m *RegionRecord) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			j15++
 		}
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize16))
+		i--
+		dAtA[i] = 0x42
+	}
+	if len(m.Received) > 0 {
+		var pksize18 int
+		for _, num := range m.Received {
+			pksize18 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize18
+		j17 := i
+		for _, num1 := range m.Received {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j17] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j17++
+			}
+			dAtA[j17] = uint8(num)
+			j17++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize18))
+		i--
+		dAtA[i] = 0x3a
+	}
+	if len(m.Granted) > 0 {
+		var pksize20 int
+		for _, num := range m.Granted {
+			pksize20 += protohelpers.SizeOfVarint(uint64(num))
+		}
+		i -= pksize20
+		j19 := i
+		for _, num1 := range m.Granted {
+			num := uint64(num1)
+			for num >= 1<<7 {
+				dAtA[j19] = uint8(uint64(num)&0x7f | 0x80)
+				num >>= 7
+				j19++
+			}
+			dAtA[j19] = uint8(num)
+			j19++
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(pksize20))
 		i--
 		dAtA[i] = 0x32
 	}
@@ -4229,6 +4285,9 @@ func (m *RegionExchangeRequest) SizeVT() (n int) {
 	if m.Forwarded {
 		n += 2
 	}
+	if m.Handoff {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -4365,6 +4424,20 @@ func (m *RegionRecord) SizeVT() (n int) {
 	if len(m.RestoreClaimed) > 0 {
 		l = 0
 		for _, e := range m.RestoreClaimed {
+			l += protohelpers.SizeOfVarint(uint64(e))
+		}
+		n += 2 + protohelpers.SizeOfVarint(uint64(l)) + l
+	}
+	if len(m.Voided) > 0 {
+		l = 0
+		for _, e := range m.Voided {
+			l += protohelpers.SizeOfVarint(uint64(e))
+		}
+		n += 2 + protohelpers.SizeOfVarint(uint64(l)) + l
+	}
+	if len(m.RestoreVoided) > 0 {
+		l = 0
+		for _, e := range m.RestoreVoided {
 			l += protohelpers.SizeOfVarint(uint64(e))
 		}
 		n += 2 + protohelpers.SizeOfVarint(uint64(l)) + l
@@ -10444,6 +10517,26 @@ func (m *RegionExchangeRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Forwarded = bool(v != 0)
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Handoff", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Handoff = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -11559,6 +11652,158 @@ func (m *RegionRecord) UnmarshalVT(dAtA []byte) error {
 				}
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field RestoreClaimed", wireType)
+			}
+		case 19:
+			if wireType == 0 {
+				var v int64
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= int64(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Voided = append(m.Voided, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.Voided) == 0 {
+					m.Voided = make([]int64, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v int64
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= int64(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Voided = append(m.Voided, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Voided", wireType)
+			}
+		case 20:
+			if wireType == 0 {
+				var v int64
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= int64(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.RestoreVoided = append(m.RestoreVoided, v)
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				var count int
+				for _, integer := range dAtA[iNdEx:postIndex] {
+					if integer < 128 {
+						count++
+					}
+				}
+				elementCount = count
+				if elementCount != 0 && len(m.RestoreVoided) == 0 {
+					m.RestoreVoided = make([]int64, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v int64
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= int64(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.RestoreVoided = append(m.RestoreVoided, v)
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field RestoreVoided", wireType)
 			}
 		default:
 			iNdEx = preIndex

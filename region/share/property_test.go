@@ -13,9 +13,12 @@ import (
 // lost for good (grants voided by a region that declared the giver lost,
 // surrenders no majority claimed and the region could not restore): the
 // median key must keep at least 90% (logged: the distribution).
+var propertyFirst, propertySeeds uint64 = 1, 24
+
 func TestPropertyBound(t *testing.T) {
 	var sums []int64
-	for seed := uint64(1); seed <= 24; seed++ {
+	worst := 0 // steps after the final heal until every key is whole again
+	for seed := propertyFirst; seed <= propertySeeds; seed++ {
 		names := []string{"a", "b", "c"}
 		if seed%4 == 0 {
 			names = []string{"a", "b", "c", "d", "e"}
@@ -51,18 +54,26 @@ func TestPropertyBound(t *testing.T) {
 		for i := range demand {
 			demand[i] = 100
 		}
-		for range 60 {
+		// Count the steps until every key's shares add up to Whole
+		// again (less 0.1%: grants in flight) for good.
+		healed := 0
+		for step := 1; step <= 60; step++ {
 			for _, key := range keys {
 				s.step(key, demand)
+				if s.sum(key) < Whole-Whole/1000 {
+					healed = step + 1
+				}
 			}
 		}
+		worst = max(worst, healed)
 		for _, key := range keys {
 			sums = append(sums, s.sum(key))
 		}
 	}
 	slices.Sort(sums)
-	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d", sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole)
-	if sums[len(sums)/2] < Whole*9/10 {
-		t.Fatalf("median key keeps %d < 90%% of Whole after heal", sums[len(sums)/2])
+	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d; whole again (±0.1%%) %d steps after the heal at worst",
+		sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole, worst)
+	if worst > 12 {
+		t.Fatalf("a key's shares added up to less than Whole (-0.1%%) %d steps after the heal, want within 12 (3 s)", worst)
 	}
 }

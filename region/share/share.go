@@ -27,6 +27,13 @@ type Config struct {
 	// Floor is the share every region keeps whatever its demand, so a quiet
 	// region still admits (default Whole/100: 1% of the limit).
 	Floor int64
+	// IdleFloor is the share a region that reports no demand for a key
+	// is asked to keep (default Floor/10): the rest of its floor goes to
+	// the regions that use the key, so a quiet region costs the busy ones
+	// 0.1% of the limit rather than 1%. It still admits its part of the
+	// burst at once, and is moved back up to Floor plus its demand's part
+	// as soon as it reports demand. Surrender and claims keep Floor.
+	IdleFloor int64
 	// MinMove is the smallest surplus a region gives away in one step
 	// (default Whole/500), so shares do not churn on noise.
 	MinMove int64
@@ -49,7 +56,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults for the given regions.
 func DefaultConfig(self string, regions []string) Config {
-	return Config{Regions: regions, Self: self, Floor: Whole / 100, MinMove: Whole / 500,
+	return Config{Regions: regions, Self: self, Floor: Whole / 100, IdleFloor: Whole / 1000, MinMove: Whole / 500,
 		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond}
 }
 
@@ -73,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.Floor < 0 || c.Floor*int64(len(c.Regions)) > Whole {
 		return fmt.Errorf("%w: floor %d: want 0..%d for %d regions", ErrConfig, c.Floor, Whole/int64(len(c.Regions)), len(c.Regions))
+	}
+	if c.IdleFloor < 0 || c.IdleFloor > c.Floor {
+		return fmt.Errorf("%w: idle floor %d: want 0..floor (%d)", ErrConfig, c.IdleFloor, c.Floor)
 	}
 	if c.MinMove < 0 {
 		return fmt.Errorf("%w: min move must be >= 0", ErrConfig)
@@ -113,7 +123,15 @@ type Record struct {
 	Restored           int64
 	RestoreSurrendered int64
 	RestoreClaimed     []int64
-	Minority           bool
+	// Voided, per region: the share that region granted this origin
+	// which the origin will never take (granted after the record it
+	// declared the region lost at, before the region's surrender);
+	// RestoreVoided is each region's Voided[origin] at the last restore.
+	// A region restoring adds back what others voided of its grants, so
+	// a void that no claim covered is not lost.
+	Voided        []int64
+	RestoreVoided []int64
+	Minority      bool
 	// Lost, per region: 0 if the origin hears from it, else the Seq+1 of
 	// the region's record the origin holds (1: none).
 	Lost []int64
@@ -131,13 +149,15 @@ func (r *Record) clone() Record {
 	c.SurrenderGranted = slices.Clone(r.SurrenderGranted)
 	c.Seen = slices.Clone(r.Seen)
 	c.RestoreClaimed = slices.Clone(r.RestoreClaimed)
+	c.Voided = slices.Clone(r.Voided)
+	c.RestoreVoided = slices.Clone(r.RestoreVoided)
 	return c
 }
 
 func (r *Record) valid(n int) bool {
 	return r.Origin >= 0 && r.Origin < n && len(r.Granted) == n && len(r.Received) == n &&
 		len(r.Claimed) == n && len(r.ClaimSeq) == n && len(r.Lost) == n && len(r.SurrenderGranted) == n &&
-		len(r.Seen) == n && len(r.RestoreClaimed) == n
+		len(r.Seen) == n && len(r.RestoreClaimed) == n && len(r.Voided) == n && len(r.RestoreVoided) == n
 }
 
 type keyState struct {
@@ -154,7 +174,6 @@ type keyState struct {
 	// claims counted it as j's).
 	capSeq     []int64
 	capGranted []int64
-	voided     []int64
 	direct     []int64 // per region: Seq of its last record received from itself
 }
 
@@ -223,11 +242,11 @@ func (t *Table) key(key string) *keyState {
 	}
 	n := len(t.regions)
 	k := &keyState{recs: make([]Record, n), have: make([]bool, n),
-		capSeq: make([]int64, n), capGranted: make([]int64, n), voided: make([]int64, n), direct: make([]int64, n)}
+		capSeq: make([]int64, n), capGranted: make([]int64, n), direct: make([]int64, n)}
 	for i := range k.recs {
 		k.recs[i] = Record{Origin: i, Granted: make([]int64, n), Received: make([]int64, n), Claimed: make([]int64, n),
 			ClaimSeq: make([]int64, n), Lost: make([]int64, n), SurrenderGranted: make([]int64, n),
-			Seen: make([]int64, n), RestoreClaimed: make([]int64, n)}
+			Seen: make([]int64, n), RestoreClaimed: make([]int64, n), Voided: make([]int64, n), RestoreVoided: make([]int64, n)}
 		k.recs[i].Held = t.initial(key, i)
 	}
 	k.have[t.self] = true
@@ -381,6 +400,36 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 	k.fresh = false
 }
 
+// Adopt takes key's records from this region's previous owner of the key
+// (a hand-on inside the region when ownership moved): this region's record
+// replaces the one held when that has moved no share yet or is older, the
+// other regions' records merge as in Merge. The key is shared from then
+// on (only shared keys are handed on).
+func (t *Table) Adopt(key string, recs []Record) {
+	k := t.key(key)
+	k.shared = true
+	for i := range recs {
+		r := &recs[i]
+		if !r.valid(len(t.regions)) {
+			continue
+		}
+		if r.Origin == t.self {
+			if me := &k.recs[t.self]; idle(me) || r.Seq > me.Seq {
+				seq := me.Seq
+				k.recs[t.self] = r.clone()
+				k.recs[t.self].Seq = max(seq, r.Seq)
+			}
+			continue
+		}
+		if k.have[r.Origin] && r.Seq <= k.recs[r.Origin].Seq {
+			continue
+		}
+		k.recs[r.Origin] = r.clone()
+		k.have[r.Origin] = true
+	}
+	k.fresh = false
+}
+
 // idle reports whether a record has moved no share yet.
 func idle(r *Record) bool {
 	for i := range r.Granted {
@@ -430,14 +479,7 @@ func (t *Table) Records(key string) []Record {
 // agrees, gives surplus share toward demand, and writes this region's
 // records.
 func (t *Table) Step(now int64) {
-	n := len(t.regions)
-	reached := 1
-	for i := range t.regions {
-		if i != t.self && now-t.ok[i] <= int64(t.cfg.LostAfter) {
-			reached++
-		}
-	}
-	t.minority = 2*reached <= n
+	t.minority = t.cutOff(now)
 	t.fell = t.minority
 	for key, k := range t.keys {
 		t.stepKey(key, k, now)
@@ -470,7 +512,7 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 				// It surrendered since: what it granted between the
 				// record the majority may have claimed at and the
 				// surrender may have been counted in the claims.
-				k.voided[i] += max(0, r.SurrenderGranted[t.self]-k.capGranted[i])
+				k.recs[t.self].Voided[i] += max(0, r.SurrenderGranted[t.self]-k.capGranted[i])
 				k.capSeq[i] = 0
 			case k.direct[i] >= k.capSeq[i]:
 				// It answered itself with a newer record and has not
@@ -493,25 +535,23 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		return
 	}
 
-	// Take what was granted to this region.
-	for i := range t.regions {
-		if i != t.self && k.have[i] {
-			granted := k.recs[i].Granted[t.self]
-			if k.capSeq[i] != 0 {
-				granted = min(granted, k.capGranted[i])
-			}
-			if avail := granted - k.voided[i] - me.Received[i]; avail > 0 {
-				me.Received[i] += avail
-			}
-		}
-	}
+	t.take(k)
 
 	// Claim from lost regions once the majority agrees.
 	t.claim(key, k, lost)
 	t.restore(k)
 
-	// Give surplus toward demand, among regions that take part.
 	t.write(key, k, now)
+	t.give(key, k, now, lost, reported)
+}
+
+// give moves this region's surplus above its target toward the regions
+// below theirs, among the regions that take part (not lost, not in the
+// minority, reached within LostAfter); reported is the demand this region
+// last reported. It reports whether it gave any.
+func (t *Table) give(key string, k *keyState, now int64, lost []bool, reported int64) bool {
+	n := len(t.regions)
+	me := &k.recs[t.self]
 	active := make([]bool, n)
 	views := make([]int64, n)
 	var pool, demand int64
@@ -532,22 +572,35 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		count++
 	}
 	if demand <= 0 || count < 2 {
-		return
+		return false
 	}
-	spare := pool - count*t.cfg.Floor
+	dem := func(i int) int64 {
+		if i == t.self {
+			return reported
+		}
+		return k.recs[i].Demand
+	}
+	floor := func(i int) int64 {
+		if dem(i) <= 0 {
+			return t.cfg.IdleFloor
+		}
+		return t.cfg.Floor
+	}
+	spare := pool
+	for i := range t.regions {
+		if active[i] {
+			spare -= floor(i)
+		}
+	}
 	if spare < 0 {
-		return
+		return false
 	}
 	target := func(i int) int64 {
-		d := k.recs[i].Demand
-		if i == t.self {
-			d = reported
-		}
-		return t.cfg.Floor + int64(float64(spare)*float64(d)/float64(demand))
+		return floor(i) + int64(float64(spare)*float64(dem(i))/float64(demand))
 	}
 	surplus := me.Held - target(t.self)
 	if surplus <= t.cfg.MinMove {
-		return
+		return false
 	}
 	var deficit int64
 	defs := make([]int64, n)
@@ -560,14 +613,72 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 		}
 	}
 	if deficit <= 0 {
-		return
+		return false
 	}
 	for i, d := range defs {
 		if d > 0 {
 			me.Granted[i] += min(d, int64(float64(surplus)*float64(d)/float64(deficit)))
 		}
 	}
-	t.write(key, k, now)
+	t.writeMoved(key, k, now)
+	return true
+}
+
+// take takes what the other regions granted this one and it has not
+// taken yet (up to the cap of a region it declared lost, less what it
+// voided); it reports whether it took any.
+func (t *Table) take(k *keyState) bool {
+	me := &k.recs[t.self]
+	took := false
+	for i := range t.regions {
+		if i != t.self && k.have[i] {
+			granted := k.recs[i].Granted[t.self]
+			if k.capSeq[i] != 0 {
+				granted = min(granted, k.capGranted[i])
+			}
+			if avail := granted - me.Voided[i] - me.Received[i]; avail > 0 {
+				me.Received[i] += avail
+				took = true
+			}
+		}
+	}
+	return took
+}
+
+// Rebalance gives key's share above the floor toward the regions that
+// ask for it between steps, right after a peer's records arrived, when
+// this region does not use the key itself (it reported no demand): an
+// answer carries the grant back at once rather than at the next step, so
+// a key homed in a quiet region reaches the regions that use it one
+// round trip after their first exchange. Regions that use the key move
+// share at steps only (all from the same step's records, which keeps
+// them from chasing each other's stale views). It gives nothing while
+// this region is in the minority or counts any region lost (the step
+// handles those). It reports whether any share moved.
+func (t *Table) Rebalance(key string, now int64) bool {
+	k := t.keys[key]
+	if k == nil || k.recs[t.self].Demand != 0 || k.asked != 0 || t.minority || t.cutOff(now) {
+		return false
+	}
+	lost := make([]bool, len(t.regions))
+	for i := range t.regions {
+		if i != t.self && (now-t.heard[i] > int64(t.cfg.ClaimAfter) || k.capSeq[i] != 0) {
+			return false
+		}
+	}
+	return t.give(key, k, now, lost, k.recs[t.self].Demand)
+}
+
+// cutOff reports whether at now this region has gone LostAfter without a
+// round trip to a majority of the regions.
+func (t *Table) cutOff(now int64) bool {
+	reached := 1
+	for i := range t.regions {
+		if i != t.self && now-t.ok[i] <= int64(t.cfg.LostAfter) {
+			reached++
+		}
+	}
+	return 2*reached <= len(t.regions)
 }
 
 // view is region i's share as this region expects it once i has seen what
@@ -648,16 +759,29 @@ func (t *Table) claim(key string, k *keyState, lost []bool) {
 }
 
 // restore takes back share this region surrendered in the minority, less
-// what the majority claimed from it, once every other region's record
-// (direct or relayed) shows it has seen the surrender and does not count
-// this region as lost: no claim against the records before the surrender
-// can follow.
+// what the majority claimed from it, plus what the others voided of its
+// grants (given after the record they declared it lost at: counted in
+// claims when claims were made, lost otherwise), once every other
+// region's record (direct or relayed) shows it has seen the surrender and
+// does not count this region as lost: no claim against the records before
+// the surrender can follow, and each region's void for it is final (a
+// region voids in the step it first sees the surrender while hearing from
+// this one, the step that writes Seen and Lost so).
 func (t *Table) restore(k *keyState) {
 	me := &k.recs[t.self]
-	if me.Surrendered <= me.RestoreSurrendered {
+	var newVoids int64
+	for p := range t.regions {
+		if p != t.self && k.have[p] {
+			newVoids += k.recs[p].Voided[t.self] - me.RestoreVoided[p]
+		}
+	}
+	// A minority step that had nothing above the floor to surrender still
+	// moves SurrenderSeq, and the others void the grants before it: those
+	// come back here too.
+	if me.Surrendered <= me.RestoreSurrendered && newVoids <= 0 {
 		return
 	}
-	var claims int64
+	var claims, voided int64
 	for p := range t.regions {
 		if p == t.self {
 			continue
@@ -667,23 +791,37 @@ func (t *Table) restore(k *keyState) {
 			return
 		}
 		claims += r.Claimed[t.self] - me.RestoreClaimed[p]
+		voided += r.Voided[t.self] - me.RestoreVoided[p]
 	}
-	if back := me.Surrendered - me.RestoreSurrendered - claims; back > 0 {
+	if back := me.Surrendered - me.RestoreSurrendered - claims + voided; back > 0 {
 		me.Restored += back
 	}
 	me.RestoreSurrendered = me.Surrendered
 	for p := range t.regions {
 		if p != t.self {
 			me.RestoreClaimed[p] = k.recs[p].Claimed[t.self]
+			me.RestoreVoided[p] = k.recs[p].Voided[t.self]
 		}
 	}
 }
 
+// write updates this region's record after a step: its share, a new Seq
+// and Seen (the records the step acted on).
 func (t *Table) write(key string, k *keyState, now int64) {
+	t.writeMoved(key, k, now)
 	me := &k.recs[t.self]
-	me.Held = held(t.initial(key, t.self), me)
-	me.Seq = max(me.Seq+1, now)
 	for i := range me.Seen {
 		me.Seen[i] = k.recs[i].Seq
 	}
+}
+
+// writeMoved updates the share and Seq after share moved, leaving Seen
+// as the last step wrote it: between steps (Rebalance) records merged
+// since have not been acted on (a void for a surrender they show is
+// computed at the next step), and a region that reads Seen as "has acted
+// on my surrender" must not restore before that.
+func (t *Table) writeMoved(key string, k *keyState, now int64) {
+	me := &k.recs[t.self]
+	me.Held = held(t.initial(key, t.self), me)
+	me.Seq = max(me.Seq+1, now)
 }

@@ -39,23 +39,22 @@ func keyHomedAt(i, n int) string {
 }
 
 // TestSteps pins the ledger step by step for two regions: the home region
-// starts with everything above the other's floor, gives toward demand
-// once it sees the demand, and the other takes the grant one exchange
-// later.
+// starts with everything above the other's floor; unused there, it gives
+// toward the other's demand as soon as that arrives, and the other takes
+// the grant at its next step; under equal demand shares meet halfway.
 func TestSteps(t *testing.T) {
 	s := newSim(t, "a", "b")
 	key := keyHomedAt(0, 2)
-	floor := Whole / 100
+	floor, idle := Whole/100, Whole/1000
 	steps := []struct {
 		demand []int64
 		want   []int64
 	}{
-		// b asks; a has not seen b's demand when it steps.
-		{[]int64{0, 100}, []int64{Whole - floor, floor}},
-		// a has b's demand (smoothed) and none of its own: it gives down to
-		// its floor; b takes it at its next step.
-		{[]int64{0, 100}, []int64{floor, floor}},
-		{[]int64{0, 100}, []int64{floor, Whole - floor}},
+		// b asks; a, which does not use the key, gives down to its idle
+		// floor as soon as b's record arrives (Rebalance) and answers
+		// with the grant; b takes it at its next step.
+		{[]int64{0, 100}, []int64{idle, floor}},
+		{[]int64{0, 100}, []int64{idle, Whole - idle}},
 		// Equal demand: b gives its surplus back over the next steps.
 		{[]int64{100, 100}, []int64{floor, Whole - floor}},
 		{[]int64{100, 100}, nil},

@@ -47,7 +47,8 @@ func (s *sim) isolate(i int, down bool) {
 	}
 }
 
-// step advances one interval; demand[i] tokens are asked in region i for key.
+// step advances one interval; demand[i] tokens are asked in region i for
+// key.
 func (s *sim) step(key string, demand []int64) {
 	s.t.Helper()
 	for i, tab := range s.tabs {
@@ -70,6 +71,10 @@ func (s *sim) step(key string, demand []int64) {
 			for key, recs := range outs[i] {
 				peer.Merge(tab.Self(), key, recs)
 			}
+			// As the agent's Exchange handler: give, then answer.
+			for key := range outs[i] {
+				peer.Rebalance(key, s.now)
+			}
 			if s.oneWay[i][j] {
 				continue
 			}
@@ -89,8 +94,19 @@ func (s *sim) check(key string) {
 	var sum int64
 	for _, tab := range s.tabs {
 		sum += tab.Share(key)
+		if k := tab.keys[key]; k != nil {
+			if h := k.recs[tab.self].Held; h < 0 || h > Whole {
+				s.t.Fatalf("at %v: region %d holds %d of %q", time.Duration(s.now), tab.Self(), h, key)
+			}
+		}
 	}
 	if sum > Whole {
+		for i, tab := range s.tabs {
+			k := tab.keys[key]
+			me := k.recs[tab.self]
+			s.t.Logf("  %d held %d granted %v received %v claimed %v claimseq %v surr %d restored %d restSurr %d restClaimed %v voided %v restVoided %v capSeq %v capGranted %v surrSeq %d surrGranted %v lost %v minority %v",
+				i, me.Held, me.Granted, me.Received, me.Claimed, me.ClaimSeq, me.Surrendered, me.Restored, me.RestoreSurrendered, me.RestoreClaimed, me.Voided, me.RestoreVoided, k.capSeq, k.capGranted, me.SurrenderSeq, me.SurrenderGranted, me.Lost, tab.minority)
+		}
 		s.t.Fatalf("at %v: shares of %q add up to %d > %d: %v", time.Duration(s.now), key, sum, Whole, s.shares(key))
 	}
 }
