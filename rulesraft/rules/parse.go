@@ -320,26 +320,8 @@ func (d fieldDecoder) dur(n *yaml.Node, field string, dst *Duration) {
 }
 
 func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, "match", "must be a mapping such as {route: /v1/orders, method: POST}")
-		return
-	}
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
-		if k.Kind != yaml.ScalarNode {
-			d.fail(k, "match", "field names must be plain strings")
-			continue
-		}
-		field := "match." + k.Value
-		if first, dup := d.lines[field]; dup {
-			d.fail(k, field, "appears twice (first at line %d)", first)
-			continue
-		}
-		d.lines[field] = v.Line
-		switch k.Value {
+	d.fields(n, "match", "{route: /v1/orders, method: POST}", "route, method, plan, domain, descriptor", func(name, field string, v *yaml.Node) bool {
+		switch name {
 		case "route":
 			d.str(v, field, &dst.Route)
 		case "method":
@@ -351,51 +333,62 @@ func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
 		case "descriptor":
 			d.entries(v, field, &dst.Descriptor)
 		default:
-			delete(d.lines, field)
-			d.bad[field] = true
-			d.p.add(k, d.prefix+field, "unknown field (want route, method, plan, domain, descriptor)")
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // events reads a rule's events option: {sample: 0.01, redact: true}.
 func (d fieldDecoder) events(n *yaml.Node, dst *Events) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		d.fail(n, "events", "must be a mapping such as {sample: 0.01, redact: true}")
-		return
-	}
-	for j := 0; j+1 < len(n.Content); j += 2 {
-		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
-		if k.Kind != yaml.ScalarNode {
-			d.fail(k, "events", "field names must be plain strings")
-			continue
-		}
-		field := "events." + k.Value
-		if first, dup := d.lines[field]; dup {
-			d.fail(k, field, "appears twice (first at line %d)", first)
-			continue
-		}
-		d.lines[field] = v.Line
-		switch k.Value {
+	d.fields(n, "events", "{sample: 0.01, redact: true}", "sample, redact", func(name, field string, v *yaml.Node) bool {
+		switch name {
 		case "sample":
 			if isNull(v) {
-				continue
+				return true
 			}
 			var f float64
 			if v.Kind != yaml.ScalarNode || (v.ShortTag() != "!!float" && v.ShortTag() != "!!int") || v.Decode(&f) != nil {
 				d.fail(v, field, "must be a number from 0 to 1, got %s", describe(v))
-				continue
+				return true
 			}
 			dst.Sample = f
 		case "redact":
 			d.bool(v, field, &dst.Redact)
 		default:
+			return false
+		}
+		return true
+	})
+}
+
+// fields walks the mapping n of the rule's field name (e.g. {sample: 0.01}
+// is example): each field once, decoded by one; a field one does not
+// know (false) is reported with the fields it takes (want).
+func (d fieldDecoder) fields(n *yaml.Node, name, example, want string, one func(name, field string, v *yaml.Node) bool) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, name, "must be a mapping such as %s", example)
+		return
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, name, "field names must be plain strings")
+			continue
+		}
+		field := name + "." + k.Value
+		if first, dup := d.lines[field]; dup {
+			d.fail(k, field, "appears twice (first at line %d)", first)
+			continue
+		}
+		d.lines[field] = v.Line
+		if !one(k.Value, field, v) {
 			delete(d.lines, field)
 			d.bad[field] = true
-			d.p.add(k, d.prefix+field, "unknown field (want sample, redact)")
+			d.p.add(k, d.prefix+field, "unknown field (want %s)", want)
 		}
 	}
 }
