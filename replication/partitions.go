@@ -310,7 +310,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			break
 		}
 	}
-	alive := func(id string) bool { _, ok := e.Live[id]; return ok && !departed[id] }
+	alive := func(id string) bool { _, ok := e.Live[id]; return ok }
 	// A dropped mark of a partition this node owns by the new ring (it was
 	// pulled away on a ring this node never agreed with, and the puller is
 	// gone or out of the ring before this node took it back) is taken back
@@ -333,7 +333,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 	}
 	moves := diffPlacements(old, e.Place)
-	gain, lose, dropReplica := PlanHandoff(m.self, moves, func(id string) bool { _, ok := e.Live[id]; return ok })
+	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
 	for _, r := range reclaim { // those the ring did not give this node anew
 		if !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
 			gain = append(gain, r)
