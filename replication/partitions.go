@@ -69,7 +69,12 @@ type Partitions struct {
 type partition struct {
 	state PartState
 	peer  string // pending: source (or ""); moved: the puller
-	since int64  // released, moved: when
+	since int64  // released, moved: when; ready with copies: since when
+	// copies: the counters were settled here from replica copies (no
+	// holder handed them over) and are provisional (see Reply.Copies).
+	// A ready partition's become its own after the settle time; a
+	// partition released or asked for before that stays provisional.
+	copies bool
 }
 
 // NewPartitions returns the machine for node self with n partitions, all
@@ -126,9 +131,12 @@ type RingChanged struct {
 }
 
 // Arrived: the counters of Parts, pulled or promoted, are installed.
+// Copies lists those of Parts that no holder handed over: settled from
+// replica copies (this node's or others'), or fresh.
 type Arrived struct {
-	Now   int64
-	Parts []uint32
+	Now    int64
+	Parts  []uint32
+	Copies []uint32
 }
 
 // Unreached: a take-back (Pull with Back) got no answer from Peer, which
@@ -203,9 +211,18 @@ type Resync struct{ Parts []uint32 }
 // Reply answers an Ask: Held passed to the asker (export their counters,
 // once the checks deciding them here are done), Moved handed on earlier
 // (the asker follows the chain), the rest neither (replica copies only).
+//
+// Copies are passed on like Held, but their counters are provisional:
+// settled here from replica copies within the settle time, or a ring
+// flap's leftovers (a node whose gossip view shrank to itself for a moment
+// promotes its copies of partitions their owner never stopped serving,
+// and holds them, released, once the view is back). The asker gets them
+// as replica copies, used only when no live node holds the partition,
+// never over a holder's counters or, coming back from a split, its own.
 type Reply struct {
-	Held  []uint32
-	Moved []Moved
+	Held   []uint32
+	Copies []uint32
+	Moved  []Moved
 }
 
 // Moved names where a partition went.
@@ -235,7 +252,7 @@ func (m *Partitions) Step(ev Event) []Effect {
 		return m.ringChanged(e)
 	case Arrived:
 		for _, p := range e.Parts {
-			m.arrived(p, e.Now)
+			m.arrived(p, e.Now, slices.Contains(e.Copies, p))
 		}
 	case Ask:
 		return []Effect{m.ask(e)}
@@ -356,14 +373,23 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	// settled on arrival.
 	for _, p := range lose {
 		if pt := &m.parts[p]; pt.state == PartReady {
-			*pt = partition{state: PartReleased, since: e.Now}
+			*pt = partition{state: PartReleased, since: e.Now, copies: m.provisional(pt, e.Now)}
 		}
 	}
 	// A gained partition this node still holds (released, and not pulled
 	// by the owner in between, e.g. a ring that flapped) may have counters
 	// nobody else has: if no live node holds it, copies are added to them
 	// rather than replacing them.
+	//
+	// A gained partition still pending is left to the pull in flight (it
+	// is settled by this ring on arrival): one pull at a time per
+	// partition. A second one would install over counters the first had
+	// already settled and checks had decided on (its Drop and Import are
+	// two steps, so a check between them starts a key from a full bucket,
+	// which the Import then keeps: the chaos suite's repeated cuts caught
+	// it after two rings with a base in a row).
 	var held []uint32
+	gain = slices.DeleteFunc(gain, func(g Source) bool { return m.parts[g.Partition].state == PartPending })
 	for _, g := range gain {
 		if e.Base == nil && m.parts[g.Partition].state.Holds() {
 			held = append(held, g.Partition)
@@ -395,26 +421,37 @@ func firstSource(self string, from []string) string {
 
 // arrived settles a pulled partition: ready when this node owns it now (or
 // has no ring yet), otherwise released, holding the counters for whoever
-// pulls them next.
-func (m *Partitions) arrived(p uint32, now int64) {
+// pulls them next. copies: no holder handed them over.
+func (m *Partitions) arrived(p uint32, now int64, copies bool) {
 	pt := &m.parts[p]
 	switch {
 	case m.place == nil || m.place[p].Owner == m.self:
-		*pt = partition{state: PartReady}
+		*pt = partition{state: PartReady, since: now, copies: copies}
 	case pt.state == PartPending:
-		*pt = partition{state: PartReleased, since: now}
+		*pt = partition{state: PartReleased, since: now, copies: copies}
 	}
 }
 
+// provisional reports whether pt's counters are still provisional at now:
+// settled from replica copies, and not served here as ready for the settle
+// time since (see Reply.Copies).
+func (m *Partitions) provisional(pt *partition, now int64) bool {
+	return pt.copies && (pt.state != PartReady || now-pt.since < m.settle)
+}
+
 // ask passes each partition this node holds to e.To (marked moved: later
-// items go there) and names where the others went when this node handed
-// them on earlier. A partition this node is itself still pulling is
-// neither: the caller waits for it to arrive before asking.
+// items go there; provisional ones as copies) and names where the others
+// went when this node handed them on earlier. A partition this node is
+// itself still pulling is neither: the caller waits for it to arrive
+// before asking.
 func (m *Partitions) ask(e Ask) Reply {
 	var r Reply
 	for _, p := range e.Parts {
 		pt := &m.parts[p]
 		switch {
+		case pt.state.Holds() && m.provisional(pt, e.Now):
+			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, copies: true}
+			r.Copies = append(r.Copies, p)
 		case pt.state.Holds():
 			*pt = partition{state: PartMoved, peer: e.To, since: e.Now}
 			r.Held = append(r.Held, p)
@@ -433,10 +470,10 @@ func (m *Partitions) handBack(p uint32, to string, now int64) {
 		return
 	}
 	if m.place == nil || m.place[p].Owner == m.self {
-		*pt = partition{state: PartReady}
+		*pt = partition{state: PartReady, since: now, copies: pt.copies}
 		return
 	}
-	*pt = partition{state: PartReleased, since: now}
+	*pt = partition{state: PartReleased, since: now, copies: pt.copies}
 }
 
 func (m *Partitions) tick(now int64) []Effect {
@@ -448,6 +485,8 @@ func (m *Partitions) tick(now int64) []Effect {
 		case pt.state == PartReleased && pt.since+m.grace < now:
 			*pt = partition{}
 			forget = append(forget, uint32(p))
+		case pt.state == PartReady && pt.copies && !m.provisional(pt, now):
+			*pt = partition{state: PartReady}
 		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
 			back = append(back, Source{Partition: uint32(p), From: []string{pt.peer}})
 			*pt = partition{state: PartPending, peer: pt.peer}
@@ -525,8 +564,11 @@ func (m *Partitions) String() string {
 		if pt.peer != "" {
 			fmt.Fprintf(&b, " peer=%s", pt.peer)
 		}
-		if pt.state == PartReleased || pt.state == PartMoved {
+		if pt.state == PartReleased || pt.state == PartMoved || pt.copies {
 			fmt.Fprintf(&b, " since=%d", pt.since)
+		}
+		if pt.copies {
+			b.WriteString(" copies")
 		}
 		b.WriteByte('\n')
 	}

@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/p
 //
 //	new self=a partitions=4 grace=30 [settle=3]
 //	ring now=T place=a:b,b:a,... [members=a,b] [live=a,b] [departed=c] [base=a:b,...]
-//	arrived now=T parts=1,2
+//	arrived now=T parts=1,2 [copies=1]
 //	ask [now=T] to=b parts=1,2
 //	handback now=T to=b parts=1
 //	tick now=T
@@ -105,12 +105,12 @@ func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string
 		}
 		return strings.Split(args[k], ",")
 	}
-	parts := func() []uint32 {
+	parts := func(k string) []uint32 {
 		var out []uint32
-		for _, s := range list("parts") {
+		for _, s := range list(k) {
 			n, err := strconv.ParseUint(s, 10, 32)
 			if err != nil {
-				t.Fatalf("parts: %v", err)
+				t.Fatalf("%s: %v", k, err)
 			}
 			out = append(out, uint32(n))
 		}
@@ -145,19 +145,19 @@ func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string
 		}
 		effects = m.Step(ev)
 	case "arrived":
-		effects = m.Step(Arrived{Now: num("now"), Parts: parts()})
+		effects = m.Step(Arrived{Now: num("now"), Parts: parts("parts"), Copies: parts("copies")})
 	case "ask":
 		var now int64
 		if _, ok := args["now"]; ok {
 			now = num("now")
 		}
-		effects = m.Step(Ask{Now: now, To: args["to"], Parts: parts()})
+		effects = m.Step(Ask{Now: now, To: args["to"], Parts: parts("parts")})
 	case "handback":
-		effects = m.Step(HandBack{Now: num("now"), To: args["to"], Parts: parts()})
+		effects = m.Step(HandBack{Now: num("now"), To: args["to"], Parts: parts("parts")})
 	case "tick":
 		effects = m.Step(Tick{Now: num("now")})
 	case "unreached":
-		effects = m.Step(Unreached{Now: num("now"), Peer: args["peer"], Parts: parts()})
+		effects = m.Step(Unreached{Now: num("now"), Peer: args["peer"], Parts: parts("parts")})
 	default:
 		t.Fatalf("unknown command %q", fields[0])
 	}
@@ -205,6 +205,9 @@ func formatEffect(e Effect) string {
 		var mv []string
 		for _, m := range e.Moved {
 			mv = append(mv, fmt.Sprintf("p%d->%s", m.Partition, m.To))
+		}
+		if len(e.Copies) > 0 {
+			return fmt.Sprintf("reply held=%v copies=%v moved=%v", e.Held, e.Copies, mv)
 		}
 		return fmt.Sprintf("reply held=%v moved=%v", e.Held, mv)
 	case DropCounters:

@@ -407,21 +407,32 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	if err != nil {
 		return HandoffReply{}, err
 	}
-	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "moved", reply.Moved)
+	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "provisional", reply.Copies, "moved", reply.Moved)
 	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
-	if len(reply.Held) > 0 {
-		out.States, err = h.exportHeld(ctx, reply.Held)
+	// The replica copies first: the asker keeps the first state it gets of
+	// a counter, and this node's copies are fresher than provisional
+	// counters it holds (a flap's leftovers stopped changing when the flap
+	// ended; the copies follow the owner that kept serving).
+	out.Copies = h.replicas.Peek(req.Parts)
+	if passed := slices.Concat(reply.Held, reply.Copies); len(passed) > 0 {
+		states, err := h.exportHeld(ctx, passed)
 		if err != nil {
 			// The puller installs nothing: hold the partitions again.
-			if _, berr := h.step(context.WithoutCancel(ctx), HandBack{Now: h.cfg.Now(), To: req.To, Parts: reply.Held}); berr != nil {
+			if _, berr := h.step(context.WithoutCancel(ctx), HandBack{Now: h.cfg.Now(), To: req.To, Parts: passed}); berr != nil {
 				h.cfg.Logger.Warn("hand back after a failed hand-off", "err", berr)
 			}
 			return HandoffReply{}, err
 		}
+		for _, st := range states {
+			if slices.Contains(reply.Copies, st.Partition) {
+				out.Copies = append(out.Copies, st)
+			} else {
+				out.States = append(out.States, st)
+			}
+		}
 	}
-	out.Copies = h.replicas.Peek(req.Parts)
-	h.handedOff.Add(uint64(len(out.Held)))
-	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "states", len(out.States), "moved", len(out.Moved))
+	h.handedOff.Add(uint64(len(out.Held) + len(reply.Copies)))
+	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "provisional", len(reply.Copies), "states", len(out.States), "moved", len(out.Moved))
 	return out, nil
 }
 
@@ -484,12 +495,13 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters.
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
-			h.arrived(ctx, parts, func() error { return h.install(ctx, got, f.handed) })
+			h.arrived(ctx, parts, nil, func() error { return h.install(ctx, got, f.handed) })
 			continue
 		}
 		states, orphans := f.states(), f.orphans(parts)
 		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
-		h.arrived(ctx, got, func() error {
+		copied := slices.DeleteFunc(slices.Clone(got), func(p uint32) bool { return f.held[p] })
+		h.arrived(ctx, got, copied, func() error {
 			h.replicas.Drop(got)
 			return h.install(ctx, pl.replaced(parts, f.held), states)
 		})
@@ -498,13 +510,13 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	switch {
 	case len(local) == 0:
 	case pl.Keep:
-		h.arrived(ctx, local, nil) // nobody else holds them: this node's counters stay
+		h.arrived(ctx, local, nil, nil) // nobody else holds them: this node's counters stay
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
-		h.arrived(ctx, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
+		h.arrived(ctx, local, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
 	}
 }
 
@@ -519,8 +531,9 @@ func (pl Pull) replaced(parts []uint32, handed map[uint32]bool) []uint32 {
 
 // arrived installs what was pulled for parts (when install is not nil;
 // a failure is logged, and the partitions are settled anyway: waiting on
-// would stall their checks for good) and steps Arrived.
-func (h *Handoff) arrived(ctx context.Context, parts []uint32, install func() error) {
+// would stall their checks for good) and steps Arrived. copied lists the
+// parts no holder handed over.
+func (h *Handoff) arrived(ctx context.Context, parts, copied []uint32, install func() error) {
 	if install != nil {
 		if err := install(); err != nil {
 			h.cfg.Logger.Warn("install pulled partitions", "err", err)
@@ -529,7 +542,7 @@ func (h *Handoff) arrived(ctx context.Context, parts []uint32, install func() er
 	if len(parts) == 0 {
 		return
 	}
-	if _, err := h.step(ctx, Arrived{Now: h.cfg.Now(), Parts: parts}); err != nil && ctx.Err() == nil {
+	if _, err := h.step(ctx, Arrived{Now: h.cfg.Now(), Parts: parts, Copies: copied}); err != nil && ctx.Err() == nil {
 		h.cfg.Logger.Warn("settle pulled partitions", "err", err)
 	}
 }

@@ -319,3 +319,90 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 		t.Fatalf("a's p1 after the take-back: %v, want the spent counter %v", got, spent)
 	}
 }
+
+// The repeated-cut defect of the chaos suite (issue 13): b's gossip view
+// flaps to b alone for a moment, b promotes its replica copy of p0 (which
+// c never stopped serving) and holds it, released, once its view is back.
+// a comes back from a cut seeing only b and pulls p0 from b as the owner
+// of the other side. b's leftover is only a copy: a keeps its own
+// counters (coming back from a split, only a holder's counters replace
+// them), where before it installed the leftover as a holder's counters.
+// Once b has served promoted counters for the settle time they are its
+// own, and a takes them (the larger side's counters win).
+func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
+	for _, served := range []bool{false, true} {
+		name := map[bool]string{false: "flap", true: "settled"}[served]
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			peers := &directPeers{nodes: map[string]*Handoff{}}
+			ca, cb := newMemCounters(), newMemCounters()
+			start := func(id string, c Counters, store *Store) *Handoff {
+				cfg := DefaultHandoffConfig(id, 1)
+				cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
+				h, err := NewHandoff(cfg, c, peers, store, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); _ = h.Run(rctx) }()
+				t.Cleanup(func() { cancel(); <-done })
+				return h
+			}
+			storeB := NewStore()
+			a := start("a", ca, NewStore())
+			b := start("b", cb, storeB)
+			peers.nodes["a"], peers.nodes["b"] = a, b
+			ring := func(h *Handoff, place []Assignment, base []Assignment, ids ...string) {
+				t.Helper()
+				live := map[string]string{}
+				for _, id := range ids {
+					live[id] = id
+				}
+				if err := h.ChangeRing(ctx, RingChanged{Place: place, Members: ids, Live: live, Base: base}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r3 := []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}
+			r2 := []Assignment{{Owner: "c", Replicas: []string{"c", "b"}}}
+			solo := []Assignment{{Owner: "b", Replicas: []string{"b"}}}
+			spent := State{ID: 7, Partition: 0, A: 1, B: 3}
+			stale := State{ID: 7, Partition: 0, A: 1, B: 0}
+			// a alone (it is cut off) holds p0 with the spent counter.
+			ring(a, r3, nil, "a")
+			waitState(t, a, 0, PartReady)
+			ca.parts[0] = []State{spent}
+			// b, with c: c owns p0 and ships b a copy (here, a stale one).
+			ring(b, r2, nil, "b", "c")
+			if err := storeB.Apply("c", []State{stale}); err != nil {
+				t.Fatal(err)
+			}
+			// b's view flaps to b alone: it promotes its copy.
+			ring(b, solo, nil, "b")
+			waitState(t, b, 0, PartReady)
+			if served {
+				time.Sleep(120 * time.Millisecond) // past Settle, ticked
+			}
+			ring(b, r2, nil, "b", "c")
+			waitState(t, b, 0, PartReleased)
+			// a comes back seeing only b: it pulls p0 from b (the owner in
+			// the other side's ring as a sees it), keeping what b has not
+			// handed over as a holder.
+			ring(a, r3, solo, "a", "b")
+			waitState(t, a, 0, PartReady)
+			want := spent
+			if served {
+				want = stale
+			}
+			if got := ca.get(0); len(got) != 1 || got[0].B != want.B {
+				t.Fatalf("a's p0 after pulling from b: %v, want %v", got, want)
+			}
+			if st, peer := b.Routes().State(0); st != PartMoved || peer != "a" {
+				t.Fatalf("b's p0: %s %q, want moved to a", st, peer)
+			}
+			if got := cb.get(0); len(got) != 0 {
+				t.Fatalf("b kept p0's counters after passing them: %v", got)
+			}
+		})
+	}
+}
