@@ -423,8 +423,9 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			}
 			return HandoffReply{}, err
 		}
+		provisional := set32(reply.Copies)
 		for _, st := range states {
-			if slices.Contains(reply.Copies, st.Partition) {
+			if provisional[st.Partition] {
 				out.Copies = append(out.Copies, st)
 			} else {
 				out.States = append(out.States, st)
@@ -720,4 +721,12 @@ func (h *Handoff) resyncReplicas(ctx context.Context, parts []uint32) {
 	}
 	h.resynced.Add(uint64(total))
 	h.cfg.Logger.Info("resynced new replicas", "partitions", len(parts), "states", total)
+}
+
+func set32(ps []uint32) map[uint32]bool {
+	out := make(map[uint32]bool, len(ps))
+	for _, p := range ps {
+		out[p] = true
+	}
+	return out
 }
