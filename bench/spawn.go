@@ -30,7 +30,9 @@ import (
 var ErrSpawn = errors.New("bench: spawn")
 
 // freePort asks the kernel for a free loopback port. The port is released
-// before the child binds it; a rare collision fails the spawn.
+// before the child binds it, so another process (or another child of the
+// same spawn, handed the same port again) may bind it first: the child
+// then exits with "address already in use", which spawnCluster retries.
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,12 +61,48 @@ func freeGossipPort() (string, error) {
 	return "", errors.New("no loopback port free over both TCP and UDP")
 }
 
+// spawnAttempts bounds how often spawnCluster starts a cluster afresh
+// after a node lost a port race.
+const spawnAttempts = 3
+
+// errPortTaken marks a node that exited at start-up because an address it
+// was given was bound by someone else first (see freePort).
+var errPortTaken = errors.New("a port picked for it was bound by another process first")
+
+// tail keeps the last tailBytes of a child's output, for the error that
+// reports its exit.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 2048
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailBytes {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+// lastLine is the last non-empty line written.
+func (t *tail) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
 // SpawnedNode is one `weir node` child process.
 type SpawnedNode struct {
 	ID                                string
 	HTTP, GRPC, Raft, Gossip, DataDir string
 	cmd                               *exec.Cmd
 	done                              chan struct{}
+	out                               *tail // the end of its output
 }
 
 // Spawned is a local cluster of `weir node` processes.
@@ -79,6 +117,11 @@ type Spawned struct {
 	mu      sync.Mutex
 	nodes   []*SpawnedNode
 	seq     int
+	// picked holds every address handed to a node of this cluster: the
+	// kernel may hand a just-released port out again before the first
+	// node has bound it.
+	picked map[string]bool
+	pick   func() (string, error) // a free TCP port (SpawnOptions.pick)
 
 	// With SpawnOptions.TLS: the cluster CA, and the client configs of a
 	// gateway (checks) and an admin (rules); nil otherwise.
@@ -91,6 +134,10 @@ type SpawnOptions struct {
 	// TLS: a fresh CA, a node certificate per node (--tls-*), and gateway
 	// and admin certificates for the bench's own connections.
 	TLS bool
+
+	// pick chooses a node's TCP port (nil: freePort); tests hand out a
+	// taken one to lose the port race on purpose.
+	pick func() (string, error)
 }
 
 // SpawnCluster starts n `weir node` processes of binary bin on loopback
@@ -156,15 +203,35 @@ func SpawnRegions(ctx context.Context, bin string, names []string, n int, logw i
 	return out, nil
 }
 
+// spawnCluster starts the cluster, and starts it afresh with new ports
+// (up to spawnAttempts times) when a node lost a port race.
 func spawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts SpawnOptions, extra []string, grpc0 string) (*Spawned, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrInput, n)
 	}
+	var err error
+	for attempt := 1; attempt <= spawnAttempts; attempt++ {
+		var s *Spawned
+		s, err = spawnOnce(ctx, bin, n, logw, opts, extra, grpc0)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w (%d attempts with fresh ports)", err, spawnAttempts)
+}
+
+func spawnOnce(ctx context.Context, bin string, n int, logw io.Writer, opts SpawnOptions, extra []string, grpc0 string) (*Spawned, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		return nil, err
 	}
-	s := &Spawned{bin: bin, log: logw, dir: dir, extra: extra, grpc0: grpc0}
+	s := &Spawned{bin: bin, log: logw, dir: dir, extra: extra, grpc0: grpc0, picked: map[string]bool{}, pick: opts.pick}
+	if s.pick == nil {
+		s.pick = freePort
+	}
 	if opts.TLS {
 		if err := s.makeTLS(); err != nil {
 			_ = os.RemoveAll(dir)
@@ -184,6 +251,22 @@ func spawnCluster(ctx context.Context, bin string, n int, logw io.Writer, opts S
 	return s, nil
 }
 
+// port picks an address with pick that no node of this cluster was given
+// yet; s.mu is held.
+func (s *Spawned) port(pick func() (string, error)) (string, error) {
+	for range 20 {
+		a, err := pick()
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrSpawn, err)
+		}
+		if !s.picked[a] {
+			s.picked[a] = true
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("%w: no loopback port not already given to a node", ErrSpawn)
+}
+
 func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,19 +275,22 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	if s.seq == 1 && s.grpc0 != "" {
 		nd.GRPC = s.grpc0
 	}
+	if nd.GRPC != "" {
+		s.picked[nd.GRPC] = true
+	}
 	for _, p := range []*string{&nd.HTTP, &nd.GRPC, &nd.Raft} {
 		if *p != "" {
 			continue
 		}
-		a, err := freePort()
+		a, err := s.port(s.pick)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+			return nil, err
 		}
 		*p = a
 	}
-	g, err := freeGossipPort()
+	g, err := s.port(freeGossipPort)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
+		return nil, err
 	}
 	nd.Gossip = g
 	nd.DataDir = fmt.Sprintf("%s/%s", s.dir, nd.ID)
@@ -229,7 +315,12 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = os.Environ()
-	cmd.Stdout, cmd.Stderr = s.log, s.log
+	nd.out = &tail{}
+	var w io.Writer = nd.out
+	if s.log != nil {
+		w = io.MultiWriter(s.log, nd.out)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrSpawn, s.bin, err)
 	}
@@ -262,15 +353,19 @@ func (s *Spawned) GRPCAddrs() []string {
 }
 
 // WaitStable polls until every live node answers /readyz and reports want
-// members, or d passes.
+// members, or d passes. A node that exited ends the wait at once, with its
+// exit status and last line of output (errPortTaken when it lost a port
+// race): the others would wait for it in vain (no Raft leader before
+// bootstrap-expect members are seen).
 func (s *Spawned) WaitStable(ctx context.Context, want int, d time.Duration) error {
 	return poll(ctx, d, func() error {
-		for _, n := range s.Nodes() {
-			select {
-			case <-n.done:
-				return fmt.Errorf("%w: node %s exited", ErrSpawn, n.ID)
-			default:
+		nodes := s.Nodes()
+		for _, n := range nodes {
+			if err := n.exited(); err != nil {
+				return err
 			}
+		}
+		for _, n := range nodes {
 			if err := httpOK(ctx, s.AdminTLS, http.MethodGet, "/readyz", n.HTTP, ""); err != nil {
 				return err
 			}
@@ -290,6 +385,26 @@ func (s *Spawned) WaitStable(ctx context.Context, want int, d time.Duration) err
 		}
 		return nil
 	})
+}
+
+// errExited marks a spawned node that is no longer running; poll stops
+// at it.
+var errExited = errors.New("exited")
+
+// exited returns nil while the node runs; afterwards an error naming it,
+// its exit status and its last line of output.
+func (n *SpawnedNode) exited() error {
+	select {
+	case <-n.done:
+	default:
+		return nil
+	}
+	last := n.out.lastLine()
+	err := fmt.Errorf("%w: node %s %w (%v): %s", ErrSpawn, n.ID, errExited, n.cmd.ProcessState, last)
+	if strings.Contains(last, "address already in use") {
+		err = fmt.Errorf("%w: %w", err, errPortTaken)
+	}
+	return err
 }
 
 // Kill stops the node with id hard (SIGKILL: no hand-off).
@@ -442,6 +557,9 @@ func poll(ctx context.Context, d time.Duration, f func() error) error {
 		err := f()
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, errExited) {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: not ready within %v: %v", ErrSpawn, d, err)
