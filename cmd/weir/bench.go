@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	keys := fs.Int("keys", 0, "number of keys (0: the scenario's)")
 	dist := fs.String("dist", "", "key distribution: uniform or zipf (empty: the scenario's)")
 	cost := fs.Int64("cost", 0, "tokens per check (0: the scenario's)")
+	lease := fs.String("lease", "", "every rule's lease: auto, off or a count N ≥ 1 (empty: the scenario's), e.g. to compare a preset with and without automatic leases")
 	rate := fs.Float64("rate", 0, "open loop: schedule N checks per second in all at fixed intervals and count each latency from its scheduled time (no coordinated omission); 0: closed loop, each caller sends when answered")
 	duration := fs.Duration("duration", 10*time.Second, "bound on each run's duration (0: none)")
 	count := fs.Int64("count", 0, "bound on each run's checks (0: none)")
@@ -76,6 +78,17 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		if *cost > 0 {
 			sc.Cost = *cost
+		}
+		if *lease != "" {
+			n, auto := int64(0), *lease == "auto"
+			if !auto && *lease != "off" {
+				if n, err = strconv.ParseInt(*lease, 10, 64); err != nil || n < 1 {
+					return usage("--lease %q: want auto, off or a count ≥ 1", *lease)
+				}
+			}
+			for i := range sc.Rules {
+				sc.Rules[i].Lease, sc.Rules[i].AutoLease = n, auto
+			}
 		}
 		if *spawn > 0 {
 			sc.Timeout = *timeout

@@ -151,6 +151,8 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"node", "--data-dir", t.TempDir(), "--log-level", "loud"}, `invalid argument "loud" for "--log-level" flag`},
 		{[]string{"node", "--data-dir", t.TempDir(), "--bootstrap-expect", "three"}, `invalid argument "three" for "--bootstrap-expect" flag`},
 		{[]string{"-help"}, "unknown shorthand flag"},
+		{[]string{"bench", "--spawn", "1", "--lease", "some"}, `--lease "some": want auto, off or a count ≥ 1`},
+		{[]string{"bench", "--spawn", "1", "--scenario", "hot", "--lease", "500"}, "lease 500 must be in [0, burst 100]"},
 		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules", "open"},
 			`weir: --until-rules "open": want wait, deny or allow`},
 		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules-timeout", "0s"},
