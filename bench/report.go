@@ -20,8 +20,8 @@ const (
 	// httputil.ReverseProxy process (`weir plainproxy`), the baseline of
 	// the two above.
 	TargetPlainProxy = "plain-proxy"
-	TargetRedis   = "redis"    // Redis + the Lua token bucket
-	TargetRLS     = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
+	TargetRedis      = "redis"    // Redis + the Lua token bucket
+	TargetRLS        = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail
