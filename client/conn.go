@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -66,6 +67,7 @@ type nodeConn struct {
 	lc      weirv1.LimiterClient
 	queue   chan *call
 	senders chan *sender // InFlight of them; whoever holds one may send on it
+	queued  atomic.Int32 // calls enqueued and not yet on their way (in the queue or waiting for a sender)
 	c       *Client
 	legacy  checkstream.Legacy // the node lacks CheckStream: unary Check for a while
 
@@ -109,7 +111,7 @@ type sender struct {
 // sender goroutine, and its answer back. Its caller waits for the answer
 // until cl's timeout (the stream's), whatever its context says.
 func (n *nodeConn) direct(cl *call) (r callResult, ok bool) {
-	if len(n.queue) > 0 { // those calls go first, batched
+	if n.queued.Load() > 0 { // those calls go first, batched
 		return r, false
 	}
 	var s *sender
@@ -206,10 +208,12 @@ func (n *nodeConn) breakerOpen() bool {
 
 // enqueue hands a call to the senders without blocking.
 func (n *nodeConn) enqueue(cl *call) error {
+	n.queued.Add(1)
 	select {
 	case n.queue <- cl:
 		return nil
 	default:
+		n.queued.Add(-1)
 		return errQueueFull
 	}
 }
@@ -239,6 +243,7 @@ func (n *nodeConn) run(ctx context.Context) {
 		var s *sender
 		select {
 		case <-ctx.Done():
+			n.queued.Add(-1)
 			first.done <- callResult{err: ErrClosed}
 			n.failQueued()
 			return
@@ -256,6 +261,7 @@ func (n *nodeConn) run(ctx context.Context) {
 				break drain
 			}
 		}
+		n.queued.Add(-int32(len(s.batch)))
 		n.sendOn(s)
 	}
 }
@@ -264,6 +270,7 @@ func (n *nodeConn) failQueued() {
 	for {
 		select {
 		case cl := <-n.queue:
+			n.queued.Add(-1)
 			cl.done <- callResult{err: ErrClosed}
 		default:
 			return
