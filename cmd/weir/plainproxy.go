@@ -26,6 +26,7 @@ func (c *cli) plainProxyCmd() *cobra.Command {
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
 	upstream := fs.String("upstream", "", "URL to proxy to (required)")
 	idle := fs.Int("idle-conns", 256, "idle connections kept per upstream host")
+	pool := fs.Bool("buffer-pool", false, "lend the proxy pooled copy buffers, as weir gateway does (default: httputil's 32 KiB allocation per response)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -35,6 +36,9 @@ func (c *cli) plainProxyCmd() *cobra.Command {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = *idle, *idle
 		proxy.Transport = tr
+		if *pool {
+			proxy.BufferPool = copyBuffers
+		}
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
 			return fmt.Errorf("plainproxy: listen %s: %w", *listen, err)
