@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,10 @@ import (
 // clients reach it: `gateway` on the rule's route (one check per request,
 // 200 allowed, 429 denied), `proxy` on a route no rule matches (the same
 // processes proxying without a check). The difference between the two is
-// the check's cost in a real proxy.
+// the check's cost in a real proxy. `plainproxy` drives the same requests
+// through `weir plainproxy` processes (net/http/httputil's ReverseProxy
+// with a transport keeping many idle connections per host, nothing of
+// Weir's): the baseline both are compared with.
 
 // Upstream is the API behind the gateways: it answers every request 200.
 type Upstream struct {
@@ -56,19 +58,25 @@ type GatewayOptions struct {
 	Prefix   string   // gateway ids are Prefix-<i>
 	Conns    int      // keep-alive connections per gateway (its callers)
 	Check    bool     // requests match the rule (gateway); else no rule (proxy)
+	Plain    bool     // start `weir plainproxy` instead (no cluster, no check)
 	Log      io.Writer
 }
 
 // GatewayFactory returns a Factory that starts one `weir gateway` process
-// per simulated gateway and waits until it holds the rules.
+// per simulated gateway and waits until it holds the rules (with o.Plain,
+// one `weir plainproxy` process, ready once it proxies a request).
 func GatewayFactory(ctx context.Context, o GatewayOptions) Factory {
 	return func(i int) (Target, error) {
 		listen, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
 		}
-		cmd := exec.Command(o.Bin, "gateway", "--listen", listen, "--upstream", "http://"+o.Upstream,
-			"--cluster", strings.Join(o.Seeds, ","), "--id", fmt.Sprintf("%s-%d", o.Prefix, i), "--until-rules", "wait")
+		args := []string{"gateway", "--listen", listen, "--upstream", "http://" + o.Upstream,
+			"--cluster", strings.Join(o.Seeds, ","), "--id", fmt.Sprintf("%s-%d", o.Prefix, i), "--until-rules", "wait"}
+		if o.Plain {
+			args = []string{"plainproxy", "--listen", listen, "--upstream", "http://" + o.Upstream}
+		}
+		cmd := exec.Command(o.Bin, args...)
 		cmd.Env = os.Environ()
 		cmd.Stdout, cmd.Stderr = o.Log, o.Log
 		if err := cmd.Start(); err != nil {
@@ -82,10 +90,10 @@ func GatewayFactory(ctx context.Context, o GatewayOptions) Factory {
 		err = poll(ctx, 30*time.Second, func() error {
 			select {
 			case <-g.done:
-				return errors.New("weir gateway exited")
+				return fmt.Errorf("weir %s exited", args[0])
 			default:
 			}
-			return httpOK(ctx, nil, http.MethodGet, "/readyz", listen, "")
+			return httpOK(ctx, nil, http.MethodGet, "/readyz", listen, "") // the plain proxy's upstream answers it
 		})
 		if err != nil {
 			_ = g.Close()

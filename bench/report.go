@@ -16,8 +16,12 @@ const (
 	// matches (the proxy alone).
 	TargetGateway = "weir-gateway"
 	TargetProxy   = "gateway-proxy"
-	TargetRedis   = "redis"    // Redis + the Lua token bucket
-	TargetRLS     = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
+	// TargetPlainProxy: the same requests through a plain Go
+	// httputil.ReverseProxy process (`weir plainproxy`), the baseline of
+	// the two above.
+	TargetPlainProxy = "plain-proxy"
+	TargetRedis      = "redis"    // Redis + the Lua token bucket
+	TargetRLS        = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail
@@ -70,6 +74,18 @@ func WriteTable(w io.Writer, results []*Result) error {
 			}
 			fmt.Fprintf(w, "%s/redis %s: checks/s ×%.2f, p50 ×%.2f, p99 ×%.2f, p99.9 ×%.2f\n", wr.Target, wr.Scenario,
 				ratio(wr.PerSec, rr.PerSec), ratio(wr.P50us, rr.P50us), ratio(wr.P99us, rr.P99us), ratio(wr.P999us, rr.P999us))
+		}
+	}
+	for _, pr := range results {
+		if pr.Target != TargetPlainProxy {
+			continue
+		}
+		for _, gr := range results {
+			if gr.Target != TargetGateway && gr.Target != TargetProxy || gr.Scenario != pr.Scenario {
+				continue
+			}
+			fmt.Fprintf(w, "%s/%s %s: req/s ×%.2f, p50 %+.2f ms (×%.2f), p99 ×%.2f\n", gr.Target, pr.Target, gr.Scenario,
+				ratio(gr.PerSec, pr.PerSec), (gr.P50us-pr.P50us)/1000, ratio(gr.P50us, pr.P50us), ratio(gr.P99us, pr.P99us))
 		}
 	}
 	return nil

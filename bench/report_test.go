@@ -58,3 +58,26 @@ func TestReportLeaseAndHTTP(t *testing.T) {
 		t.Errorf("ratio for a scenario redis did not run:\n%s", out)
 	}
 }
+
+// The gateway rows get their ratios to the plain proxy of the same run.
+func TestReportPlainProxy(t *testing.T) {
+	p := &Result{Target: TargetPlainProxy, Scenario: "steady", PerSec: 10000, P50us: 2000, P99us: 8000}
+	g := &Result{Target: TargetGateway, Scenario: "steady", PerSec: 8000, P50us: 2500, P99us: 8000}
+	n := &Result{Target: TargetProxy, Scenario: "steady", PerSec: 9500, P50us: 2100, P99us: 4000}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Result{p, n, g}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"weir-gateway/plain-proxy steady: req/s ×0.80, p50 +0.50 ms (×1.25), p99 ×1.00",
+		"gateway-proxy/plain-proxy steady: req/s ×0.95, p50 +0.10 ms (×1.05), p99 ×0.50",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "plain-proxy/plain-proxy") {
+		t.Errorf("the baseline compared with itself:\n%s", out)
+	}
+}

@@ -198,6 +198,29 @@ func TestHeadersAnd429Sequence(t *testing.T) {
 	if !d.Allowed || d.Policy != nil || len(d.Limits) != 0 {
 		t.Errorf("unmatched route: %+v", d)
 	}
+	// Through the middleware (its shortcut for a route no rule matches):
+	// passed on, no rate-limit header, no RPC; the denied key stays denied
+	// on the rule's route.
+	rpcs = cl.Stats().RPCs
+	req, _ := http.NewRequest("GET", srv.URL+"/nothing", nil)
+	req.Header.Set("X-API-Key", "ak_1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" || resp.Header.Get("X-RateLimit-Limit") != "" || resp.Header.Get("RateLimit") != "" {
+		t.Errorf("unmatched route through the middleware: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if got := cl.Stats().RPCs - rpcs; got != 0 {
+		t.Errorf("%d RPCs for an unmatched route", got)
+	}
+	resp = get()
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Errorf("rule's route after: status %d, want 429", resp.StatusCode)
+	}
 }
 
 func TestShadowNeverBlocks(t *testing.T) {

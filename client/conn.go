@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,16 +56,20 @@ type callResult struct {
 
 // nodeConn is the client's link to one node: a gRPC connection, a bounded
 // queue of calls drained by InFlight sender goroutines into coalesced
-// batches, and a circuit breaker. Each sender sends its batches over a
-// CheckStream of its own (internal/checkstream), or as unary Check RPCs to a
-// node that does not serve CheckStream.
+// batches, and a circuit breaker. There are InFlight senders, each a
+// CheckStream of its own (internal/checkstream; unary Check RPCs to a node
+// that does not serve CheckStream): a sender goroutine takes one to send a
+// batch, and so does a caller that finds the queue empty and a sender free
+// (direct), which then sends its own call on its own goroutine.
 type nodeConn struct {
-	addr   string
-	cc     *grpc.ClientConn
-	lc     weirv1.LimiterClient
-	queue  chan *call
-	c      *Client
-	legacy checkstream.Legacy // the node lacks CheckStream: unary Check for a while
+	addr    string
+	cc      *grpc.ClientConn
+	lc      weirv1.LimiterClient
+	queue   chan *call
+	senders chan *sender // InFlight of them; whoever holds one may send on it
+	queued  atomic.Int32 // calls enqueued and not yet on their way (in the queue or waiting for a sender)
+	c       *Client
+	legacy  checkstream.Legacy // the node lacks CheckStream: unary Check for a while
 
 	mu        sync.Mutex // guards the breaker fields
 	failures  int        // counted failures in a row
@@ -79,13 +84,53 @@ func newNodeConn(c *Client, addr string) (*nodeConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
-	return &nodeConn{
-		addr:  addr,
-		cc:    cc,
-		lc:    weirv1.NewLimiterClient(cc),
-		queue: make(chan *call, c.cfg.QueueSize),
-		c:     c,
-	}, nil
+	n := &nodeConn{
+		addr:    addr,
+		cc:      cc,
+		lc:      weirv1.NewLimiterClient(cc),
+		queue:   make(chan *call, c.cfg.QueueSize),
+		senders: make(chan *sender, c.cfg.InFlight),
+		c:       c,
+	}
+	for range c.cfg.InFlight {
+		n.senders <- &sender{cs: checkstream.NewStream("client: " + addr)}
+	}
+	return n, nil
+}
+
+// sender is one stream to a node and the buffers a batch is built in.
+type sender struct {
+	cs    *checkstream.Stream
+	batch []*call
+	items []*weirv1.CheckItem
+}
+
+// direct sends cl at once on the caller's goroutine when no call is queued
+// and a sender is free, and returns its answer; ok is false otherwise
+// (then enqueue it). A lone check so skips two goroutine hand-offs: to a
+// sender goroutine, and its answer back. Its caller waits for the answer
+// until cl's timeout (the stream's), whatever its context says.
+func (n *nodeConn) direct(cl *call) (r callResult, ok bool) {
+	if n.queued.Load() > 0 { // those calls go first, batched
+		return r, false
+	}
+	var s *sender
+	select {
+	case s = <-n.senders:
+	default:
+		return r, false
+	}
+	s.batch = append(s.batch[:0], cl)
+	n.sendOn(s)
+	return <-cl.done, true // answered by sendOn, on this goroutine
+}
+
+// sendOn sends s.batch on s, answers its calls and gives s back.
+func (n *nodeConn) sendOn(s *sender) {
+	s.items = n.send(n.c.ctx, s.cs, s.batch, s.items[:0])
+	clear(s.batch) // drop references to answered calls
+	clear(s.items)
+	n.senders <- s
 }
 
 // dial makes a (lazily connecting) gRPC client for addr, through
@@ -163,25 +208,30 @@ func (n *nodeConn) breakerOpen() bool {
 
 // enqueue hands a call to the senders without blocking.
 func (n *nodeConn) enqueue(cl *call) error {
+	n.queued.Add(1)
 	select {
 	case n.queue <- cl:
 		return nil
 	default:
+		n.queued.Add(-1)
 		return errQueueFull
 	}
 }
 
-// run is one of InFlight sender loops: take the first waiting call, then
-// whatever else queued meanwhile (up to MaxBatch items), and send it all
-// as one request. No fixed wait: under load, calls pile up while every sender
-// is busy and leave together. Long-lived senders (rather than a goroutine
-// per RPC) keep their grown stacks and reuse their batch buffers.
+// run is one of InFlight sender loops: take the first waiting call and a
+// free sender, then whatever else queued meanwhile (up to MaxBatch items),
+// and send it all as one request. No fixed wait: under load, calls pile up
+// while every sender is busy and leave together. Long-lived loops (rather
+// than a goroutine per RPC) keep their grown stacks.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
-	cs := checkstream.NewStream("client: " + n.addr)
-	defer cs.Close()
-	var batch []*call
-	var items []*weirv1.CheckItem
+	defer func() { // the streams end with ctx; drop one
+		select {
+		case s := <-n.senders:
+			s.cs.Close()
+		default:
+		}
+	}()
 	for {
 		var first *call
 		select {
@@ -190,21 +240,29 @@ func (n *nodeConn) run(ctx context.Context) {
 			return
 		case first = <-n.queue:
 		}
-		batch = append(batch[:0], first)
+		var s *sender
+		select {
+		case <-ctx.Done():
+			n.queued.Add(-1)
+			first.done <- callResult{err: ErrClosed}
+			n.failQueued()
+			return
+		case s = <-n.senders:
+		}
+		s.batch = append(s.batch[:0], first)
 		count := len(first.items)
 	drain:
 		for count < n.c.cfg.MaxBatch {
 			select {
 			case cl := <-n.queue:
-				batch = append(batch, cl)
+				s.batch = append(s.batch, cl)
 				count += len(cl.items)
 			default:
 				break drain
 			}
 		}
-		items = n.send(ctx, cs, batch, items[:0])
-		clear(batch) // drop references to answered calls
-		clear(items)
+		n.queued.Add(-int32(len(s.batch)))
+		n.sendOn(s)
 	}
 }
 
@@ -212,6 +270,7 @@ func (n *nodeConn) failQueued() {
 	for {
 		select {
 		case cl := <-n.queue:
+			n.queued.Add(-1)
 			cl.done <- callResult{err: ErrClosed}
 		default:
 			return

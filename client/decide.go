@@ -367,6 +367,10 @@ func (c *Client) send(ctx context.Context, cl *call, timeout time.Duration, now 
 		return nil, errBreakerOpen
 	}
 	cl.deadline, cl.timeout = now.Add(timeout), timeout
+	if r, ok := nc.direct(cl); ok {
+		c.putCall(cl)
+		return r.res, r.err
+	}
 	if err := nc.enqueue(cl); err != nil {
 		c.putCall(cl)
 		return nil, err

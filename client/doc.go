@@ -30,7 +30,10 @@
 //     as messages of one long-lived CheckStream (far cheaper per request
 //     than a unary RPC), one in flight at a time; the stream is opened
 //     lazily and dropped after a failure or timeout. A node that answers
-//     Unimplemented to CheckStream gets unary Check RPCs instead.
+//     Unimplemented to CheckStream gets unary Check RPCs instead. A check
+//     that finds nothing queued for its node and a sender free is sent on
+//     its caller's goroutine (no hand-off to a sender and back); it then
+//     waits for its answer up to its timeout whatever its context says.
 //   - Local state (localState): the blocked-until cache, the fail-open
 //     share buckets and the leases, each map behind its own mutex; a
 //     janitor goroutine gives back expired leases and drops stale entries.

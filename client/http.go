@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/weirlimit/weir/limit/headers"
+	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 // RequestFromHTTP builds a Request: route and method from the URL and
@@ -20,12 +21,13 @@ type MiddlewareOption func(*middleware)
 
 type middleware struct {
 	request func(*http.Request) Request
+	custom  bool // request is a WithRequestFunc's
 }
 
 // WithRequestFunc replaces RequestFromHTTP (e.g. to take the API key from
 // an auth layer's context).
 func WithRequestFunc(f func(*http.Request) Request) MiddlewareOption {
-	return func(m *middleware) { m.request = f }
+	return func(m *middleware) { m.request, m.custom = f, true }
 }
 
 // Middleware decides every request with Decide. It sets the rate-limit
@@ -39,6 +41,10 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !m.custom && c.noRuleFor(r) { // what Decide would allow, without building the Request
+				next.ServeHTTP(w, r)
+				return
+			}
 			d := c.Decide(r.Context(), m.request(r))
 			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
@@ -48,6 +54,28 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 			WriteDenied(w, d)
 		})
 	}
+}
+
+// noRuleFor reports whether the client holds a rule set and no rule of it
+// matches r's route, method and plan as RequestFromHTTP reads them: Decide
+// would then allow r with no limits and set no header. It reads one
+// header and no client address, so a request to a route no rule covers
+// costs the middleware a route walk.
+func (c *Client) noRuleFor(r *http.Request) bool {
+	rs := c.rules.Load()
+	if rs == nil {
+		return false
+	}
+	route := "/"
+	if r.URL != nil && r.URL.Path != "" {
+		route = r.URL.Path
+	}
+	plan := r.Header.Get(c.cfg.PlanHeader)
+	if plan == "" {
+		plan = rules.AnyPlan
+	}
+	var buf [8]*rules.Rule
+	return len(rs.m.Match(route, r.Method, plan, buf[:0])) == 0
 }
 
 // SetHeaders writes the rate-limit fields of d's Policy to h in the

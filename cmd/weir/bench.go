@@ -27,7 +27,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	scenario := fs.String("scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	cluster := fs.StringSlice("cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches)")
+	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches), plainproxy (the same requests through plain Go httputil.ReverseProxy processes, no cluster: the baseline of gateway and proxy)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
@@ -135,15 +135,15 @@ func (c *cli) benchCmd() *cobra.Command {
 		if useWeir {
 			for _, t := range trimAll(*target) {
 				switch t {
-				case "sdk", "http", "rls", "gateway", "proxy":
+				case "sdk", "http", "rls", "gateway", "proxy", "plainproxy":
 					targets = append(targets, t)
 				default:
-					return usage("--target %q: use sdk, http, rls, gateway or proxy (comma-separated)", t)
+					return usage("--target %q: use sdk, http, rls, gateway, proxy or plainproxy (comma-separated)", t)
 				}
 				if t != "sdk" && len(sc.Rules) > 1 {
 					return usage("--target %s checks one rule per request; scenario %s checks %d rules as a group", t, sc.Name, len(sc.Rules))
 				}
-				if (t == "gateway" || t == "proxy") && *spawn == 0 {
+				if (t == "gateway" || t == "proxy" || t == "plainproxy") && *spawn == 0 {
 					return usage("--target %s starts weir gateway processes beside a cluster it spawns: it needs --spawn", t)
 				}
 			}
@@ -233,6 +233,9 @@ type weirBench struct {
 // spawn nodes (so one target's run leaves nothing to the next).
 func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.Result, error) {
 	var sp *bench.Spawned
+	if wb.target == "plainproxy" {
+		spawn = 0 // no check: no cluster
+	}
 	if spawn > 0 {
 		bin, err := os.Executable()
 		if err != nil {
@@ -275,11 +278,8 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 			return nil, err
 		}
 		factory = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway, gwTLS)
-	case "gateway", "proxy":
-		cfg.Target = bench.TargetGateway
-		if wb.target == "proxy" {
-			cfg.Target = bench.TargetProxy
-		}
+	case "gateway", "proxy", "plainproxy":
+		cfg.Target = map[string]string{"gateway": bench.TargetGateway, "proxy": bench.TargetProxy, "plainproxy": bench.TargetPlainProxy}[wb.target]
 		up, err := bench.StartUpstream()
 		if err != nil {
 			return nil, err
@@ -290,7 +290,7 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 			return nil, err
 		}
 		factory = bench.GatewayFactory(ctx, bench.GatewayOptions{Bin: bin, Seeds: seeds, Upstream: up.Addr,
-			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Log: wb.logw})
+			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Plain: wb.target == "plainproxy", Log: wb.logw})
 	case "rls":
 		cfg.Target = bench.TargetRLS
 		factory = bench.RLSFactory(seeds)

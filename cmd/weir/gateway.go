@@ -55,6 +55,7 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	var tf tlsFlags
 	tf.register(fs)
 	logFmt := logFormatFlag(fs)
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address, apart from the proxy (off by default; no environment variable)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		up, err := url.Parse(*upstream)
 		if err != nil || up.Scheme == "" || up.Host == "" {
@@ -100,6 +101,13 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		cfg.Registry = reg
 		if err := cfg.Validate(); err != nil {
 			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
+		}
+		if *pprofAddr != "" {
+			stop, err := servePprof(*pprofAddr, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
 		}
 		gw, err := startGateway(cmd.Context(), cfg, up, upOpts, *listen, *metrics)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testwait"
 )
 
 // proxyGateway starts `weir gateway` in front of up with no cluster
@@ -163,6 +166,97 @@ func TestGatewayUpstreamFlagsRefused(t *testing.T) {
 			strings.NewReader(""), &out, &errb, func(string) string { return "" })
 		if code == exitOK || !strings.Contains(errb.String(), args[0]) {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %s", args, code, errb.String(), args[0])
+		}
+	}
+}
+
+// TestGatewayPooledCopyBuffers: responses larger than a copy buffer come
+// through whole and unmixed while 8 callers share the pool, and the pool
+// lends 32 KiB buffers and keeps no other size.
+func TestGatewayPooledCopyBuffers(t *testing.T) {
+	body := func(path string) string { return strings.Repeat(path, 100<<10/len(path)) }
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, body(r.URL.Path))
+	}))
+	defer up.Close()
+	gw := proxyGateway(t, up.URL)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*10)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				path := "/p" + strings.Repeat("x", i) + strings.Repeat("y", j)
+				resp, err := http.Get(gw.url + path)
+				if err != nil {
+					errs <- err.Error()
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != body(path) {
+					errs <- path + ": body differs"
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	var p bufferPool
+	b := p.Get()
+	if len(b) != copyBufferSize {
+		t.Fatalf("Get: %d bytes, want %d", len(b), copyBufferSize)
+	}
+	p.Put(make([]byte, 100))
+	p.Put(b[:10])
+	if got := p.Get(); len(got) != copyBufferSize {
+		t.Fatalf("Get after Put: %d bytes, want %d", len(got), copyBufferSize)
+	}
+}
+
+// TestGatewayPlainProxyBaseline: the hidden `weir plainproxy` (the bench's
+// baseline) proxies to its upstream, with and without pooled buffers, and
+// stops cleanly.
+func TestGatewayPlainProxyBaseline(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "upstream "+r.URL.Path)
+	}))
+	defer up.Close()
+	for _, extra := range [][]string{nil, {"--buffer-pool"}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errb syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"plainproxy", "--listen", addr, "--upstream", up.URL}, extra...),
+				strings.NewReader(""), &out, &errb, func(string) string { return "" })
+		}()
+		var got string
+		testwait.For(t, 10*time.Second, "weir plainproxy to answer", func() error {
+			resp, err := http.Get("http://" + addr + "/x")
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got = string(b)
+			return nil
+		})
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("plainproxy %v exited %d: %s", extra, code, errb.String())
+		}
+		if got != "upstream /x" {
+			t.Errorf("plainproxy %v answered %q", extra, got)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (c *cli) newRoot() *cobra.Command {
 	},
 		c.nodeCmd(), c.devCmd(), c.gatewayCmd(), c.echoCmd(), c.benchCmd(), c.healthCmd(), c.tlsCmd(),
 		c.rulesCmd(), c.overridesCmd(), c.checkCmd(), c.membersCmd(), c.keyringCmd(),
-		c.eventsCmd(), c.topCmd(), c.limitsCmd(),
+		c.eventsCmd(), c.topCmd(), c.limitsCmd(), c.plainProxyCmd(),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the version of this binary",

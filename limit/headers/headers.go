@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,9 @@ func (s Style) has(f string) bool {
 	if s == "" {
 		s = Default
 	}
-	for _, p := range strings.Split(string(s), ",") {
+	for rest, found := string(s), true; found; {
+		var p string
+		p, rest, found = strings.Cut(rest, ",")
 		if p == f {
 			return true
 		}
@@ -103,7 +106,10 @@ type Field struct{ Name, Value string }
 // denied, Retry-After in whole seconds rounded up (at least 1: a 429 or 503
 // always says when to come back).
 func Fields(style Style, p *Policy, denied bool, retryAfter time.Duration) []Field {
-	var out []Field
+	return appendFields(nil, style, p, denied, retryAfter)
+}
+
+func appendFields(out []Field, style Style, p *Policy, denied bool, retryAfter time.Duration) []Field {
 	if denied {
 		out = append(out, Field{"Retry-After", strconv.FormatInt(max(ceilSeconds(retryAfter), 1), 10)})
 	}
@@ -128,11 +134,46 @@ func Fields(style Style, p *Policy, denied bool, retryAfter time.Duration) []Fie
 	return out
 }
 
-// Set writes Fields into h, replacing earlier values.
+// Set writes the fields Fields returns to h, replacing any of the same
+// name, as h.Set would: the names in canonical form, the values in one
+// allocation.
 func Set(h http.Header, style Style, p *Policy, denied bool, retryAfter time.Duration) {
-	for _, f := range Fields(style, p, denied, retryAfter) {
-		h.Set(f.Name, f.Value)
+	var buf [9]Field
+	fs := appendFields(buf[:0], style, p, denied, retryAfter)
+	if len(fs) == 0 {
+		return
 	}
+	vals := make([]string, len(fs))
+	for i, f := range fs {
+		vals[i] = f.Value
+		h[canonicalName(f.Name)] = vals[i : i+1 : i+1]
+	}
+}
+
+// canonicalName is textproto.CanonicalMIMEHeaderKey(name), without its
+// allocation for the names Fields writes.
+func canonicalName(name string) string {
+	switch name {
+	case "Retry-After":
+		return "Retry-After"
+	case "RateLimit-Policy":
+		return "Ratelimit-Policy"
+	case "RateLimit":
+		return "Ratelimit"
+	case "RateLimit-Limit":
+		return "Ratelimit-Limit"
+	case "RateLimit-Remaining":
+		return "Ratelimit-Remaining"
+	case "RateLimit-Reset":
+		return "Ratelimit-Reset"
+	case "X-RateLimit-Limit":
+		return "X-Ratelimit-Limit"
+	case "X-RateLimit-Remaining":
+		return "X-Ratelimit-Remaining"
+	case "X-RateLimit-Reset":
+		return "X-Ratelimit-Reset"
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
 // ceilSeconds rounds d up to whole seconds; negative is 0.

@@ -47,3 +47,28 @@ func TestFields(t *testing.T) {
 		}
 	}
 }
+
+// Set writes what h.Set of every field of Fields writes, over headers
+// already there, in every style, allowed and denied.
+func TestSetAsHeaderSet(t *testing.T) {
+	p := &Policy{Name: "orders.write", Limit: 20, Remaining: 3, Reset: 1500 * time.Millisecond, Window: time.Minute}
+	for _, style := range []Style{"", IETF, Draft, X, "ietf,draft,x"} {
+		for _, denied := range []bool{false, true} {
+			for _, pol := range []*Policy{p, nil} {
+				want := http.Header{"Ratelimit": {"stale"}, "X-Other": {"kept"}}
+				for _, f := range Fields(style, pol, denied, 2*time.Second) {
+					want.Set(f.Name, f.Value)
+				}
+				got := http.Header{"Ratelimit": {"stale"}, "X-Other": {"kept"}}
+				Set(got, style, pol, denied, 2*time.Second)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("style %q denied %v policy %v:\n got %v\nwant %v", style, denied, pol != nil, got, want)
+				}
+				got.Add("Retry-After", "9") // a value slice of its own
+				if len(got["Ratelimit"]) > 1 {
+					t.Errorf("appending to one field changed another: %v", got)
+				}
+			}
+		}
+	}
+}
