@@ -77,7 +77,22 @@ func startHandoff(t *testing.T, id string, n int, c Counters, peers Peers) *Hand
 	t.Helper()
 	cfg := DefaultHandoffConfig(id, n)
 	cfg.AskTimeout = time.Second
-	h, err := NewHandoff(cfg, c, peers, NewStore(), nil)
+	return runHandoff(t, cfg, c, peers, NewStore())
+}
+
+// startQuick is startHandoff with a 50 ms Settle ticked every 10 ms and
+// the given replica store.
+func startQuick(t *testing.T, id string, n int, c Counters, peers Peers, store *Store) *Handoff {
+	t.Helper()
+	cfg := DefaultHandoffConfig(id, n)
+	cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
+	return runHandoff(t, cfg, c, peers, store)
+}
+
+// runHandoff starts a Handoff's Run until the test ends.
+func runHandoff(t *testing.T, cfg HandoffConfig, c Counters, peers Peers, store *Store) *Handoff {
+	t.Helper()
+	h, err := NewHandoff(cfg, c, peers, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,21 +269,8 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 	ctx := context.Background()
 	peers := &directPeers{nodes: map[string]*Handoff{}}
 	ca, cb := newMemCounters(), newMemCounters()
-	start := func(id string, c Counters) *Handoff {
-		cfg := DefaultHandoffConfig(id, 2)
-		cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
-		h, err := NewHandoff(cfg, c, peers, NewStore(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = h.Run(rctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return h
-	}
-	a := start("a", ca)
-	b := start("b", cb)
+	a := startQuick(t, "a", 2, ca, peers, NewStore())
+	b := startQuick(t, "b", 2, cb, peers, NewStore())
 	peers.nodes["a"], peers.nodes["b"] = a, b
 	live := map[string]string{"a": "a", "b": "b"}
 	place := []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}, {Owner: "a", Replicas: []string{"a", "b"}}}
@@ -336,22 +338,9 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 			ctx := context.Background()
 			peers := &directPeers{nodes: map[string]*Handoff{}}
 			ca, cb := newMemCounters(), newMemCounters()
-			start := func(id string, c Counters, store *Store) *Handoff {
-				cfg := DefaultHandoffConfig(id, 1)
-				cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
-				h, err := NewHandoff(cfg, c, peers, store, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { defer close(done); _ = h.Run(rctx) }()
-				t.Cleanup(func() { cancel(); <-done })
-				return h
-			}
 			storeB := NewStore()
-			a := start("a", ca, NewStore())
-			b := start("b", cb, storeB)
+			a := startQuick(t, "a", 1, ca, peers, NewStore())
+			b := startQuick(t, "b", 1, cb, peers, storeB)
 			peers.nodes["a"], peers.nodes["b"] = a, b
 			ring := func(h *Handoff, place []Assignment, base []Assignment, ids ...string) {
 				t.Helper()
