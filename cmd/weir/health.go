@@ -70,26 +70,33 @@ func (c *cli) echoCmd() *cobra.Command {
 		Short: "Serve an HTTP upstream that answers every request with what it received, as JSON"}
 	listen := cmd.Flags().String("listen", "127.0.0.1:3000", "address to serve on")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("echo: listen %s: %w", *listen, err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(echoHandler), ReadHeaderTimeout: 10 * time.Second}
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		fmt.Fprintf(c.stderr, "weir echo: serving on %s\n", ln.Addr())
-		select {
-		case err := <-errc:
-			return fmt.Errorf("echo: %w", err)
-		case <-cmd.Context().Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = srv.Shutdown(sctx)
-		if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = serr
-		}
-		return err
+		return c.serveHTTP(cmd.Context(), "echo", *listen, http.HandlerFunc(echoHandler))
 	}
 	return cmd
+}
+
+// serveHTTP serves h on listen until ctx ends, then shuts the server down
+// (up to 5 s for requests in flight). name prefixes errors and the
+// "serving on" line.
+func (c *cli) serveHTTP(ctx context.Context, name, listen string, h http.Handler) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("%s: listen %s: %w", name, listen, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(c.stderr, "weir %s: serving on %s\n", name, ln.Addr())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s: %w", name, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
 }

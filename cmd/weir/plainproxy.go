@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -39,26 +34,7 @@ func (c *cli) plainProxyCmd() *cobra.Command {
 		if *pool {
 			proxy.BufferPool = copyBuffers
 		}
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			return fmt.Errorf("plainproxy: listen %s: %w", *listen, err)
-		}
-		srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		fmt.Fprintf(c.stderr, "weir plainproxy: serving on %s\n", ln.Addr())
-		select {
-		case err := <-errc:
-			return fmt.Errorf("plainproxy: %w", err)
-		case <-cmd.Context().Done():
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = srv.Shutdown(sctx)
-		if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = serr
-		}
-		return err
+		return c.serveHTTP(cmd.Context(), "plainproxy", *listen, proxy)
 	}
 	return cmd
 }
