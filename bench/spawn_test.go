@@ -4,46 +4,23 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testbin"
 )
 
 // weirBin builds cmd/weir once per test binary: spawning runs the real
 // node.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 func weirBin(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("spawns weir node processes")
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "weir")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/weirlimit/weir/cmd/weir").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testbin.Weir(t)
 }
 
 // lockedBuffer collects the children's output.

@@ -11,38 +11,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testbin"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
-// weirBinary builds cmd/weir once per test binary.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// binPath is the weir binary once weirBin built it (cliErr runs it).
+var binPath string
 
+// weirBin builds cmd/weir once per test binary.
 func weirBin(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "weir")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/weirlimit/weir/cmd/weir").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	binPath = testbin.Weir(t)
 	return binPath
 }
 
