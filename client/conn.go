@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -182,6 +183,7 @@ func (n *nodeConn) run(ctx context.Context) {
 	defer cs.Close()
 	var batch []*call
 	var items []*weirv1.CheckItem
+	var lg lingerState
 	for {
 		var first *call
 		select {
@@ -192,20 +194,69 @@ func (n *nodeConn) run(ctx context.Context) {
 		}
 		batch = append(batch[:0], first)
 		count := len(first.items)
-	drain:
-		for count < n.c.cfg.MaxBatch {
-			select {
-			case cl := <-n.queue:
-				batch = append(batch, cl)
-				count += len(cl.items)
-			default:
-				break drain
-			}
+		batch, count = n.drain(batch, count)
+		if lg.want > len(batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
+			batch, count = n.linger(ctx, &lg, batch, count)
 		}
+		lg.want = len(batch)
 		items = n.send(ctx, cs, batch, items[:0])
 		clear(batch) // drop references to answered calls
 		clear(items)
 	}
+}
+
+// drain adds the calls queued now to batch, up to MaxBatch items in all
+// (count: the items batch holds).
+func (n *nodeConn) drain(batch []*call, count int) ([]*call, int) {
+	for count < n.c.cfg.MaxBatch {
+		select {
+		case cl := <-n.queue:
+			batch = append(batch, cl)
+			count += len(cl.items)
+		default:
+			return batch, count
+		}
+	}
+	return batch, count
+}
+
+// lingerState is a sender's state for waiting briefly before a send.
+type lingerState struct {
+	want  int         // calls in the previous request: callers likely to come back
+	timer *time.Timer // reused
+}
+
+// linger waits at most Config.Linger for the calls of the previous request
+// to come back (lg.want in all), adding them to batch as they queue. The
+// callers a request answers were woken together and usually ask again at
+// once: on a busy machine, the first of them would otherwise leave alone
+// and the rest wait a whole round trip for the next request. A lone
+// caller (the previous request held one call) never waits.
+func (n *nodeConn) linger(ctx context.Context, lg *lingerState, batch []*call, count int) ([]*call, int) {
+	// First let the callers already runnable (woken by the previous
+	// answer) run and queue: often all of them, without a timer.
+	runtime.Gosched()
+	if batch, count = n.drain(batch, count); len(batch) >= lg.want || count >= n.c.cfg.MaxBatch {
+		return batch, count
+	}
+	if lg.timer == nil {
+		lg.timer = time.NewTimer(n.c.cfg.Linger)
+	} else {
+		lg.timer.Reset(n.c.cfg.Linger)
+	}
+	defer lg.timer.Stop()
+	for len(batch) < lg.want && count < n.c.cfg.MaxBatch {
+		select {
+		case cl := <-n.queue:
+			batch = append(batch, cl)
+			count += len(cl.items)
+		case <-lg.timer.C:
+			return batch, count
+		case <-ctx.Done():
+			return batch, count
+		}
+	}
+	return batch, count
 }
 
 func (n *nodeConn) failQueued() {
