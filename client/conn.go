@@ -175,8 +175,10 @@ func (n *nodeConn) enqueue(cl *call) error {
 // run is one of InFlight sender loops: take the first waiting call, then
 // whatever else queued meanwhile (up to MaxBatch items), and send it all
 // as one request. No fixed wait: under load, calls pile up while every sender
-// is busy and leave together. Long-lived senders (rather than a goroutine
-// per RPC) keep their grown stacks and reuse their batch buffers.
+// is busy and leave together; the one wait is the linger (fewer calls
+// queued than the previous request carried). Long-lived senders (rather
+// than a goroutine per RPC) keep their grown stacks and reuse their batch
+// buffers.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
 	cs := checkstream.NewStream("client: " + n.addr)
