@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +97,22 @@ func TestLingerGathersReturningCallers(t *testing.T) {
 	}
 	if per := float64(items) / float64(rpcs); per < callers*3/4 {
 		t.Errorf("%d checks in %d requests: %.1f per request, want at least %d", items, rpcs, per, callers*3/4)
+	}
+}
+
+// TestLingerConfig: a negative Linger is refused; 0 (no linger) is valid.
+func TestLingerConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Cluster, cfg.GatewayID = []string{"a:1"}, "g"
+	if cfg.Linger != 50*time.Microsecond {
+		t.Errorf("default Linger %v, want 50µs", cfg.Linger)
+	}
+	cfg.Linger = -time.Microsecond
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Linger -1µs") {
+		t.Errorf("Validate with Linger -1µs: %v", err)
+	}
+	cfg.Linger = 0
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate with Linger 0: %v", err)
 	}
 }
