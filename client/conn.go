@@ -187,20 +187,36 @@ func (n *nodeConn) run(ctx context.Context) {
 	var items []*weirv1.CheckItem
 	var lg lingerState
 	for {
-		var first *call
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			n.failQueued()
 			return
+		}
+		var first *call
+		queued := true // calls waited while the previous request was out
+		select {
 		case first = <-n.queue:
+		default:
+			queued = false
+			select {
+			case <-ctx.Done():
+				n.failQueued()
+				return
+			case first = <-n.queue:
+			}
 		}
 		batch = append(batch[:0], first)
 		count := len(first.items)
 		batch, count = n.drain(batch, count)
-		if lg.want > len(batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
-			batch, count = n.linger(ctx, &lg, batch, count)
+		// The callers the previous request answered are likely to ask
+		// again; calls that queued while it was out are others.
+		want := lg.prev
+		if queued {
+			want += len(batch)
 		}
-		lg.want = len(batch)
+		if want > len(batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
+			batch, count = n.linger(ctx, &lg, want, batch, count)
+		}
+		lg.prev = len(batch)
 		items = n.send(ctx, cs, batch, items[:0])
 		clear(batch) // drop references to answered calls
 		clear(items)
@@ -224,21 +240,23 @@ func (n *nodeConn) drain(batch []*call, count int) ([]*call, int) {
 
 // lingerState is a sender's state for waiting briefly before a send.
 type lingerState struct {
-	want  int         // calls in the previous request: callers likely to come back
+	prev  int         // calls in the previous request: callers likely to come back
 	timer *time.Timer // reused
 }
 
-// linger waits at most Config.Linger for the calls of the previous request
-// to come back (lg.want in all), adding them to batch as they queue. The
-// callers a request answers were woken together and usually ask again at
-// once: on a busy machine, the first of them would otherwise leave alone
+// linger waits at most Config.Linger for batch to hold want calls: the
+// previous request's callers coming back, beside the calls that queued
+// while it was out. The callers a request answered were woken together
+// and usually ask again at once: on a busy machine, the first of them
+// would otherwise leave alone (or with the calls that queued meanwhile)
 // and the rest wait a whole round trip for the next request. A lone
-// caller (the previous request held one call) never waits.
-func (n *nodeConn) linger(ctx context.Context, lg *lingerState, batch []*call, count int) ([]*call, int) {
+// caller (the previous request held one call, nothing else queued) never
+// waits.
+func (n *nodeConn) linger(ctx context.Context, lg *lingerState, want int, batch []*call, count int) ([]*call, int) {
 	// First let the callers already runnable (woken by the previous
 	// answer) run and queue: often all of them, without a timer.
 	runtime.Gosched()
-	if batch, count = n.drain(batch, count); len(batch) >= lg.want || count >= n.c.cfg.MaxBatch {
+	if batch, count = n.drain(batch, count); len(batch) >= want || count >= n.c.cfg.MaxBatch {
 		return batch, count
 	}
 	if lg.timer == nil {
@@ -247,7 +265,7 @@ func (n *nodeConn) linger(ctx context.Context, lg *lingerState, batch []*call, c
 		lg.timer.Reset(n.c.cfg.Linger)
 	}
 	defer lg.timer.Stop()
-	for len(batch) < lg.want && count < n.c.cfg.MaxBatch {
+	for len(batch) < want && count < n.c.cfg.MaxBatch {
 		select {
 		case cl := <-n.queue:
 			batch = append(batch, cl)
