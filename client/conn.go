@@ -187,37 +187,23 @@ func (n *nodeConn) run(ctx context.Context) {
 	var items []*weirv1.CheckItem
 	var lg lingerState
 	for {
-		if ctx.Err() != nil {
+		var first *call
+		select {
+		case <-ctx.Done():
 			n.failQueued()
 			return
-		}
-		var first *call
-		queued := true // calls waited while the previous request was out
-		select {
 		case first = <-n.queue:
-		default:
-			queued = false
-			select {
-			case <-ctx.Done():
-				n.failQueued()
-				return
-			case first = <-n.queue:
-			}
 		}
 		batch = append(batch[:0], first)
 		count := len(first.items)
 		batch, count = n.drain(batch, count)
 		// The callers the previous request answered are likely to ask
-		// again; calls that queued while it was out are others.
-		want := lg.prev
-		if queued {
-			want += len(batch)
-		}
-		if want > len(batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
+		// again, beside the calls that queued while it was out.
+		if want := lg.prev + lg.others; want > len(batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
 			batch, count = n.linger(ctx, &lg, want, batch, count)
 		}
 		lg.prev = len(batch)
-		items = n.send(ctx, cs, batch, items[:0])
+		items, lg.others = n.send(ctx, cs, batch, items[:0])
 		clear(batch) // drop references to answered calls
 		clear(items)
 	}
@@ -240,8 +226,9 @@ func (n *nodeConn) drain(batch []*call, count int) ([]*call, int) {
 
 // lingerState is a sender's state for waiting briefly before a send.
 type lingerState struct {
-	prev  int         // calls in the previous request: callers likely to come back
-	timer *time.Timer // reused
+	prev   int         // calls in the previous request: callers likely to come back
+	others int         // calls queued when its answer came: not those callers
+	timer  *time.Timer // reused
 }
 
 // linger waits at most Config.Linger for batch to hold want calls: the
@@ -292,8 +279,9 @@ func (n *nodeConn) failQueued() {
 
 // send sends batch as one request on cs (or one unary Check RPC) and
 // answers every call in it. items is a buffer to build the request in;
-// send returns it for reuse.
-func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
+// send returns it for reuse, and the calls queued when the answer came,
+// before any caller in batch was answered (so none of theirs).
+func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*call, items []*weirv1.CheckItem) ([]*weirv1.CheckItem, int) {
 	now := n.c.now()
 	var timeout time.Duration
 	live := batch[:0]
@@ -307,7 +295,7 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 		live = append(live, cl)
 	}
 	if len(live) == 0 {
-		return items
+		return items, len(n.queue)
 	}
 	// The request gets the whole timeout from now, not what the callers
 	// have left after queueing: the breaker judges the node by how fast it
@@ -335,14 +323,15 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 		for _, cl := range live {
 			cl.done <- callResult{err: err}
 		}
-		return items
+		return items, 0
 	}
+	others := len(n.queue)
 	for _, cl := range live {
 		k := len(cl.items) // read before answering: the caller may reuse cl at once
 		cl.done <- callResult{res: res[:k:k]}
 		res = res[k:]
 	}
-	return items
+	return items, others
 }
 
 // checkUnary sends items as one unary Check RPC.
