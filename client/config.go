@@ -63,7 +63,8 @@ type Config struct {
 	InFlight int
 	// Linger is the longest a sender waits, before a request, for the
 	// callers its previous request answered to ask again (0: never
-	// waits). A lone caller never waits.
+	// waits). A lone caller never waits; under open-loop load a request
+	// may wait up to Linger for more arrivals.
 	Linger time.Duration
 	// QueueSize bounds the checks waiting per node; beyond it checks fail
 	// over to their fail mode at once.

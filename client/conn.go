@@ -176,7 +176,7 @@ func (n *nodeConn) enqueue(cl *call) error {
 // whatever else queued meanwhile (up to MaxBatch items), and send it all
 // as one request. No fixed wait: under load, calls pile up while every sender
 // is busy and leave together; the one wait is the linger (fewer calls
-// queued than the previous request carried). Long-lived senders (rather
+// queued than the sender expects back). Long-lived senders (rather
 // than a goroutine per RPC) keep their grown stacks and reuse their batch
 // buffers.
 func (n *nodeConn) run(ctx context.Context) {
