@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/proto/weirv1"
 )
 
 // lingerRules has one exact rule (no leases: every check asks the owner)
@@ -60,43 +60,78 @@ func TestLingerLoneCallerNeverWaits(t *testing.T) {
 	}
 }
 
-// TestLingerGathersReturningCallers: callers answered by one request that
-// ask again at once leave together in the next one. Eight callers in a
-// closed loop with a linger far above any scheduling delay here average at
-// least six checks per request (7.6 when written; 4.0 without the linger,
-// where the first caller to come back usually leaves alone).
-func TestLingerGathersReturningCallers(t *testing.T) {
-	const callers, rounds = 8, 40
-	cl := lingerClient(t, 50*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s0 := cl.Stats()
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for w := range callers {
-		wg.Go(func() {
-			key := fmt.Sprintf("apikey:c%d", w)
-			for i := range rounds {
-				d, err := cl.CheckKey(ctx, key, 1, "wide")
-				if err != nil || !d.Allowed || d.Limits[0].Fallback {
-					errs <- fmt.Errorf("caller %d check %d: %+v %v", w, i, d, err)
-					return
-				}
-			}
-		})
+// lingerConn is a node connection's queue and config alone: enough for
+// linger, which only reads them.
+func lingerConn(linger time.Duration) *nodeConn {
+	c := &Client{cfg: DefaultConfig()}
+	c.cfg.Linger = linger
+	return &nodeConn{queue: make(chan *call, 16), c: c}
+}
+
+// lingerAsync runs linger for want calls, one already in the batch, and
+// returns what it gathered on a channel.
+func lingerAsync(n *nodeConn, want int) <-chan []*call {
+	out := make(chan []*call, 1)
+	go func() {
+		var lg lingerState
+		batch, _ := n.linger(context.Background(), &lg, want, []*call{{}}, 1)
+		out <- batch
+	}()
+	return out
+}
+
+// TestLingerWaitsForTheCallsExpected: the sender waits (here up to an
+// hour) until the expected calls have queued, and no longer.
+func TestLingerWaitsForTheCallsExpected(t *testing.T) {
+	n := lingerConn(time.Hour)
+	got := lingerAsync(n, 3)
+	n.queue <- &call{}
+	select {
+	case b := <-got:
+		t.Fatalf("linger returned %d calls with 3 expected", len(b))
+	case <-time.After(50 * time.Millisecond):
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	n.queue <- &call{}
+	select {
+	case b := <-got:
+		if len(b) != 3 {
+			t.Fatalf("linger returned %d calls, want 3", len(b))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("linger still waiting with the 3 expected calls queued")
 	}
-	s := cl.Stats()
-	rpcs, items := s.RPCs-s0.RPCs, s.Items-s0.Items
-	if items != callers*rounds {
-		t.Fatalf("%d items sent, want %d", items, callers*rounds)
+	if len(n.queue) != 0 {
+		t.Errorf("%d calls left queued", len(n.queue))
 	}
-	if per := float64(items) / float64(rpcs); per < callers*3/4 {
-		t.Errorf("%d checks in %d requests: %.1f per request, want at least %d", items, rpcs, per, callers*3/4)
+}
+
+// TestLingerGivesUpAfterLinger: calls that do not come back cost at most
+// Linger; the sender then leaves with what it has.
+func TestLingerGivesUpAfterLinger(t *testing.T) {
+	n := lingerConn(time.Millisecond)
+	select {
+	case b := <-lingerAsync(n, 5):
+		if len(b) != 1 {
+			t.Fatalf("linger returned %d calls, want the 1 it had", len(b))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("linger did not give up after its 1ms")
+	}
+}
+
+// TestLingerStopsAtMaxBatch: the expected calls are not waited for
+// beyond MaxBatch items.
+func TestLingerStopsAtMaxBatch(t *testing.T) {
+	n := lingerConn(time.Hour)
+	n.c.cfg.MaxBatch = 2
+	n.queue <- &call{items: make([]*weirv1.CheckItem, 1)}
+	select {
+	case b := <-lingerAsync(n, 10):
+		if len(b) != 2 {
+			t.Fatalf("linger returned %d calls, want 2", len(b))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("linger waited past MaxBatch")
 	}
 }
 
