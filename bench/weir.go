@@ -19,6 +19,9 @@ type SDKOptions struct {
 	GatewayPrefix string
 	// InFlight and MaxBatch override the client's defaults when > 0.
 	InFlight, MaxBatch int
+	// Linger overrides the client's default when non-zero; negative: no
+	// linger.
+	Linger time.Duration
 	// ReadyTimeout bounds the wait for a client's first rule set.
 	ReadyTimeout time.Duration
 	// TLS, when set, is every client's TLS config (a gateway certificate).
@@ -40,6 +43,9 @@ func SDKFactory(ctx context.Context, seeds []string, o SDKOptions) Factory {
 		}
 		if o.MaxBatch > 0 {
 			cfg.MaxBatch = o.MaxBatch
+		}
+		if o.Linger != 0 {
+			cfg.Linger = max(o.Linger, 0)
 		}
 		c, err := client.New(ctx, cfg)
 		if err != nil {

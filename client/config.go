@@ -61,6 +61,11 @@ type Config struct {
 	// --spawn 3` (64 callers, 4 gateways, 2 cores): 22.6k checks/s at 1,
 	// 18.1k at 2, 16.3k at 4. Over streams, 1 and 2 were within noise.
 	InFlight int
+	// Linger is the longest a sender waits, before a request, for the
+	// callers its previous request answered to ask again (0: never
+	// waits). A lone caller never waits; under open-loop load a request
+	// may wait up to Linger for more arrivals.
+	Linger time.Duration
 	// QueueSize bounds the checks waiting per node; beyond it checks fail
 	// over to their fail mode at once.
 	QueueSize int
@@ -144,6 +149,7 @@ func DefaultConfig() Config {
 		PlanHeader:       reqmatch.DefaultHeaderNames().Plan,
 		MaxBatch:         512,
 		InFlight:         1,
+		Linger:           50 * time.Microsecond,
 		QueueSize:        8192,
 		BreakerFailures:  5,
 		BreakerCooldown:  time.Second,
@@ -174,6 +180,8 @@ func (c Config) Validate() error {
 		return bad("MaxBatch %d: must be >= 1", c.MaxBatch)
 	case c.InFlight < 1:
 		return bad("InFlight %d: must be >= 1", c.InFlight)
+	case c.Linger < 0:
+		return bad("Linger %v: must be >= 0", c.Linger)
 	case c.QueueSize < 1:
 		return bad("QueueSize %d: must be >= 1", c.QueueSize)
 	case c.BreakerFailures < 1:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,11 +99,13 @@ func newNodeConn(c *Client, addr string) (*nodeConn, error) {
 	return n, nil
 }
 
-// sender is one stream to a node and the buffers a batch is built in.
+// sender is one stream to a node, the buffers a batch is built in and
+// its linger state.
 type sender struct {
 	cs    *checkstream.Stream
 	batch []*call
 	items []*weirv1.CheckItem
+	lg    lingerState
 }
 
 // direct sends cl at once on the caller's goroutine when no call is queued
@@ -127,7 +130,8 @@ func (n *nodeConn) direct(cl *call) (r callResult, ok bool) {
 
 // sendOn sends s.batch on s, answers its calls and gives s back.
 func (n *nodeConn) sendOn(s *sender) {
-	s.items = n.send(n.c.ctx, s.cs, s.batch, s.items[:0])
+	s.lg.prev = len(s.batch)
+	s.items, s.lg.others = n.send(n.c.ctx, s.cs, s.batch, s.items[:0])
 	clear(s.batch) // drop references to answered calls
 	clear(s.items)
 	n.senders <- s
@@ -221,8 +225,9 @@ func (n *nodeConn) enqueue(cl *call) error {
 // run is one of InFlight sender loops: take the first waiting call and a
 // free sender, then whatever else queued meanwhile (up to MaxBatch items),
 // and send it all as one request. No fixed wait: under load, calls pile up
-// while every sender is busy and leave together. Long-lived loops (rather
-// than a goroutine per RPC) keep their grown stacks.
+// while every sender is busy and leave together; the one wait is the
+// linger (fewer calls queued than the sender expects back). Long-lived
+// loops (rather than a goroutine per RPC) keep their grown stacks.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
 	defer func() { // the streams end with ctx; drop one
@@ -251,19 +256,72 @@ func (n *nodeConn) run(ctx context.Context) {
 		}
 		s.batch = append(s.batch[:0], first)
 		count := len(first.items)
-	drain:
-		for count < n.c.cfg.MaxBatch {
-			select {
-			case cl := <-n.queue:
-				s.batch = append(s.batch, cl)
-				count += len(cl.items)
-			default:
-				break drain
-			}
+		s.batch, count = n.drain(s.batch, count)
+		// The callers the previous request answered are likely to ask
+		// again, beside the calls that queued while it was out.
+		if want := s.lg.prev + s.lg.others; want > len(s.batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
+			s.batch, count = n.linger(ctx, &s.lg, want, s.batch, count)
 		}
 		n.queued.Add(-int32(len(s.batch)))
 		n.sendOn(s)
 	}
+}
+
+// drain adds the calls queued now to batch, up to MaxBatch items in all
+// (count: the items batch holds).
+func (n *nodeConn) drain(batch []*call, count int) ([]*call, int) {
+	for count < n.c.cfg.MaxBatch {
+		select {
+		case cl := <-n.queue:
+			batch = append(batch, cl)
+			count += len(cl.items)
+		default:
+			return batch, count
+		}
+	}
+	return batch, count
+}
+
+// lingerState is a sender's state for waiting briefly before a send.
+type lingerState struct {
+	prev   int         // calls in the previous request: callers likely to come back
+	others int         // calls queued when its answer came: not those callers
+	timer  *time.Timer // reused
+}
+
+// linger waits at most Config.Linger for batch to hold want calls: the
+// previous request's callers coming back, beside the calls that queued
+// while it was out. The callers a request answered were woken together
+// and usually ask again at once: on a busy machine, the first of them
+// would otherwise leave alone (or with the calls that queued meanwhile)
+// and the rest wait a whole round trip for the next request. A lone
+// caller (the previous request held one call, nothing else queued) never
+// waits.
+func (n *nodeConn) linger(ctx context.Context, lg *lingerState, want int, batch []*call, count int) ([]*call, int) {
+	// First let the callers already runnable (woken by the previous
+	// answer) run and queue: often all of them, without a timer.
+	runtime.Gosched()
+	if batch, count = n.drain(batch, count); len(batch) >= want || count >= n.c.cfg.MaxBatch {
+		return batch, count
+	}
+	if lg.timer == nil {
+		lg.timer = time.NewTimer(n.c.cfg.Linger)
+	} else {
+		lg.timer.Reset(n.c.cfg.Linger)
+	}
+	defer lg.timer.Stop()
+	for len(batch) < want && count < n.c.cfg.MaxBatch {
+		select {
+		case cl := <-n.queue:
+			batch = append(batch, cl)
+			count += len(cl.items)
+		case <-lg.timer.C:
+			return batch, count
+		case <-ctx.Done():
+			return batch, count
+		}
+	}
+	return batch, count
 }
 
 func (n *nodeConn) failQueued() {
@@ -280,8 +338,9 @@ func (n *nodeConn) failQueued() {
 
 // send sends batch as one request on cs (or one unary Check RPC) and
 // answers every call in it. items is a buffer to build the request in;
-// send returns it for reuse.
-func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*call, items []*weirv1.CheckItem) []*weirv1.CheckItem {
+// send returns it for reuse, and the calls queued when the answer came,
+// before any caller in batch was answered (so none of theirs).
+func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*call, items []*weirv1.CheckItem) ([]*weirv1.CheckItem, int) {
 	now := n.c.now()
 	var timeout time.Duration
 	live := batch[:0]
@@ -295,7 +354,7 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 		live = append(live, cl)
 	}
 	if len(live) == 0 {
-		return items
+		return items, len(n.queue)
 	}
 	// The request gets the whole timeout from now, not what the callers
 	// have left after queueing: the breaker judges the node by how fast it
@@ -323,14 +382,15 @@ func (n *nodeConn) send(ctx context.Context, cs *checkstream.Stream, batch []*ca
 		for _, cl := range live {
 			cl.done <- callResult{err: err}
 		}
-		return items
+		return items, 0
 	}
+	others := len(n.queue)
 	for _, cl := range live {
 		k := len(cl.items) // read before answering: the caller may reuse cl at once
 		cl.done <- callResult{res: res[:k:k]}
 		res = res[k:]
 	}
-	return items
+	return items, others
 }
 
 // checkUnary sends items as one unary Check RPC.

@@ -26,7 +26,13 @@
 //   - Coalescing: InFlight sender goroutines per node each take the first
 //     waiting check, then whatever else queued meanwhile (up to MaxBatch
 //     items), into one request. There is no fixed flush delay: batches
-//     grow only while every sender is busy. Each sender sends its requests
+//     grow while every sender is busy, and a sender whose queue holds
+//     fewer calls than its previous request carried plus those that
+//     queued while it was out first lets the callers that request
+//     answered run, then waits at most Linger (50µs) for them: callers
+//     answered together tend to ask again together, and on a busy machine
+//     the first would otherwise leave alone. A lone caller never waits.
+//     Each sender sends its requests
 //     as messages of one long-lived CheckStream (far cheaper per request
 //     than a unary RPC), one in flight at a time; the stream is opened
 //     lazily and dropped after a failure or timeout. A node that answers

@@ -42,6 +42,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on one check; with --spawn also the rules' timeout (how long an SDK gateway waits for the owner before the fail mode, counted as an error, decides)")
 	inflight := fs.Int("inflight", 0, "sdk: Check RPCs in flight per gateway and node (0: the SDK's default)")
 	maxBatch := fs.Int("max-batch", 0, "sdk: most items per Check RPC (0: the SDK's default)")
+	linger := fs.Duration("linger", 0, "sdk: longest wait for the callers a request answered to ask again before the next one is sent (0: the SDK's default; negative: none)")
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
 	tlsMode := fs.String("tls", "off", "with --spawn: off, on (mutual TLS everywhere; targets labelled +tls) or both (each target without, then with TLS)")
 	regionLatency := fs.Duration("region-latency", 0, "scenario regions: added one-way latency between regions (a loopback proxy on every region link), e.g. 40ms")
@@ -173,7 +174,7 @@ func (c *cli) benchCmd() *cobra.Command {
 			if *spawn == 0 || len(seeds) > 0 || useRedis || len(targets) != 1 {
 				return usage("scenario %s spawns one cluster per region: give --spawn N (nodes per region), one target, and no --cluster or redis", sc.Name)
 			}
-			sdk := bench.SDKOptions{InFlight: *inflight, MaxBatch: *maxBatch}
+			sdk := bench.SDKOptions{InFlight: *inflight, MaxBatch: *maxBatch, Linger: *linger}
 			if err := benchRegions(ctx, cfg, sc, run, *spawn, targets[0], sdk, *regionLatency, logw, emit); err != nil {
 				return err
 			}
@@ -182,7 +183,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		for _, t := range targets {
 			for _, withTLS := range tlsRuns {
 				wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway, tls: withTLS,
-					sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch}, logw: logw}
+					sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch, Linger: *linger}, logw: logw}
 				r, err := wb.do(ctx, seeds, *spawn)
 				if err != nil {
 					return fmt.Errorf("%s: %w", t, err)
