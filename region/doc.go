@@ -12,7 +12,9 @@
 //   - sends one Region.Exchange to each peer region's address with the
 //     records of its shared keys (keys used outside their home region);
 //     the receiving node merges the keys it owns, passes the others once
-//     to their owners in its region, and answers with its records;
+//     to their owners in its region, and answers with its records; both
+//     sides take the grants a merged record carries at once (Table.Take),
+//     not at their next step;
 //   - hands the records of shared keys it no longer owns to their new
 //     owner in its region (Region.Exchange with handoff), which adopts
 //     them.

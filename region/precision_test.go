@@ -2,6 +2,7 @@ package region
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -33,9 +34,9 @@ func (q simQueue) Less(i, j int) bool {
 	}
 	return q[i].seq < q[j].seq
 }
-func (q simQueue) Swap(i, j int)  { q[i], q[j] = q[j], q[i] }
-func (q *simQueue) Push(x any)    { *q = append(*q, x.(simEvent)) }
-func (q *simQueue) Pop() any      { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
+func (q simQueue) Swap(i, j int)   { q[i], q[j] = q[j], q[i] }
+func (q *simQueue) Push(x any)     { *q = append(*q, x.(simEvent)) }
+func (q *simQueue) Pop() any       { o := *q; e := o[len(o)-1]; *q = o[:len(o)-1]; return e }
 func (q *simQueue) add(e simEvent) { heap.Push(q, e) }
 
 // precisionRun is one simulated run's configuration.
@@ -51,6 +52,8 @@ type precisionRun struct {
 	// pause length in ms (none when 0).
 	stallP   float64
 	stallLen int64
+	joint    bool // the loaded regions' callers pause together (one load generator)
+	noTake   bool // grants taken at steps only (as before Table.Take)
 	seed     uint64
 	limit    bucket.Limit
 }
@@ -135,6 +138,9 @@ func runPrecision(t testing.TB, pr precisionRun) precisionResult {
 						peer.Merge(idx[i], k, recs)
 					}
 					for k := range out {
+						if !pr.noTake {
+							peer.Take(k, base+(at+pr.latency)*ms)
+						}
 						peer.Rebalance(k, base+(at+pr.latency)*ms)
 					}
 					answer := map[string][]share.Record{}
@@ -144,6 +150,9 @@ func runPrecision(t testing.TB, pr precisionRun) precisionResult {
 					add(at+2*pr.latency, func() {
 						for k, recs := range answer {
 							tab.Merge(idx[j], k, recs)
+							if !pr.noTake {
+								tab.Take(k, base+(at+2*pr.latency)*ms)
+							}
 						}
 						tab.RoundTrip(idx[j], base+(at+2*pr.latency)*ms)
 					})
@@ -166,8 +175,13 @@ func runPrecision(t testing.TB, pr precisionRun) precisionResult {
 			if at >= pr.settle {
 				res.entitled[i] += float64(sh) / float64(share.Whole) * ratePerMs
 			}
-			if pr.stallP > 0 && pr.demand[i] > 0 && stalled[i] <= at && rng.Float64() < pr.stallP {
+			if pr.stallP > 0 && pr.demand[i] > 0 && stalled[i] <= at && (!pr.joint || i == 0) && rng.Float64() < pr.stallP {
 				stalled[i] = at + pr.stallLen
+				if pr.joint {
+					for j := range stalled {
+						stalled[j] = at + pr.stallLen
+					}
+				}
 			}
 			if stalled[i] > at {
 				continue
@@ -234,11 +248,24 @@ func logPrecision(t *testing.T, name string, r precisionResult) {
 }
 
 func TestPrecisionWhereTokensGo(t *testing.T) {
+	for _, noTake := range []bool{true, false} {
+		t.Run(fmt.Sprintf("noTake=%v", noTake), func(t *testing.T) { precisionTable(t, noTake) })
+	}
+}
+
+func precisionTable(t *testing.T, noTake bool) {
 	pr := defaultPrecisionRun()
+	pr.noTake = noTake
 	logPrecision(t, "steady demand 8:4:0, 1 ms", runPrecision(t, pr))
 	pr.latency = 40
 	logPrecision(t, "steady demand 8:4:0, 40 ms", runPrecision(t, pr))
 	pr.latency = 1
 	pr.stallP, pr.stallLen = 0.005, 80
 	logPrecision(t, "stalls 80 ms at 0.5%/ms", runPrecision(t, pr))
+	for _, sl := range []int64{20, 40, 60, 100} {
+		for _, joint := range []bool{false, true} {
+			pr.stallP, pr.stallLen, pr.joint = 0.1/float64(sl), sl, joint
+			logPrecision(t, fmt.Sprintf("stalls %d ms, 10%% of the time, joint %v", sl, joint), runPrecision(t, pr))
+		}
+	}
 }
