@@ -59,7 +59,11 @@ func WriteTable(w io.Writer, results []*Result) error {
 				for _, d := range st.Deviation {
 					fmt.Fprintf(w, " %+.2f%%", d)
 				}
-				fmt.Fprintf(w, "; worst %+.2f%%\n", st.Worst)
+				fmt.Fprintf(w, "; worst %+.2f%%", st.Worst)
+				if st.Thin >= 0 {
+					fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate", st.Thin, len(st.Slots), SteadySlot)
+				}
+				fmt.Fprintln(w)
 			}
 			if a.LeaseBound > 0 && a.Ideal > 0 {
 				fmt.Fprintf(w, "%s/%s lease bound: |admitted − ideal| ≤ lease × gateways = %d × %d = %d (%.2f%% of ideal); worst %+.0f\n",

@@ -125,7 +125,16 @@ type SteadyResult struct {
 	Deviation []float64 `json:"deviation_pct"`
 	// Worst is the deviation of largest magnitude.
 	Worst float64 `json:"worst_deviation_pct"`
+	// Slots counts the window's 100 ms slots admitted in (all keys
+	// together); Thin the slots that admitted less than half of rate ×
+	// 100 ms per key: time in which the checks stalled (a loaded machine)
+	// or the shares did not reach the callers.
+	Slots []int64 `json:"-"`
+	Thin  int     `json:"thin_slots"` // -1: not counted (one region's part)
 }
+
+// SteadySlot is the width of a steady window's slots.
+const SteadySlot = 100 * time.Millisecond
 
 // SteadyFill sets Deviation and Worst from Admitted and Ideal.
 func (s *SteadyResult) SteadyFill() error {
@@ -144,6 +153,18 @@ func (s *SteadyResult) SteadyFill() error {
 	return nil
 }
 
+// CountThin sets Thin from Slots (for a result that holds all of the
+// limit's admissions: not one region's part).
+func (s *SteadyResult) CountThin() {
+	s.Thin = 0
+	half := s.Ideal / (s.To - s.From) * SteadySlot.Seconds() / 2 * float64(len(s.Admitted))
+	for _, v := range s.Slots {
+		if float64(v) < half {
+			s.Thin++
+		}
+	}
+}
+
 // caller is what one caller goroutine collects.
 type caller struct {
 	lat      []time.Duration
@@ -153,6 +174,7 @@ type caller struct {
 	firstErr error
 	perKey   []int64       // accuracy only
 	steady   []int64       // accuracy with Settle: admitted in the steady window
+	slots    []int64       // the same per SteadySlot of the window, all keys
 	lastSent time.Duration // when (since the start) this caller sent its last check
 }
 
@@ -249,6 +271,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		}
 		if measureSteady {
 			c.steady = make([]int64, sc.Keys)
+			c.slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
 		}
 		callers[w] = c
 		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
@@ -301,6 +324,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 					}
 					if c.steady != nil && !sent.Before(steadyFrom) && sent.Before(steadyTo) {
 						c.steady[k]++
+						c.slots[sent.Sub(steadyFrom)/SteadySlot]++
 					}
 				}
 			}
@@ -336,13 +360,22 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		if sc.Cost > 1 {
 			st.Ideal /= float64(sc.Cost)
 		}
+		st.Slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
 		for _, c := range callers {
 			for k, v := range c.steady {
 				st.Admitted[k] += v
 			}
+			for i, v := range c.slots {
+				st.Slots[i] += v
+			}
 		}
 		if err := st.SteadyFill(); err != nil {
 			return nil, err
+		}
+		if cfg.Epoch.IsZero() {
+			st.CountThin()
+		} else {
+			st.Thin = -1 // a part of runs measured together: their sum says
 		}
 		r.Accuracy.Steady = st
 	}

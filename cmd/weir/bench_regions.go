@@ -107,10 +107,16 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 			}
 			if st := r.Accuracy.Steady; st != nil {
 				if steady == nil {
-					steady = &bench.SteadyResult{From: st.From, To: st.To, Ideal: st.Ideal, Admitted: make([]int64, sc.Keys)}
+					steady = &bench.SteadyResult{From: st.From, To: st.To, Ideal: st.Ideal, Admitted: make([]int64, sc.Keys),
+						Slots: make([]int64, len(st.Slots))}
 				}
 				for k, v := range st.Admitted {
 					steady.Admitted[k] += v
+				}
+				for i, v := range st.Slots {
+					if i < len(steady.Slots) {
+						steady.Slots[i] += v
+					}
 				}
 			}
 		}
@@ -133,6 +139,7 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 		if err := steady.SteadyFill(); err != nil {
 			return err
 		}
+		steady.CountThin()
 		a.Steady = steady
 	}
 	return emit(all)
