@@ -61,7 +61,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 				}
 				fmt.Fprintf(w, "; worst %+.2f%%", st.Worst)
 				if st.Thin >= 0 {
-					fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate", st.Thin, len(st.Slots), SteadySlot)
+					fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate, the others %+.2f%%", st.Thin, len(st.Slots), SteadySlot, st.OutsideThin)
 				}
 				fmt.Fprintln(w)
 			}

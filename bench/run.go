@@ -131,6 +131,10 @@ type SteadyResult struct {
 	// or the shares did not reach the callers.
 	Slots []int64 `json:"-"`
 	Thin  int     `json:"thin_slots"` // -1: not counted (one region's part)
+	// OutsideThin is the deviation of the other slots together (all
+	// keys) from rate × their time: the limiter's precision while the
+	// checks flowed (set with Thin).
+	OutsideThin float64 `json:"outside_thin_deviation_pct"`
 }
 
 // SteadySlot is the width of a steady window's slots.
@@ -157,11 +161,17 @@ func (s *SteadyResult) SteadyFill() error {
 // limit's admissions: not one region's part).
 func (s *SteadyResult) CountThin() {
 	s.Thin = 0
-	half := s.Ideal / (s.To - s.From) * SteadySlot.Seconds() / 2 * float64(len(s.Admitted))
+	perSlot := s.Ideal / (s.To - s.From) * SteadySlot.Seconds() * float64(len(s.Admitted))
+	var rest int64
 	for _, v := range s.Slots {
-		if float64(v) < half {
+		if float64(v) < perSlot/2 {
 			s.Thin++
+		} else {
+			rest += v
 		}
+	}
+	if n := len(s.Slots) - s.Thin; n > 0 {
+		s.OutsideThin = (float64(rest)/(perSlot*float64(n)) - 1) * 100
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,52 +179,105 @@ func (rs *regionSet) share(name, rule, key string) int64 {
 
 // hammer checks (rule, key) in each region at its rate (per second)
 // until stop, spreading the checks over the region's nodes, and counts
-// admitted and asked per region. Bounded: at most rate×maxDur checks.
+// admitted and asked per region. Each region's checks are sent by
+// hammerWorkers goroutines that take the next due slot, so one slow check
+// on a loaded machine does not hold the others back; due counts the
+// slots scheduled so far, so a window can tell whether the hammer kept
+// up. Bounded: at most rate×maxDur checks.
 type hammer struct {
 	admitted, asked map[string]*atomic.Int64
+	rates           map[string]int
+	start           time.Time
 	wg              sync.WaitGroup
 	stop            chan struct{}
 }
 
+const hammerWorkers = 4
+
 func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.Duration) *hammer {
-	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, stop: make(chan struct{})}
+	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, rates: rates, start: time.Now(), stop: make(chan struct{})}
 	for _, name := range rs.names {
 		h.admitted[name], h.asked[name] = &atomic.Int64{}, &atomic.Int64{}
 	}
+	deadline := h.start.Add(maxDur)
 	for name, rate := range rates {
 		nodes := rs.cl[name].Live()
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			const tick = 10 * time.Millisecond
-			tk := time.NewTicker(tick)
-			defer tk.Stop()
-			deadline := time.Now().Add(maxDur)
-			start := time.Now()
-			sent := 0
-			for i := 0; time.Now().Before(deadline); i++ {
-				select {
-				case <-h.stop:
-					return
-				case <-tk.C:
-				}
-				due := int(time.Since(start).Seconds() * float64(rate))
-				for ; sent < due; sent++ {
-					n := nodes[sent%len(nodes)]
-					items := []limit.Item{{Rule: rule, Key: key, Cost: 1}}
-					out := make([]limit.Result, 1)
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					err := n.Check(ctx, items, out)
-					cancel()
-					h.asked[name].Add(1)
-					if err == nil && out[0].Allowed {
-						h.admitted[name].Add(1)
+		var next atomic.Int64 // the next slot to send
+		for range hammerWorkers {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				const tick = 10 * time.Millisecond
+				tk := time.NewTicker(tick)
+				defer tk.Stop()
+				for time.Now().Before(deadline) {
+					select {
+					case <-h.stop:
+						return
+					case <-tk.C:
+					}
+					due := int64(time.Since(h.start).Seconds() * float64(rate))
+					for {
+						slot := next.Add(1) - 1
+						if slot >= due {
+							next.Add(-1)
+							break
+						}
+						n := nodes[slot%int64(len(nodes))]
+						items := []limit.Item{{Rule: rule, Key: key, Cost: 1}}
+						out := make([]limit.Result, 1)
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						err := n.Check(ctx, items, out)
+						cancel()
+						h.asked[name].Add(1)
+						if err == nil && out[0].Allowed {
+							h.admitted[name].Add(1)
+						}
+						select {
+						case <-h.stop:
+							return
+						default:
+						}
 					}
 				}
-			}
-		}()
+			}()
+		}
 	}
 	return h
+}
+
+// asks returns every region's asked count.
+func (h *hammer) asks() map[string]int64 {
+	out := map[string]int64{}
+	for name, a := range h.asked {
+		out[name] = a.Load()
+	}
+	return out
+}
+
+// keptUp reports whether every hammering region asked at least 90% of
+// its schedule between two asks() readings dur apart (a machine too
+// loaded to send the demand cannot judge how close admissions come to
+// the limit from below), and says how much each asked.
+func (h *hammer) keptUp(before, after map[string]int64, dur float64) (bool, string) {
+	ok, msg := true, ""
+	for name, rate := range h.rates {
+		got := float64(after[name] - before[name])
+		msg += fmt.Sprintf(" %s %.0f of %.0f scheduled;", name, got, float64(rate)*dur)
+		if got < 0.9*float64(rate)*dur {
+			ok = false
+		}
+	}
+	return ok, msg
+}
+
+// loadAvg is the machine's load average (for the log), or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func (h *hammer) Stop() {
@@ -286,10 +340,11 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	// Steady state: both regions ask more than their shares, so every
 	// bucket is empty and a window admits rate×T globally, less the floor
 	// the idle region keeps (1%).
-	winStart, before := time.Now(), h.total()
+	winStart, before, asks0 := time.Now(), h.total(), h.asks()
 	time.Sleep(5 * time.Second)
 	win := float64(h.total() - before)
 	winDur := time.Since(winStart).Seconds()
+	keptUp, asked := h.keptUp(asks0, h.asks(), winDur)
 	h.Stop()
 	elapsed := time.Since(start).Seconds()
 	t.Logf("demand: whole run %d admitted in %.1fs (ap %d of %d asked, eu %d of %d), burst+rate×T = %.0f; steady window %.0f in %.1fs = %.1f%% of rate×T",
@@ -298,8 +353,20 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	if float64(h.total()) > (burst+rate*elapsed)*1.02 {
 		t.Errorf("whole run admitted %d > burst+rate×T %.0f + 2%%", h.total(), burst+rate*elapsed)
 	}
-	if d := win/(rate*winDur) - 1; d > 0.02 || d < -0.02 {
-		t.Errorf("steady window admitted %.0f, %.1f%% off rate×T %.0f (want within 2%%)", win, 100*d, rate*winDur)
+	// The global bound holds whatever the load: never more than rate×T
+	// (+2%: a window's edges cut checks in flight). Below the limit, the
+	// 2% margin is judged when the hammer sent its demand; a machine too
+	// loaded to send it under-admits for want of asks, not of share.
+	d := win/(rate*winDur) - 1
+	switch {
+	case d > 0.02:
+		t.Errorf("steady window admitted %.0f, %+.1f%% over rate×T %.0f (want at most 2%%)", win, 100*d, rate*winDur)
+	case d < -0.02 && keptUp:
+		t.Errorf("steady window admitted %.0f, %.1f%% under rate×T %.0f (want within 2%%); asked:%s load %s", win, 100*d, rate*winDur, asked, loadAvg())
+	case d < -0.02:
+		t.Logf("steady window %.1f%% under rate×T, not judged: the hammer fell behind its schedule (asked:%s load %s)", 100*d, asked, loadAvg())
+	default:
+		t.Logf("steady window within 2%% (asked:%s load %s)", asked, loadAvg())
 	}
 	shAP, shEU, shUS := rs.share("ap", "orders", key), rs.share("eu", "orders", key), rs.share("us", "orders", key)
 	t.Logf("shares after the run: ap %d eu %d us %d (of %d)", shAP, shEU, shUS, share.Whole)
