@@ -186,18 +186,23 @@ func (rs *regionSet) share(name, rule, key string) int64 {
 // up. Bounded: at most rate×maxDur checks.
 type hammer struct {
 	admitted, asked map[string]*atomic.Int64
-	rates           map[string]int
-	start           time.Time
-	wg              sync.WaitGroup
-	stop            chan struct{}
+	// last and gap: per region, when the last check was answered and the
+	// longest time between two answers since resetGaps (unix ns).
+	last, gap map[string]*atomic.Int64
+	rates     map[string]int
+	start     time.Time
+	wg        sync.WaitGroup
+	stop      chan struct{}
 }
 
 const hammerWorkers = 4
 
 func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.Duration) *hammer {
 	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, rates: rates, start: time.Now(), stop: make(chan struct{})}
+	h.last, h.gap = map[string]*atomic.Int64{}, map[string]*atomic.Int64{}
 	for _, name := range rs.names {
 		h.admitted[name], h.asked[name] = &atomic.Int64{}, &atomic.Int64{}
+		h.last[name], h.gap[name] = &atomic.Int64{}, &atomic.Int64{}
 	}
 	deadline := h.start.Add(maxDur)
 	for name, rate := range rates {
@@ -233,6 +238,10 @@ func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.
 						if err == nil && out[0].Allowed {
 							h.admitted[name].Add(1)
 						}
+						now := time.Now().UnixNano()
+						if prev := h.last[name].Swap(now); prev != 0 {
+							storeMax(h.gap[name], now-prev)
+						}
 						select {
 						case <-h.stop:
 							return
@@ -255,16 +264,38 @@ func (h *hammer) asks() map[string]int64 {
 	return out
 }
 
+// storeMax raises a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// resetGaps starts measuring the longest time between two answers anew.
+func (h *hammer) resetGaps() {
+	for _, g := range h.gap {
+		g.Store(0)
+	}
+}
+
 // keptUp reports whether every hammering region asked at least 90% of
-// its schedule between two asks() readings dur apart (a machine too
-// loaded to send the demand cannot judge how close admissions come to
-// the limit from below), and says how much each asked.
-func (h *hammer) keptUp(before, after map[string]int64, dur float64) (bool, string) {
+// its schedule between two asks() readings dur apart, and went no longer
+// without an answer than its bucket takes to fill (fill[region]: a
+// bucket full for longer drops the refill, as any bucket does when no
+// check comes), and says how much each asked and its longest gap. A
+// machine too loaded to send the demand, or stalled, cannot judge how
+// close admissions come to the limit from below.
+func (h *hammer) keptUp(before, after map[string]int64, dur float64, fill map[string]time.Duration) (bool, string) {
 	ok, msg := true, ""
 	for name, rate := range h.rates {
 		got := float64(after[name] - before[name])
-		msg += fmt.Sprintf(" %s %.0f of %.0f scheduled;", name, got, float64(rate)*dur)
-		if got < 0.9*float64(rate)*dur {
+		gap := time.Duration(h.gap[name].Load())
+		msg += fmt.Sprintf(" %s %.0f of %.0f scheduled, longest gap %v (bucket fills in %v);", name, got, float64(rate)*dur,
+			gap.Round(time.Millisecond), fill[name].Round(time.Millisecond))
+		if got < 0.9*float64(rate)*dur || gap > fill[name] {
 			ok = false
 		}
 	}
@@ -340,11 +371,20 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	// Steady state: both regions ask more than their shares, so every
 	// bucket is empty and a window admits rate×T globally, less the floor
 	// the idle region keeps (1%).
+	h.resetGaps()
 	winStart, before, asks0 := time.Now(), h.total(), h.asks()
 	time.Sleep(5 * time.Second)
 	win := float64(h.total() - before)
 	winDur := time.Since(winStart).Seconds()
-	keptUp, asked := h.keptUp(asks0, h.asks(), winDur)
+	asks1 := h.asks()
+	// A region's bucket holds burst/3 and refills at its share of the rate.
+	fill := map[string]time.Duration{}
+	for _, name := range []string{"ap", "eu"} {
+		if sh := rs.share(name, "orders", key); sh > 0 {
+			fill[name] = time.Duration(float64(burst/3) / (rate * float64(sh) / float64(share.Whole)) * float64(time.Second))
+		}
+	}
+	keptUp, asked := h.keptUp(asks0, asks1, winDur, fill)
 	h.Stop()
 	elapsed := time.Since(start).Seconds()
 	t.Logf("demand: whole run %d admitted in %.1fs (ap %d of %d asked, eu %d of %d), burst+rate×T = %.0f; steady window %.0f in %.1fs = %.1f%% of rate×T",
