@@ -401,7 +401,8 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	// the idle region keeps (1%).
 	h.resetGaps()
 	winStart, before, asks0 := time.Now(), h.total(), h.asks()
-	// Sample the shares through the window (20 samples, 250 ms apart):
+	// Sample the shares through the window (50 samples, 100 ms apart, so
+	// not in step with the exchange interval):
 	// the demand an interval reports is noisy on a loaded machine, and
 	// shares that follow it do too; their mean over the window is what
 	// follows the demand.
@@ -419,9 +420,19 @@ func TestRegionsShareOneQuota(t *testing.T) {
 			ringMoved = fmt.Sprintf("ring versions %s at the window's start, %s later", rings0, now)
 		}
 	}
-	const samples = 20
+	const samples = 50
+	var dipsAP, dipsEU, fine int
 	for range samples {
-		time.Sleep(250 * time.Millisecond)
+		for range 10 { // every 10 ms: does a share dip between samples?
+			time.Sleep(10 * time.Millisecond)
+			fine++
+			if rs.share("ap", "orders", key) < share.Whole/2 {
+				dipsAP++
+			}
+			if rs.share("eu", "orders", key) < share.Whole/8 {
+				dipsEU++
+			}
+		}
 		ap, eu := rs.share("ap", "orders", key), rs.share("eu", "orders", key)
 		sumAP, sumEU = sumAP+ap, sumEU+eu
 		lowAP, highAP, lowEU, highEU = min(lowAP, ap), max(highAP, ap), min(lowEU, eu), max(highEU, eu)
@@ -473,8 +484,8 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	}
 	// Targets: floor + (Whole − 3 floors) × demand share = 73.75% and
 	// 25.25%, for the shares' mean over the steady window.
-	t.Logf("shares over the steady window: ap mean %d (%d..%d), eu mean %d (%d..%d); admitted in it: ap %d, eu %d",
-		sumAP/samples, lowAP, highAP, sumEU/samples, lowEU, highEU, admAP, admEU)
+	t.Logf("shares over the steady window: ap mean %d (%d..%d), eu mean %d (%d..%d); admitted in it: ap %d, eu %d; of %d readings 10 ms apart, ap under half %d, eu under 1/8 %d",
+		sumAP/samples, lowAP, highAP, sumEU/samples, lowEU, highEU, admAP, admEU, fine, dipsAP, dipsEU)
 	spare := share.Whole - 3*share.Whole/100
 	for _, c := range []struct {
 		name      string
