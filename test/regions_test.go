@@ -218,15 +218,19 @@ type hammer struct {
 	// longest time between two answers since resetGaps (unix ns).
 	last, gap map[string]*atomic.Int64
 	rates     map[string]int
-	start     time.Time
-	wg        sync.WaitGroup
-	stop      chan struct{}
+	// byNode counts admitted and asked per region/node the check was sent to.
+	byNodeMu sync.Mutex
+	byNode   map[string][2]int64
+	start    time.Time
+	wg       sync.WaitGroup
+	stop     chan struct{}
 }
 
 const hammerWorkers = 4
 
 func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.Duration) *hammer {
-	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, rates: rates, start: time.Now(), stop: make(chan struct{})}
+	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, rates: rates, start: time.Now(), stop: make(chan struct{}),
+		byNode: map[string][2]int64{}}
 	h.last, h.gap = map[string]*atomic.Int64{}, map[string]*atomic.Int64{}
 	for _, name := range rs.names {
 		h.admitted[name], h.asked[name] = &atomic.Int64{}, &atomic.Int64{}
@@ -263,9 +267,18 @@ func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.
 						err := n.Check(ctx, items, out)
 						cancel()
 						h.asked[name].Add(1)
-						if err == nil && out[0].Allowed {
+						ok := err == nil && out[0].Allowed
+						if ok {
 							h.admitted[name].Add(1)
 						}
+						h.byNodeMu.Lock()
+						c := h.byNode[name+"/"+n.ID()]
+						c[1]++
+						if ok {
+							c[0]++
+						}
+						h.byNode[name+"/"+n.ID()] = c
+						h.byNodeMu.Unlock()
 						now := time.Now().UnixNano()
 						if prev := h.last[name].Swap(now); prev != 0 {
 							storeMax(h.gap[name], now-prev)
@@ -328,6 +341,17 @@ func (h *hammer) keptUp(before, after map[string]int64, dur float64, fill map[st
 		}
 	}
 	return ok, msg
+}
+
+// nodeCounts copies the admitted/asked counts by the node sent to.
+func (h *hammer) nodeCounts() map[string][2]int64 {
+	h.byNodeMu.Lock()
+	defer h.byNodeMu.Unlock()
+	out := make(map[string][2]int64, len(h.byNode))
+	for k, v := range h.byNode {
+		out[k] = v
+	}
+	return out
 }
 
 // loadAvg is the machine's load average (for the log), or "?".
@@ -467,8 +491,8 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	case d > 0.02:
 		t.Errorf("steady window admitted %.0f, %+.1f%% over rate×T %.0f (want at most 2%%)", win, 100*d, rate*winDur)
 	case d < -0.02 && keptUp && ringMoved == "":
-		t.Errorf("steady window admitted %.0f, %.1f%% under rate×T %.0f (want within 2%%); asked:%s load %s; every node's share: %s",
-			win, 100*d, rate*winDur, asked, loadAvg(), rs.nodeShares("orders", key))
+		t.Errorf("steady window admitted %.0f, %.1f%% under rate×T %.0f (want within 2%%); asked:%s load %s; every node's share: %s; whole run admitted/asked by the node sent to: %v",
+			win, 100*d, rate*winDur, asked, loadAvg(), rs.nodeShares("orders", key), h.nodeCounts())
 	case d < -0.02:
 		t.Logf("steady window %.1f%% under rate×T, not judged: the hammer fell behind its schedule or a ring moved (asked:%s %s; load %s)", 100*d, asked, ringMoved, loadAvg())
 	default:
