@@ -17,7 +17,9 @@
 //     not at their next step;
 //   - hands the records of shared keys it no longer owns to their new
 //     owner in its region (Region.Exchange with handoff), which adopts
-//     them.
+//     them; until then (2 × Interval + Timeout after a ring change,
+//     RingChanged) the new owner decides a key it does not hold with at
+//     most the floor.
 //
 // Goroutines: Run owns the table; gRPC handlers hand their merges to it
 // through a channel (ops) and wait for the answer; exchanges run in one
