@@ -16,7 +16,7 @@ import (
 // surrenders no majority claimed and the region could not restore): the
 // median key must keep at least 90% (logged: the distribution).
 // WEIR_PROPERTY_SEEDS=N runs seeds 1..N instead (the hunt for a hostile
-// schedule: 2,000 seeds, a quarter of them with five regions, pass).
+// schedule: 1,000 seeds, a quarter of them with five regions, pass).
 var propertyFirst, propertySeeds uint64 = 1, 24
 
 func TestPropertyBound(t *testing.T) {
