@@ -58,6 +58,17 @@ func WriteTable(w io.Writer, results []*Result) error {
 				fmt.Fprintf(w, " %+.2f%%", d)
 			}
 			fmt.Fprintf(w, "; worst %+.2f%% (%+.0f); gateway fairness (max deviation from equal share) %.2f%%\n", a.WorstDeviation, a.WorstExcess, a.Fairness)
+			if st := a.Steady; st != nil {
+				fmt.Fprintf(w, "%s/%s steady state [%.1fs, %.1fs): ideal %.0f per key (rate only); admitted %v; deviation", r.Target, r.Scenario, st.From, st.To, st.Ideal, st.Admitted)
+				for _, d := range st.Deviation {
+					fmt.Fprintf(w, " %+.2f%%", d)
+				}
+				fmt.Fprintf(w, "; worst %+.2f%%", st.Worst)
+				if st.Thin >= 0 {
+					fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate, the others %+.2f%%", st.Thin, len(st.Slots), SteadySlot, st.OutsideThin)
+				}
+				fmt.Fprintln(w)
+			}
 			if a.LeaseBound > 0 && a.Ideal > 0 {
 				fmt.Fprintf(w, "%s/%s lease bound: |admitted − ideal| ≤ lease × gateways = %d × %d = %d (%.2f%% of ideal); worst %+.0f\n",
 					r.Target, r.Scenario, a.Lease, r.Gateways, a.LeaseBound, 100*float64(a.LeaseBound)/a.Ideal, a.WorstExcess)

@@ -40,6 +40,13 @@ type Config struct {
 	// callers bound the checks in flight, as a gateway's connections do.
 	Rate   float64
 	Midway func(ctx context.Context) error
+	// Settle, when > 0 with a Duration, makes accuracy also report the
+	// steady state: the checks sent in [Epoch+Settle, Epoch+Duration)
+	// against rate × that window (no burst: by then demand has drained
+	// it). Epoch is the run's start unless set (runs that are measured
+	// together, as the regions', share one).
+	Settle time.Duration
+	Epoch  time.Time
 }
 
 // Result is the outcome of one run. It marshals to the JSON line.
@@ -104,6 +111,68 @@ type AccuracyResult struct {
 	LeaseBound int64 `json:"lease_bound,omitempty"`
 	// WorstExcess is admitted − ideal of largest magnitude, in checks.
 	WorstExcess float64 `json:"worst_excess"`
+	// Steady is the same verdict over the steady window only (Config.Settle).
+	Steady *SteadyResult `json:"steady,omitempty"`
+}
+
+// SteadyResult is accuracy over the steady window: the checks sent in
+// [From, To) seconds after the epoch, against rate × (To − From).
+type SteadyResult struct {
+	From      float64   `json:"from_s"`
+	To        float64   `json:"to_s"`
+	Ideal     float64   `json:"ideal_per_key"`
+	Admitted  []int64   `json:"admitted"`
+	Deviation []float64 `json:"deviation_pct"`
+	// Worst is the deviation of largest magnitude.
+	Worst float64 `json:"worst_deviation_pct"`
+	// Slots counts the window's 100 ms slots admitted in (all keys
+	// together); Thin the slots that admitted less than half of rate ×
+	// 100 ms per key: time in which the checks stalled (a loaded machine)
+	// or the shares did not reach the callers.
+	Slots []int64 `json:"-"`
+	Thin  int     `json:"thin_slots"` // -1: not counted (one region's part)
+	// OutsideThin is the deviation of the other slots together (all
+	// keys) from rate × their time: the limiter's precision while the
+	// checks flowed (set with Thin).
+	OutsideThin float64 `json:"outside_thin_deviation_pct"`
+}
+
+// SteadySlot is the width of a steady window's slots.
+const SteadySlot = 100 * time.Millisecond
+
+// SteadyFill sets Deviation and Worst from Admitted and Ideal.
+func (s *SteadyResult) SteadyFill() error {
+	s.Deviation = make([]float64, len(s.Admitted))
+	s.Worst = 0
+	for k, adm := range s.Admitted {
+		d, err := Deviation(adm, s.Ideal)
+		if err != nil {
+			return err
+		}
+		s.Deviation[k] = d
+		if abs(d) > abs(s.Worst) {
+			s.Worst = d
+		}
+	}
+	return nil
+}
+
+// CountThin sets Thin from Slots (for a result that holds all of the
+// limit's admissions: not one region's part).
+func (s *SteadyResult) CountThin() {
+	s.Thin = 0
+	perSlot := s.Ideal / (s.To - s.From) * SteadySlot.Seconds() * float64(len(s.Admitted))
+	var rest int64
+	for _, v := range s.Slots {
+		if float64(v) < perSlot/2 {
+			s.Thin++
+		} else {
+			rest += v
+		}
+	}
+	if n := len(s.Slots) - s.Thin; n > 0 {
+		s.OutsideThin = (float64(rest)/(perSlot*float64(n)) - 1) * 100
+	}
 }
 
 // caller is what one caller goroutine collects.
@@ -114,6 +183,8 @@ type caller struct {
 	errors   int64
 	firstErr error
 	perKey   []int64       // accuracy only
+	steady   []int64       // accuracy with Settle: admitted in the steady window
+	slots    []int64       // the same per SteadySlot of the window, all keys
 	lastSent time.Duration // when (since the start) this caller sent its last check
 }
 
@@ -197,10 +268,20 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	rpcs0, items0 := batching(targets)
 	lease0, blocked0, auto0 := local(targets)
 	start := time.Now()
+	epoch := cfg.Epoch
+	if epoch.IsZero() {
+		epoch = start
+	}
+	steadyFrom, steadyTo := epoch.Add(cfg.Settle), epoch.Add(cfg.Duration)
+	measureSteady := sc.Accuracy && cfg.Settle > 0 && cfg.Duration > cfg.Settle
 	for w := range callers {
 		c := &caller{lat: make([]time.Duration, 0, 4096)}
 		if sc.Accuracy {
 			c.perKey = make([]int64, sc.Keys)
+		}
+		if measureSteady {
+			c.steady = make([]int64, sc.Keys)
+			c.slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
 		}
 		callers[w] = c
 		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
@@ -225,7 +306,8 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				// Not runCtx: a check started before the end runs to its
 				// answer and is counted (the server decided it).
 				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
-				c.lastSent = time.Since(start)
+				sent := time.Now()
+				c.lastSent = sent.Sub(start)
 				var err error
 				if len(rules) == 1 {
 					ok, err = t.Check(cctx, keys[k], rules[0], sc.Cost)
@@ -250,6 +332,10 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 					if c.perKey != nil {
 						c.perKey[k]++
 					}
+					if c.steady != nil && !sent.Before(steadyFrom) && sent.Before(steadyTo) {
+						c.steady[k]++
+						c.slots[sent.Sub(steadyFrom)/SteadySlot]++
+					}
 				}
 			}
 		}()
@@ -273,6 +359,35 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	r, err := summarize(cfg, sc, callers, elapsed)
 	if err != nil {
 		return nil, err
+	}
+	if measureSteady && r.Accuracy != nil {
+		rule := sc.Rules[0]
+		st := &SteadyResult{From: steadyFrom.Sub(epoch).Seconds(), To: steadyTo.Sub(epoch).Seconds(), Admitted: make([]int64, sc.Keys)}
+		st.Ideal, err = Ideal(0, rule.Rate, rule.Period, steadyTo.Sub(steadyFrom))
+		if err != nil {
+			return nil, err
+		}
+		if sc.Cost > 1 {
+			st.Ideal /= float64(sc.Cost)
+		}
+		st.Slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
+		for _, c := range callers {
+			for k, v := range c.steady {
+				st.Admitted[k] += v
+			}
+			for i, v := range c.slots {
+				st.Slots[i] += v
+			}
+		}
+		if err := st.SteadyFill(); err != nil {
+			return nil, err
+		}
+		if cfg.Epoch.IsZero() {
+			st.CountThin()
+		} else {
+			st.Thin = -1 // a part of runs measured together: their sum says
+		}
+		r.Accuracy.Steady = st
 	}
 	if rpcs, items := batching(targets); rpcs > rpcs0 {
 		r.ItemsPerRPC = float64(items-items0) / float64(rpcs-rpcs0)

@@ -113,6 +113,10 @@ func (n *Node) refreshView() {
 	version := ringVersion(r)
 	n.view.Store(&clusterView{version: version, ring: r, members: members,
 		peers: replicaPeers(r, n.cfg.ID)})
+	if n.region != nil {
+		// Keys that moved here: their ledger is on its way (region.Agent.RingChanged).
+		n.region.RingChanged()
+	}
 	n.pruneForwarders(members)
 	n.met.members.Set(float64(len(members)))
 	n.met.ringVersion.Set(float64(version))

@@ -203,7 +203,16 @@ func TestOwnerChangeHandsOnTheLedger(t *testing.T) {
 	}
 
 	owner.Store("a2")
+	// As the node does on every new ring: until the hand-on arrives, a2
+	// decides the key it does not hold with at most the floor, never
+	// with the default (all but the floors here, its home).
+	agents["a2"].RingChanged()
+	agents["a1"].RingChanged()
+	floor := agents["a2"].scfg.Floor
 	testwait.For(t, 10*time.Second, "a2 to adopt a1's ledger", func() error {
+		if got := agents["a2"].Share("orders", key); got > max(before, floor) {
+			t.Fatalf("a2 decides with %d of the key before adopting a1's %d (floor %d)", got, before, floor)
+		}
 		if got := agents["a2"].Shares()[[2]string{"orders", key}]; got != before {
 			return fmt.Errorf("a2 holds %d (held: %v), want a1's %d", got, agents["a2"].Shares(), before)
 		}

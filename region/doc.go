@@ -12,10 +12,14 @@
 //   - sends one Region.Exchange to each peer region's address with the
 //     records of its shared keys (keys used outside their home region);
 //     the receiving node merges the keys it owns, passes the others once
-//     to their owners in its region, and answers with its records;
+//     to their owners in its region, and answers with its records; both
+//     sides take the grants a merged record carries at once (Table.Take),
+//     not at their next step;
 //   - hands the records of shared keys it no longer owns to their new
 //     owner in its region (Region.Exchange with handoff), which adopts
-//     them.
+//     them; until then (2 × Interval + Timeout after a ring change,
+//     RingChanged) the new owner decides a key it does not hold with at
+//     most the floor.
 //
 // Goroutines: Run owns the table; gRPC handlers hand their merges to it
 // through a channel (ops) and wait for the answer; exchanges run in one

@@ -35,6 +35,9 @@ func checkLatency(t *testing.T, nodes []*node.Node, rule string, callers, perCal
 				local = append(local, time.Since(start))
 				cancel()
 				if err != nil || out[0].Code != 0 {
+					if bad == 0 {
+						t.Logf("first failed check on %s: err %v, code %v", n.ID(), err, out[0].Code)
+					}
 					bad++
 				}
 			}

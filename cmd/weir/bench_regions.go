@@ -42,6 +42,12 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 		r   *bench.Result
 		err error
 	}
+	// One epoch for both regions' runs, so their steady windows are the
+	// same span of time and add up against the one global limit.
+	if cfg.Settle == 0 && cfg.Duration > regionsSettle {
+		cfg.Settle = regionsSettle
+	}
+	cfg.Epoch = time.Now()
 	outs := make([]chan out, 0, 2)
 	for i, name := range sc.Regions[:min(2, len(sc.Regions))] {
 		rc := cfg
@@ -73,6 +79,7 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 	if target == "http" {
 		label = bench.TargetHTTP
 	}
+	var steady *bench.SteadyResult
 	all := &bench.Result{Target: label + "@all", Scenario: sc.Name, Keys: sc.Keys, Dist: "uniform",
 		Rules: len(sc.Rules), Accuracy: &bench.AccuracyResult{Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}}
 	var firstErr error
@@ -98,6 +105,20 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 			for k, v := range r.Accuracy.Admitted {
 				all.Accuracy.Admitted[k] += v
 			}
+			if st := r.Accuracy.Steady; st != nil {
+				if steady == nil {
+					steady = &bench.SteadyResult{From: st.From, To: st.To, Ideal: st.Ideal, Admitted: make([]int64, sc.Keys),
+						Slots: make([]int64, len(st.Slots))}
+				}
+				for k, v := range st.Admitted {
+					steady.Admitted[k] += v
+				}
+				for i, v := range st.Slots {
+					if i < len(steady.Slots) {
+						steady.Slots[i] += v
+					}
+				}
+			}
 		}
 	}
 	if firstErr != nil {
@@ -114,8 +135,21 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 			a.WorstDeviation, a.WorstExcess = d, float64(adm)-a.Ideal
 		}
 	}
+	if steady != nil {
+		if err := steady.SteadyFill(); err != nil {
+			return err
+		}
+		steady.CountThin()
+		a.Steady = steady
+	}
 	return emit(all)
 }
+
+// regionsSettle is when the regions scenario's steady window starts
+// (unless --settle says otherwise): twelve exchange intervals after the
+// start, by when a key's share has moved from its home region to the
+// regions that ask for it.
+const regionsSettle = 3 * time.Second
 
 func abs(x float64) float64 {
 	if x < 0 {

@@ -22,6 +22,10 @@
 //     they are a majority and all report the same lost set and the same
 //     last record of it, each an equal part, once per record.
 //
+// Grants are taken at steps and, between them, as the records carrying
+// them arrive (Take); a key idle for IdleAfter whose share never moved is
+// dropped at a step (its ledger is a fresh key's).
+//
 // Shares follow demand: each step a region whose share exceeds its target
 // (floor + the spare share in proportion to its smoothed demand) by more
 // than MinMove gives the surplus to the regions below their targets.

@@ -2,7 +2,9 @@ package share
 
 import (
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -13,9 +15,14 @@ import (
 // lost for good (grants voided by a region that declared the giver lost,
 // surrenders no majority claimed and the region could not restore): the
 // median key must keep at least 90% (logged: the distribution).
+// WEIR_PROPERTY_SEEDS=N runs seeds 1..N instead (the hunt for a hostile
+// schedule: 1,000 seeds, a quarter of them with five regions, pass).
 var propertyFirst, propertySeeds uint64 = 1, 24
 
 func TestPropertyBound(t *testing.T) {
+	if v, err := strconv.ParseUint(os.Getenv("WEIR_PROPERTY_SEEDS"), 10, 64); err == nil && v > 0 {
+		propertySeeds = v
+	}
 	var sums []int64
 	worst := 0 // steps after the final heal until every key is whole again
 	for seed := propertyFirst; seed <= propertySeeds; seed++ {

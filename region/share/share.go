@@ -52,12 +52,19 @@ type Config struct {
 	// (default 250ms); it bounds how long after its last record a lost
 	// region can take to surrender.
 	Interval time.Duration
+	// IdleAfter: a key this region has not been asked for in this long is
+	// dropped at a step when dropping it changes nothing: its own record
+	// has moved no share, no region's record it holds grants it any or
+	// reports demand, and this region is not in the minority (default
+	// 1m; see Step). A dropped key that is asked for again starts from
+	// the same initial share it held.
+	IdleAfter time.Duration
 }
 
 // DefaultConfig returns the defaults for the given regions.
 func DefaultConfig(self string, regions []string) Config {
 	return Config{Regions: regions, Self: self, Floor: Whole / 100, IdleFloor: Whole / 1000, MinMove: Whole / 500,
-		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond}
+		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond, IdleAfter: time.Minute}
 }
 
 // Validate reports the first problem with c.
@@ -89,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.LostAfter <= 0 || c.ClaimAfter <= c.LostAfter || c.Interval <= 0 {
 		return fmt.Errorf("%w: want 0 < lost-after < claim-after and interval > 0", ErrConfig)
+	}
+	if c.IdleAfter < 0 {
+		return fmt.Errorf("%w: idle-after must be >= 0 (0: keys are never dropped)", ErrConfig)
 	}
 	return nil
 }
@@ -175,6 +185,7 @@ type keyState struct {
 	capSeq     []int64
 	capGranted []int64
 	direct     []int64 // per region: Seq of its last record received from itself
+	lastAsk    int64   // the step at which this region last asked for the key (0: none yet)
 }
 
 // Table holds this region's view of every shared key. It is not safe for
@@ -272,6 +283,9 @@ func (t *Table) Share(key string) int64 {
 	return t.initial(key, t.self)
 }
 
+// Has reports whether the table holds key.
+func (t *Table) Has(key string) bool { return t.keys[key] != nil }
+
 // Keys returns the keys the table holds.
 func (t *Table) Keys() []string {
 	out := make([]string, 0, len(t.keys))
@@ -312,6 +326,9 @@ func (s *Snapshot) Keys() []string {
 	}
 	return out
 }
+
+// Has reports whether the table held key at the snapshot.
+func (s *Snapshot) Has(key string) bool { _, ok := s.shares[key]; return ok }
 
 // Share is the share of key as of the snapshot (a key the table did not
 // hold has its initial share).
@@ -478,12 +495,38 @@ func (t *Table) Records(key string) []Record {
 // surrenders in the minority, claims from lost regions when the majority
 // agrees, gives surplus share toward demand, and writes this region's
 // records.
+//
+// A key this region has not asked for in IdleAfter is dropped at the
+// step when its ledger is one a fresh key would have here: this region
+// moved no share of it (granted, received, claimed or surrendered none),
+// no region's record it holds grants it any or reports demand, and it is
+// not in the minority. Asked for again, the key starts from the same
+// initial share, and its first record replaces the old one at the peers
+// with the same ledger, so dropping never changes a share (the bound
+// holds). A key whose share moved is kept: its ledger is cumulative and
+// the other regions' ledgers refer to it.
 func (t *Table) Step(now int64) {
 	t.minority = t.cutOff(now)
 	t.fell = t.minority
 	for key, k := range t.keys {
 		t.stepKey(key, k, now)
+		if t.droppable(k, now) {
+			delete(t.keys, key)
+		}
 	}
+}
+
+// droppable reports whether key state k can be dropped at now (Step).
+func (t *Table) droppable(k *keyState, now int64) bool {
+	if t.cfg.IdleAfter <= 0 || t.minority || now-k.lastAsk < int64(t.cfg.IdleAfter) || !idle(&k.recs[t.self]) {
+		return false
+	}
+	for i := range k.recs {
+		if r := &k.recs[i]; r.Demand != 0 || (i != t.self && r.Granted[t.self] != 0) || k.capSeq[i] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Table) stepKey(key string, k *keyState, now int64) {
@@ -492,6 +535,9 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 	// Targets use the demand this region last reported, the one its peers
 	// see beside their own, so both sides compute from the same step.
 	reported := me.Demand
+	if k.asked > 0 || k.lastAsk == 0 {
+		k.lastAsk = now
+	}
 	me.Demand = (me.Demand + k.asked*demandScale) / 2
 	me.Spent = k.spent
 	k.asked, k.spent = 0, 0
@@ -643,6 +689,33 @@ func (t *Table) take(k *keyState) bool {
 		}
 	}
 	return took
+}
+
+// Take takes, between steps, the grants addressed to this region that
+// the records merged since carry, so a move costs the time from the
+// giver's step to the record's arrival (one exchange) rather than to the
+// receiver's next step (up to one more interval), during which the share
+// is held by no region. It takes exactly what the next step would take
+// first: nothing while this region is, or at now would be, in the
+// minority, or counts any region lost or capped (the step handles those
+// with their voids). Like Rebalance it leaves Seen as the step wrote it:
+// Seen says which records a step acted on (voids, restores), and a take
+// acts on no surrender. It reports whether this region's share changed.
+func (t *Table) Take(key string, now int64) bool {
+	k := t.keys[key]
+	if k == nil || t.minority || t.cutOff(now) {
+		return false
+	}
+	for i := range t.regions {
+		if i != t.self && (now-t.heard[i] > int64(t.cfg.ClaimAfter) || k.capSeq[i] != 0) {
+			return false
+		}
+	}
+	if !t.take(k) {
+		return false
+	}
+	t.writeMoved(key, k, now)
+	return true
 }
 
 // Rebalance gives key's share above the floor toward the regions that

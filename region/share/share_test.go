@@ -41,7 +41,8 @@ func keyHomedAt(i, n int) string {
 // TestSteps pins the ledger step by step for two regions: the home region
 // starts with everything above the other's floor; unused there, it gives
 // toward the other's demand as soon as that arrives, and the other takes
-// the grant at its next step; under equal demand shares meet halfway.
+// the grant as the answer arrives (Take); under equal demand shares meet
+// halfway.
 func TestSteps(t *testing.T) {
 	s := newSim(t, "a", "b")
 	key := keyHomedAt(0, 2)
@@ -52,8 +53,8 @@ func TestSteps(t *testing.T) {
 	}{
 		// b asks; a, which does not use the key, gives down to its idle
 		// floor as soon as b's record arrives (Rebalance) and answers
-		// with the grant; b takes it at its next step.
-		{[]int64{0, 100}, []int64{idle, floor}},
+		// with the grant; b takes it as the answer arrives.
+		{[]int64{0, 100}, []int64{idle, Whole - idle}},
 		{[]int64{0, 100}, []int64{idle, Whole - idle}},
 		// Equal demand: b gives its surplus back over the next steps.
 		{[]int64{100, 100}, []int64{floor, Whole - floor}},

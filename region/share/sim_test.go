@@ -7,6 +7,9 @@ import (
 
 const interval = int64(250 * time.Millisecond)
 
+// simIdleAfter is the sims' Config.IdleAfter: 20 steps.
+const simIdleAfter = 5 * time.Second
+
 // sim runs n tables in lockstep over a network the test controls: each
 // step every table observes its demand, steps, and sends its outbox to
 // every peer it is not cut from, which merges it and answers with its own
@@ -18,12 +21,17 @@ type sim struct {
 	cut  [][]bool // cut[i][j]: i's requests do not reach j (or j's answers do not reach i)
 	// oneWay[i][j]: i's request reaches j but the answer is lost.
 	oneWay [][]bool
+	// noTake: grants are taken at steps only (no Table.Take as records
+	// arrive).
+	noTake bool
 }
 
 func newSim(t testing.TB, names ...string) *sim {
 	s := &sim{t: t, now: 1_000_000_000}
 	for _, name := range names {
-		tab, err := New(DefaultConfig(name, names), s.now)
+		cfg := DefaultConfig(name, names)
+		cfg.IdleAfter = simIdleAfter // short, so the schedules drop keys too
+		tab, err := New(cfg, s.now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +81,9 @@ func (s *sim) step(key string, demand []int64) {
 			}
 			// As the agent's Exchange handler: give, then answer.
 			for key := range outs[i] {
+				if !s.noTake {
+					peer.Take(key, s.now)
+				}
 				peer.Rebalance(key, s.now)
 			}
 			if s.oneWay[i][j] {
@@ -80,6 +91,9 @@ func (s *sim) step(key string, demand []int64) {
 			}
 			for key := range outs[i] {
 				tab.Merge(peer.Self(), key, peer.Records(key))
+				if !s.noTake {
+					tab.Take(key, s.now)
+				}
 			}
 			tab.RoundTrip(peer.Self(), s.now)
 		}
