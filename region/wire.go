@@ -19,7 +19,7 @@ func recordsToWire(rs []share.Record) []*weirv1.RegionRecord {
 			Surrendered: r.Surrendered, Minority: r.Minority, Lost: r.Lost,
 			SurrenderSeq: r.SurrenderSeq, SurrenderGranted: r.SurrenderGranted, Seen: r.Seen,
 			Restored: r.Restored, RestoreSurrendered: r.RestoreSurrendered, RestoreClaimed: r.RestoreClaimed,
-			Voided: r.Voided, RestoreVoided: r.RestoreVoided,
+			Voided: r.Voided, RestoreVoided: r.RestoreVoided, Gen: r.Gen, Capped: r.Capped,
 		})
 	}
 	return out
@@ -42,6 +42,9 @@ func fromWire(ws []*weirv1.RegionRecord) []share.Record {
 			Lost: slices.Clone(w.GetLost()), SurrenderSeq: w.GetSurrenderSeq(), SurrenderGranted: slices.Clone(w.GetSurrenderGranted()),
 			Seen: slices.Clone(w.GetSeen()), Restored: w.GetRestored(), RestoreSurrendered: w.GetRestoreSurrendered(),
 			RestoreClaimed: slices.Clone(w.GetRestoreClaimed()), Voided: voided, RestoreVoided: restoreVoided,
+			// A peer from before generations (fields 21, 22) sends none:
+			// generation 0, not capped.
+			Gen: w.GetGen(), Capped: w.GetCapped(),
 		})
 	}
 	return out

@@ -2925,8 +2925,14 @@ type RegionRecord struct {
 	RestoreClaimed     []int64                `protobuf:"varint,18,rep,packed,name=restore_claimed,json=restoreClaimed,proto3" json:"restore_claimed,omitempty"`
 	Voided             []int64                `protobuf:"varint,19,rep,packed,name=voided,proto3" json:"voided,omitempty"`
 	RestoreVoided      []int64                `protobuf:"varint,20,rep,packed,name=restore_voided,json=restoreVoided,proto3" json:"restore_voided,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// gen is the key's ledger generation (region/share.Record.Gen); a
+	// record from a peer without it reads as generation 0.
+	Gen int64 `protobuf:"varint,21,opt,name=gen,proto3" json:"gen,omitempty"`
+	// capped: the origin holds at most its initial share and votes to start
+	// the next generation.
+	Capped        bool `protobuf:"varint,22,opt,name=capped,proto3" json:"capped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionRecord) Reset() {
@@ -3097,6 +3103,20 @@ func (x *RegionRecord) GetRestoreVoided() []int64 {
 		return x.RestoreVoided
 	}
 	return nil
+}
+
+func (x *RegionRecord) GetGen() int64 {
+	if x != nil {
+		return x.Gen
+	}
+	return 0
+}
+
+func (x *RegionRecord) GetCapped() bool {
+	if x != nil {
+		return x.Capped
+	}
+	return false
 }
 
 type GatewayReport struct {
@@ -3857,7 +3877,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\tRegionKey\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12/\n" +
-	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\xd4\x04\n" +
+	"\arecords\x18\x03 \x03(\v2\x15.weir.v1.RegionRecordR\arecords\"\xfe\x04\n" +
 	"\fRegionRecord\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\x05R\x06origin\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x12\n" +
@@ -3879,7 +3899,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x13restore_surrendered\x18\x11 \x01(\x03R\x12restoreSurrendered\x12'\n" +
 	"\x0frestore_claimed\x18\x12 \x03(\x03R\x0erestoreClaimed\x12\x16\n" +
 	"\x06voided\x18\x13 \x03(\x03R\x06voided\x12%\n" +
-	"\x0erestore_voided\x18\x14 \x03(\x03R\rrestoreVoided\"\x8f\x01\n" +
+	"\x0erestore_voided\x18\x14 \x03(\x03R\rrestoreVoided\x12\x10\n" +
+	"\x03gen\x18\x15 \x01(\x03R\x03gen\x12\x16\n" +
+	"\x06capped\x18\x16 \x01(\bR\x06capped\"\x8f\x01\n" +
 	"\rGatewayReport\x12\x1d\n" +
 	"\n" +
 	"gateway_id\x18\x01 \x01(\tR\tgatewayId\x122\n" +

@@ -26,6 +26,16 @@
 // them arrive (Take); a key idle for IdleAfter whose share never moved is
 // dropped at a step (its ledger is a fresh key's).
 //
+// A key whose share moved is reset first: once no region has asked for it
+// in IdleAfter, the regions cap it (each holds at most its initial share
+// for the rest of the generation, Record.Capped) and, when every region's
+// record is capped, start a new generation (Record.Gen) from the initial
+// shares; records of older generations are ignored, and a region that
+// dropped a reset key remembers its generation for GoneFor, so a late
+// record of the old ledger is nothing. Capped regions hold at most the
+// initial shares, which add up to Whole, so the bound holds while the
+// regions switch.
+//
 // Shares follow demand: each step a region whose share exceeds its target
 // (floor + the spare share in proportion to its smoothed demand) by more
 // than MinMove gives the surplus to the regions below their targets.

@@ -10,7 +10,7 @@ import (
 // TestIdleKeysDropped: keys this region stopped asking for are dropped
 // IdleAfter after their last ask when their share never moved, and the
 // memory comes back; a key asked for again starts where it was; a key
-// whose share moved is kept.
+// whose share moved is reset first (TestMovedKeysReset).
 func TestIdleKeysDropped(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	cfg := DefaultConfig("a", names)
@@ -76,22 +76,127 @@ func TestIdleKeysDropped(t *testing.T) {
 		break
 	}
 
-	// A key whose share moved is kept in every region, however long idle.
+}
+
+// TestMovedKeysReset: keys whose share moved between regions are reset to
+// a new generation once no region has asked for them in IdleAfter, then
+// dropped in every region with their memory returned (fake clock); until
+// the reset the shares stay as they moved; a late record of the old
+// generation is ignored; asked again, a key starts from its initial share.
+func TestMovedKeysReset(t *testing.T) {
+	names := []string{"a", "b", "c"}
 	s := newSim(t, names...)
-	key := keyHomedAt(0, 3)
-	for range 8 {
-		s.step(key, []int64{0, 100, 0})
+	const keys = 500
+	var list []string
+	for i := range keys {
+		list = append(list, fmt.Sprintf("rule\x00moved-%d", i))
 	}
-	moved := s.shares(key)
-	if moved[1] < Whole/2 {
-		t.Fatalf("shares %v: b's demand did not move the share", moved)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
 	}
-	for range int(2 * simIdleAfter / time.Duration(interval)) {
-		s.step(key, []int64{0, 0, 0})
+	h0 := heap()
+	// Every region asks for every key in turn, so each key's share moves
+	// between all three regions.
+	for _, demand := range [][]int64{{100, 0, 0}, {0, 100, 0}, {0, 0, 100}} {
+		for range 8 {
+			s.stepKeys(list, demand)
+		}
+	}
+	moved := 0
+	for _, key := range list {
+		if sh := s.shares(key); sh[2] > Whole/2 {
+			moved++
+		}
+		for i, tab := range s.tabs {
+			if !tab.Has(key) || idle(&tab.keys[key].recs[i]) {
+				t.Fatalf("%q: region %d holds no moved ledger (shares %v)", key, i, s.shares(key))
+			}
+		}
+	}
+	if moved != keys {
+		t.Fatalf("%d of %d keys moved to c", moved, keys)
+	}
+	// c's last exchange of the first generation, for ten keys: delivered
+	// late, after the reset.
+	old := map[string][]Record{}
+	for _, key := range list[:10] {
+		old[key] = s.sent[len(s.sent)-1][2][key]
+	}
+	s.sent = nil
+	h1 := heap()
+	quiet := make([]int64, 3)
+	idleSteps := int(simIdleAfter / time.Duration(interval))
+	// Until IdleAfter after the last ask nothing changes.
+	for range idleSteps - 1 {
+		s.stepKeys(list, quiet)
+	}
+	for _, key := range list {
+		for i, tab := range s.tabs {
+			if !tab.Has(key) || tab.keys[key].gen != 0 {
+				t.Fatalf("%q reset or dropped in region %d before IdleAfter", key, i)
+			}
+		}
+	}
+	// Then: cap, switch, drop, within a few steps.
+	steps := 0
+	for ; steps < 20; steps++ {
+		s.stepKeys(list, quiet)
+		held := 0
+		for _, tab := range s.tabs {
+			held += len(tab.Keys())
+		}
+		if held == 0 {
+			break
+		}
 	}
 	for i, tab := range s.tabs {
-		if !tab.Has(key) {
-			t.Errorf("region %d dropped a key whose share moved (shares were %v)", i, moved)
+		if n := len(tab.Keys()); n != 0 {
+			t.Fatalf("region %d still holds %d of %d moved keys %d steps after IdleAfter", i, n, keys, steps)
+		}
+		if tab.Resets() != keys {
+			t.Errorf("region %d: %d resets, want %d", i, tab.Resets(), keys)
+		}
+	}
+	s.sent = nil
+	h2 := heap()
+	per := (float64(h1) - float64(h0)) / keys
+	back := (float64(h1) - float64(h2)) / keys
+	t.Logf("heap: %d B before, %d B with %d moved keys in 3 regions (%.0f B a key), %d B %d steps after IdleAfter (%.0f B a key returned; tombstones kept for GoneFor)",
+		h0, h1, keys, per, h2, steps+1, back)
+	if back < per*0.8 {
+		t.Errorf("%.0f B a key returned of %.0f B a key held", back, per)
+	}
+	// A late exchange of the first generation reaches a: ignored.
+	for key, recs := range old {
+		s.tabs[0].Merge(2, key, recs)
+		s.tabs[0].Take(key, s.now)
+	}
+	if n := len(s.tabs[0].Keys()); n != 0 {
+		t.Fatalf("a late exchange of the old generation brought back %d keys", n)
+	}
+	// Asked again: the initial shares, in every region.
+	key := list[0]
+	home := Home(key, 3)
+	for i, tab := range s.tabs {
+		want := tab.cfg.Floor
+		if i == home {
+			want = Whole - 2*tab.cfg.Floor
+		}
+		tab.Observe(key, 1, 1)
+		if got := tab.Share(key); got != want {
+			t.Errorf("%q asked again in region %d: share %d, want %d", key, i, got, want)
+		}
+	}
+	// After GoneFor, the tombstones go too.
+	for range int(simGoneFor/time.Duration(interval)) + 1 {
+		s.stepKeys(nil, quiet)
+	}
+	for i, tab := range s.tabs {
+		if n := len(tab.gone); n > 1 {
+			t.Errorf("region %d keeps %d tombstones after GoneFor", i, n)
 		}
 	}
 }

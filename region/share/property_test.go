@@ -9,8 +9,11 @@ import (
 )
 
 // TestPropertyBound drives three and five regions through random demand,
-// cuts (symmetric and one-way), isolations and heals, and checks after
-// every step that the shares add up to at most Whole (the hard invariant).
+// cuts (symmetric and one-way), isolations and heals, late deliveries of
+// exchanges up to 20 s old, and quiet spells in which keys whose share
+// moved are reset to a new generation and dropped, and checks after every
+// step (and every late delivery) that the shares add up to at most Whole
+// (the hard invariant).
 // After a final heal with steady demand it measures how much share the run
 // lost for good (grants voided by a region that declared the giver lost,
 // surrenders no majority claimed and the region could not restore): the
@@ -23,7 +26,12 @@ func TestPropertyBound(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("WEIR_PROPERTY_SEEDS"), 10, 64); err == nil && v > 0 {
 		propertySeeds = v
 	}
+	if v, err := strconv.ParseUint(os.Getenv("WEIR_PROPERTY_FIRST"), 10, 64); err == nil && v > 0 {
+		propertyFirst = v // with WEIR_PROPERTY_SEEDS: rerun one seed
+	}
 	var sums []int64
+	var resets int64
+	replays := 0
 	worst := 0 // steps after the final heal until every key is whole again
 	for seed := propertyFirst; seed <= propertySeeds; seed++ {
 		names := []string{"a", "b", "c"}
@@ -32,10 +40,12 @@ func TestPropertyBound(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(seed, seed*7))
 		s := newSim(t, names...)
+		s.seed = seed
 		n := len(names)
 		keys := []string{keyHomedAt(0, n), keyHomedAt(1, n), keyHomedAt(n-1, n)}
 		demand := make([]int64, n)
-		for step := 0; step < 300; step++ {
+		quiet := 0 // steps left in a quiet spell: no region asks
+		for step := 0; step < 400; step++ {
 			switch rng.IntN(20) {
 			case 0:
 				i, j := rng.IntN(n), rng.IntN(n)
@@ -49,11 +59,26 @@ func TestPropertyBound(t *testing.T) {
 				s.oneWay[i][j] = rng.IntN(2) == 0
 			case 3, 4:
 				demand[rng.IntN(n)] = int64(rng.IntN(4) * 100)
+			case 5:
+				// Long enough for a reset (IdleAfter, 20 steps, then a
+				// round or two to cap and switch) in some spells.
+				quiet = 20 + rng.IntN(50)
+			case 6, 7:
+				s.replay(rng.IntN(n), rng.IntN(n), 1+rng.IntN(keepSent))
+			}
+			asked := demand
+			if quiet > 0 {
+				quiet--
+				asked = make([]int64, n)
 			}
 			for _, key := range keys {
-				s.step(key, demand) // check() asserts the bound
+				s.step(key, asked) // check() asserts the bound
 			}
 		}
+		for _, tab := range s.tabs {
+			resets += tab.Resets()
+		}
+		replays += s.replays
 		for i := range s.cut {
 			clear(s.cut[i])
 			clear(s.oneWay[i])
@@ -78,8 +103,11 @@ func TestPropertyBound(t *testing.T) {
 		}
 	}
 	slices.Sort(sums)
-	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d; whole again (±0.1%%) %d steps after the heal at worst",
-		sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole, worst)
+	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d; whole again (±0.1%%) %d steps after the heal at worst; %d resets (a key moved to a new generation in one region), %d late batches to regions without the key",
+		sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole, worst, resets, replays)
+	if resets == 0 || replays == 0 {
+		t.Errorf("no key was reset or no late batch delivered: the schedules do not test resets")
+	}
 	if worst > 12 {
 		t.Fatalf("a key's shares added up to less than Whole (-0.1%%) %d steps after the heal, want within 12 (3 s)", worst)
 	}

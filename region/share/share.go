@@ -57,14 +57,24 @@ type Config struct {
 	// has moved no share, no region's record it holds grants it any or
 	// reports demand, and this region is not in the minority (default
 	// 1m; see Step). A dropped key that is asked for again starts from
-	// the same initial share it held.
+	// the same initial share it held. A key whose share moved is reset
+	// to a new generation first, once every region agrees (see Step).
 	IdleAfter time.Duration
+	// GoneFor is how long a region remembers the generation of a key it
+	// dropped after a reset (about 100 bytes a key rather than the
+	// ledger's 2 KB), ignoring records of older generations of it. It
+	// must exceed the longest time a record can spend in flight (an
+	// exchange's deadline, 1s by default): a record of an older
+	// generation delivered later than this would start the old ledger
+	// again (default 10m).
+	GoneFor time.Duration
 }
 
 // DefaultConfig returns the defaults for the given regions.
 func DefaultConfig(self string, regions []string) Config {
 	return Config{Regions: regions, Self: self, Floor: Whole / 100, IdleFloor: Whole / 1000, MinMove: Whole / 500,
-		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond, IdleAfter: time.Minute}
+		LostAfter: 3 * time.Second, ClaimAfter: 5 * time.Second, Interval: 250 * time.Millisecond, IdleAfter: time.Minute,
+		GoneFor: 10 * time.Minute}
 }
 
 // Validate reports the first problem with c.
@@ -99,6 +109,9 @@ func (c Config) Validate() error {
 	}
 	if c.IdleAfter < 0 {
 		return fmt.Errorf("%w: idle-after must be >= 0 (0: keys are never dropped)", ErrConfig)
+	}
+	if c.IdleAfter > 0 && c.GoneFor <= 0 {
+		return fmt.Errorf("%w: gone-for must be > 0 when keys are dropped", ErrConfig)
 	}
 	return nil
 }
@@ -145,6 +158,14 @@ type Record struct {
 	// Lost, per region: 0 if the origin hears from it, else the Seq+1 of
 	// the region's record the origin holds (1: none).
 	Lost []int64
+	// Gen is the key's ledger generation: a reset starts a new ledger
+	// from the initial shares, and a region ignores records of an older
+	// generation than its own (0: the first; records from peers that
+	// predate generations read as 0).
+	Gen int64
+	// Capped: the origin holds at most its initial share of the key for
+	// the rest of this generation and votes to start the next (Step).
+	Capped bool
 }
 
 const demandScale = 1024
@@ -170,6 +191,8 @@ func (r *Record) valid(n int) bool {
 		len(r.Seen) == n && len(r.RestoreClaimed) == n && len(r.Voided) == n && len(r.RestoreVoided) == n
 }
 
+type tombstone struct{ gen, at int64 }
+
 type keyState struct {
 	recs   []Record // latest record per origin; recs[i].Seq == 0 && !have[i]: none
 	have   []bool
@@ -186,15 +209,21 @@ type keyState struct {
 	capGranted []int64
 	direct     []int64 // per region: Seq of its last record received from itself
 	lastAsk    int64   // the step at which this region last asked for the key (0: none yet)
+	gen        int64   // the ledger generation; every record in recs is of it
 }
 
 // Table holds this region's view of every shared key. It is not safe for
 // concurrent use: one goroutine (the region loop) owns it.
 type Table struct {
-	cfg      Config
-	regions  []string
-	self     int
-	keys     map[string]*keyState
+	cfg     Config
+	regions []string
+	self    int
+	keys    map[string]*keyState
+	// gone: keys dropped at a generation above 0, for GoneFor after the
+	// drop: the generation, so records of an older one still in
+	// flight are ignored rather than start the old ledger again.
+	gone     map[string]tombstone
+	resets   int64   // keys moved to a new generation (Resets)
 	heard    []int64 // per region: last contact of any kind (unix ns)
 	ok       []int64 // per region: last round trip this region made (unix ns)
 	minority bool
@@ -208,7 +237,7 @@ func New(cfg Config, now int64) (*Table, error) {
 	}
 	regions := slices.Clone(cfg.Regions)
 	slices.Sort(regions)
-	t := &Table{cfg: cfg, regions: regions, self: slices.Index(regions, cfg.Self), keys: map[string]*keyState{},
+	t := &Table{cfg: cfg, regions: regions, self: slices.Index(regions, cfg.Self), keys: map[string]*keyState{}, gone: map[string]tombstone{},
 		heard: make([]int64, len(regions)), ok: make([]int64, len(regions))}
 	for i := range regions {
 		t.heard[i], t.ok[i] = now, now
@@ -251,13 +280,23 @@ func (t *Table) key(key string) *keyState {
 	if k := t.keys[key]; k != nil {
 		return k
 	}
+	k := t.newState(key, t.gone[key].gen)
+	delete(t.gone, key)
+	t.keys[key] = k
+	return k
+}
+
+// newState is a fresh ledger of key at generation gen: every region at
+// its initial share.
+func (t *Table) newState(key string, gen int64) *keyState {
 	n := len(t.regions)
 	k := &keyState{recs: make([]Record, n), have: make([]bool, n),
-		capSeq: make([]int64, n), capGranted: make([]int64, n), direct: make([]int64, n)}
+		capSeq: make([]int64, n), capGranted: make([]int64, n), direct: make([]int64, n), gen: gen}
 	for i := range k.recs {
 		k.recs[i] = Record{Origin: i, Granted: make([]int64, n), Received: make([]int64, n), Claimed: make([]int64, n),
 			ClaimSeq: make([]int64, n), Lost: make([]int64, n), SurrenderGranted: make([]int64, n),
-			Seen: make([]int64, n), RestoreClaimed: make([]int64, n), Voided: make([]int64, n), RestoreVoided: make([]int64, n)}
+			Seen: make([]int64, n), RestoreClaimed: make([]int64, n), Voided: make([]int64, n), RestoreVoided: make([]int64, n),
+			Gen: gen}
 		k.recs[i].Held = t.initial(key, i)
 	}
 	k.have[t.self] = true
@@ -267,15 +306,50 @@ func (t *Table) key(key string) *keyState {
 		// home share of keys it had not seen yet.
 		k.recs[t.self].Surrendered = t.initial(key, t.self) - t.cfg.Floor
 		k.recs[t.self].Held = t.cfg.Floor
+		// After any record the others may have claimed at (none yet:
+		// Seq 0), so the restore waits until they have seen one.
+		k.recs[t.self].SurrenderSeq = 1
 	}
-	t.keys[key] = k
 	return k
+}
+
+// renew replaces key's ledger by a fresh one of generation gen (a reset):
+// this region's traffic, its Seq and whether the key is shared carry over.
+func (t *Table) renew(key string, k *keyState, gen int64) *keyState {
+	nk := t.newState(key, gen)
+	nk.asked, nk.spent, nk.lastAsk, nk.shared = k.asked, k.spent, k.lastAsk, k.shared
+	if me := &nk.recs[t.self]; me.Surrendered > 0 {
+		me.SurrenderSeq = k.recs[t.self].Seq + 1
+	}
+	nk.recs[t.self].Seq = k.recs[t.self].Seq
+	t.keys[key] = nk
+	t.resets++
+	return nk
+}
+
+// Resets reports how many times a key of this table moved to a new
+// generation.
+func (t *Table) Resets() int64 { return t.resets }
+
+// topGen is the newest generation among the valid records of recs, at
+// least gen.
+func (t *Table) topGen(gen int64, recs []Record) int64 {
+	for i := range recs {
+		if recs[i].valid(len(t.regions)) {
+			gen = max(gen, recs[i].Gen)
+		}
+	}
+	return gen
 }
 
 // Share is this region's share of key, in shares of Whole.
 func (t *Table) Share(key string) int64 {
 	if k := t.keys[key]; k != nil {
-		return max(0, min(Whole, k.recs[t.self].Held))
+		h := k.recs[t.self].Held
+		if k.recs[t.self].Capped {
+			h = min(h, t.initial(key, t.self))
+		}
+		return max(0, min(Whole, h))
 	}
 	if t.fell {
 		return t.cfg.Floor
@@ -375,12 +449,20 @@ func (t *Table) RoundTrip(i int, now int64) {
 // its own (written by a previous owner of the key) is adopted. Malformed
 // records are ignored.
 func (t *Table) Merge(from int, key string, recs []Record) {
+	if g, ok := t.gone[key]; ok && t.topGen(0, recs) < g.gen {
+		return // records of a generation this region left and dropped
+	}
 	k := t.key(key)
+	if g := t.topGen(k.gen, recs); g > k.gen {
+		// The regions reset the key while this one was behind (or had
+		// dropped it): start the new generation's ledger.
+		k = t.renew(key, k, g)
+	}
 	k.shared = true
-	fresh, adopted, claimed := k.fresh && idle(&k.recs[t.self]), false, false
+	fresh, claimAt := k.fresh && idle(&k.recs[t.self]), int64(0)
 	for i := range recs {
 		r := &recs[i]
-		if !r.valid(len(t.regions)) {
+		if !r.valid(len(t.regions)) || r.Gen != k.gen {
 			continue
 		}
 		if r.Origin == t.self {
@@ -388,13 +470,10 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 				seq := k.recs[t.self].Seq
 				k.recs[t.self] = r.clone()
 				k.recs[t.self].Seq = max(seq, r.Seq)
-				adopted = true
 			}
 			continue
 		}
-		if r.ClaimSeq[t.self] == 1 {
-			claimed = true
-		}
+		claimAt = max(claimAt, r.ClaimSeq[t.self])
 		if r.Origin == from {
 			k.direct[from] = max(k.direct[from], r.Seq)
 		}
@@ -404,13 +483,24 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 		k.recs[r.Origin] = r.clone()
 		k.have[r.Origin] = true
 	}
-	if me := &k.recs[t.self]; fresh && !adopted && claimed && me.Surrendered == 0 {
-		// The majority claimed this region's initial share of a key this
-		// table had not held (while it was lost, or before this node
-		// owned the key): it holds the floor until it may restore.
-		if excess := t.initial(key, t.self) - t.cfg.Floor; excess > 0 {
-			me.Surrendered = excess
+	if me := &k.recs[t.self]; t.minority {
+		// In the minority (as at the last step), an adopted record
+		// keeps at most the floor too, as the step would.
+		if excess := held(t.initial(key, t.self), me) - t.cfg.Floor; excess > 0 {
+			me.Surrendered += excess
 			me.SurrenderSeq = me.Seq + 1
+			copy(me.SurrenderGranted, me.Granted)
+			me.Held = held(t.initial(key, t.self), me)
+		}
+	} else if fresh && claimAt > me.SurrenderSeq {
+		// The majority claimed from a record of this region that the
+		// ledger this table starts from shows no surrender after (a key
+		// it had not held, had dropped, or holds from a relay older than
+		// the claim): it holds the floor until it may restore.
+		if excess := held(t.initial(key, t.self), me) - t.cfg.Floor; excess > 0 {
+			me.Surrendered += excess
+			me.SurrenderSeq = max(me.Seq+1, claimAt)
+			copy(me.SurrenderGranted, me.Granted)
 			me.Held = held(t.initial(key, t.self), me)
 		}
 	}
@@ -423,11 +513,17 @@ func (t *Table) Merge(from int, key string, recs []Record) {
 // other regions' records merge as in Merge. The key is shared from then
 // on (only shared keys are handed on).
 func (t *Table) Adopt(key string, recs []Record) {
+	if g, ok := t.gone[key]; ok && t.topGen(0, recs) < g.gen {
+		return
+	}
 	k := t.key(key)
+	if g := t.topGen(k.gen, recs); g > k.gen {
+		k = t.renew(key, k, g)
+	}
 	k.shared = true
 	for i := range recs {
 		r := &recs[i]
-		if !r.valid(len(t.regions)) {
+		if !r.valid(len(t.regions)) || r.Gen != k.gen {
 			continue
 		}
 		if r.Origin == t.self {
@@ -509,20 +605,74 @@ func (t *Table) Step(now int64) {
 	t.minority = t.cutOff(now)
 	t.fell = t.minority
 	for key, k := range t.keys {
+		if t.switchable(k) {
+			k = t.renew(key, k, k.gen+1)
+		}
 		t.stepKey(key, k, now)
 		if t.droppable(k, now) {
 			delete(t.keys, key)
+			if k.gen > 0 {
+				t.gone[key] = tombstone{gen: k.gen, at: now}
+			}
+		}
+	}
+	for key, g := range t.gone {
+		if now-g.at > int64(t.cfg.GoneFor) {
+			delete(t.gone, key)
 		}
 	}
 }
 
 // droppable reports whether key state k can be dropped at now (Step).
 func (t *Table) droppable(k *keyState, now int64) bool {
-	if t.cfg.IdleAfter <= 0 || t.minority || now-k.lastAsk < int64(t.cfg.IdleAfter) || !idle(&k.recs[t.self]) {
+	if t.cfg.IdleAfter <= 0 || t.minority || now-k.lastAsk < int64(t.cfg.IdleAfter) || !idle(&k.recs[t.self]) ||
+		k.recs[t.self].Capped {
 		return false
 	}
 	for i := range k.recs {
-		if r := &k.recs[i]; r.Demand != 0 || (i != t.self && r.Granted[t.self] != 0) || k.capSeq[i] != 0 {
+		if r := &k.recs[i]; r.Demand != 0 || (i != t.self && r.Granted[t.self] != 0) || k.capSeq[i] != 0 ||
+			(k.gen > 0 && !k.have[i]) {
+			// After a reset, a region keeps the key until it holds every
+			// region's record of the new generation: the regions still
+			// capped in the old one learn of the new one from its records.
+			return false
+		}
+	}
+	return true
+}
+
+// switchable reports whether key state k can start its next generation:
+// every region's record of this one, this region's included, is capped,
+// so each region holds at most its initial share until it has left this
+// generation, and the initial shares add up to Whole.
+func (t *Table) switchable(k *keyState) bool {
+	for i := range k.recs {
+		if !k.have[i] || !k.recs[i].Capped {
+			return false
+		}
+	}
+	return true
+}
+
+// capping reports whether this region caps key state k at this step: a
+// region's record of this generation is capped (it joins the reset), or
+// it proposes one: the key's share moved (so dropping it is not enough),
+// no region has asked for it in IdleAfter by every record held (this
+// region's own asks, every region's reported demand), every region is
+// heard from and none is capped lost, and this region is not in the
+// minority.
+func (t *Table) capping(k *keyState, now int64) bool {
+	for i := range k.recs {
+		if k.have[i] && k.recs[i].Capped {
+			return true
+		}
+	}
+	if t.cfg.IdleAfter <= 0 || t.minority || now-k.lastAsk < int64(t.cfg.IdleAfter) || idle(&k.recs[t.self]) {
+		return false
+	}
+	for i := range k.recs {
+		if !k.have[i] || k.recs[i].Demand != 0 || k.recs[i].Minority || k.capSeq[i] != 0 ||
+			(i != t.self && now-t.heard[i] > int64(t.cfg.LostAfter)) {
 			return false
 		}
 	}
@@ -540,6 +690,9 @@ func (t *Table) stepKey(key string, k *keyState, now int64) {
 	}
 	me.Demand = (me.Demand + k.asked*demandScale) / 2
 	me.Spent = k.spent
+	if !me.Capped && t.capping(k, now) {
+		me.Capped = true
+	}
 	k.asked, k.spent = 0, 0
 	me.Minority = t.minority
 	lost := make([]bool, n)
