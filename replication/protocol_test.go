@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -80,12 +81,13 @@ func startHandoff(t *testing.T, id string, n int, c Counters, peers Peers) *Hand
 	return runHandoff(t, cfg, c, peers, NewStore())
 }
 
-// startQuick is startHandoff with a 50 ms Settle ticked every 10 ms and
-// the given replica store.
-func startQuick(t *testing.T, id string, n int, c Counters, peers Peers, store *Store) *Handoff {
+// startQuick is startHandoff with a 50 ms Settle ticked every 10 ms, the
+// given replica store and clock (nil: the wall clock).
+func startQuick(t *testing.T, id string, n int, c Counters, peers Peers, store *Store, now func() int64) *Handoff {
 	t.Helper()
 	cfg := DefaultHandoffConfig(id, n)
 	cfg.AskTimeout, cfg.Settle, cfg.TickEvery = time.Second, 50*time.Millisecond, 10*time.Millisecond
+	cfg.Now = now
 	return runHandoff(t, cfg, c, peers, store)
 }
 
@@ -269,8 +271,8 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 	ctx := context.Background()
 	peers := &directPeers{nodes: map[string]*Handoff{}}
 	ca, cb := newMemCounters(), newMemCounters()
-	a := startQuick(t, "a", 2, ca, peers, NewStore())
-	b := startQuick(t, "b", 2, cb, peers, NewStore())
+	a := startQuick(t, "a", 2, ca, peers, NewStore(), nil)
+	b := startQuick(t, "b", 2, cb, peers, NewStore(), nil)
 	peers.nodes["a"], peers.nodes["b"] = a, b
 	live := map[string]string{"a": "a", "b": "b"}
 	place := []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}, {Owner: "a", Replicas: []string{"a", "b"}}}
@@ -338,9 +340,13 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 			ctx := context.Background()
 			peers := &directPeers{nodes: map[string]*Handoff{}}
 			ca, cb := newMemCounters(), newMemCounters()
+			// A fake clock: the settle time passes when the test says so.
+			var clock atomic.Int64
+			clock.Store(1)
+			now := clock.Load
 			storeB := NewStore()
-			a := startQuick(t, "a", 1, ca, peers, NewStore())
-			b := startQuick(t, "b", 1, cb, peers, storeB)
+			a := startQuick(t, "a", 1, ca, peers, NewStore(), now)
+			b := startQuick(t, "b", 1, cb, peers, storeB, now)
 			peers.nodes["a"], peers.nodes["b"] = a, b
 			ring := func(h *Handoff, place []Assignment, base []Assignment, ids ...string) {
 				t.Helper()
@@ -370,7 +376,7 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 			ring(b, solo, nil, "b")
 			waitState(t, b, 0, PartReady)
 			if served {
-				time.Sleep(120 * time.Millisecond) // past Settle, ticked
+				clock.Add(int64(time.Second)) // past Settle (50 ms)
 			}
 			ring(b, r2, nil, "b", "c")
 			waitState(t, b, 0, PartReleased)
