@@ -224,11 +224,12 @@ func New(cfg Config, cluster Cluster) (*Agent, error) {
 // TestRegionsShareOneQuota, cause not found; see docs/design.md.)
 func (a *Agent) RingChanged() { a.changed.Store(a.cfg.Now()) }
 
-// settling reports whether at now a ring change is recent enough that a
-// key the table does not hold may still be handed on.
-func (a *Agent) settling(now int64) bool {
+// settling reports whether a ring change is recent enough that a key the
+// table does not hold may still be handed on (the clock is read only
+// after a ring change).
+func (a *Agent) settling() bool {
 	c := a.changed.Load()
-	return c != 0 && now-c < a.settle
+	return c != 0 && a.cfg.Now()-c < a.settle
 }
 
 // Regions returns every region name, sorted.
@@ -249,7 +250,7 @@ func (a *Agent) Share(rule, key string) int64 {
 	k := tableKey(rule, key)
 	s := a.snap.Load()
 	sh := s.Share(k)
-	if sh > a.scfg.Floor && !s.Has(k) && a.changed.Load() != 0 && a.settling(a.cfg.Now()) {
+	if sh > a.scfg.Floor && !s.Has(k) && a.settling() {
 		return a.scfg.Floor
 	}
 	return sh
