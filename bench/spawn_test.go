@@ -61,6 +61,18 @@ func racePicker(taken string, attempts int) func() (string, error) {
 	}
 }
 
+// holdPort listens on a loopback port until the test ends: a port a
+// spawned node loses the race for.
+func holdPort(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 // A node whose port was taken exits at start-up; the two others then never
 // see bootstrap-expect members, so there is never a Raft leader, and the
 // spawn used to wait out its minute reporting the first node's /readyz
@@ -68,11 +80,7 @@ func racePicker(taken string, attempts int) func() (string, error) {
 // the cluster afresh with new ports.
 func TestSpawnClusterRetriesALostPortRace(t *testing.T) {
 	bin := weirBin(t)
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
+	taken := holdPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out lockedBuffer
@@ -99,11 +107,7 @@ func TestSpawnClusterRetriesALostPortRace(t *testing.T) {
 // and why, rather than a readiness timeout of one that waits for it.
 func TestSpawnClusterReportsTheNodeThatExited(t *testing.T) {
 	bin := weirBin(t)
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
+	taken := holdPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := spawnCluster(ctx, bin, 3, nil, SpawnOptions{pick: racePicker(taken.Addr().String(), spawnAttempts)}, nil, "")
