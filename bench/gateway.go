@@ -82,7 +82,7 @@ func GatewayFactory(ctx context.Context, o GatewayOptions) Factory {
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("%w: %s gateway: %v", ErrSpawn, o.Bin, err)
 		}
-		g := &gatewayTarget{cmd: cmd, done: make(chan struct{}), base: "http://" + listen, check: o.Check}
+		g := &gatewayTarget{cmd: cmd, done: make(chan struct{}), base: "http://" + listen, check: o.Check, plain: o.Plain}
 		go func() { _ = cmd.Wait(); close(g.done) }()
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = max(o.Conns, 1), max(o.Conns, 1)
@@ -109,10 +109,19 @@ type gatewayTarget struct {
 	done  chan struct{}
 	base  string
 	check bool
+	plain bool // a `weir plainproxy`
 	hc    *http.Client
 }
 
 var _ Target = (*gatewayTarget)(nil)
+
+// PID names the gateway's process for the CPU accounting.
+func (g *gatewayTarget) PID() (string, int) {
+	if g.plain {
+		return "proxy processes", g.cmd.Process.Pid
+	}
+	return "gateway processes", g.cmd.Process.Pid
+}
 
 // Check sends GET /bench/<rule> (the rule's route; /nocheck/<rule> for the
 // proxy target) with the key's API key in X-API-Key.

@@ -52,6 +52,19 @@ func WriteTable(w io.Writer, results []*Result) error {
 			fmt.Fprintf(w, "%s/%s served at the gateway: %.1f%% from leases, %.1f%% by the blocked-until cache; %d automatic leases granted\n",
 				r.Target, r.Scenario, 100*float64(r.LeaseHits)/float64(r.Checks), 100*float64(r.BlockedHits)/float64(r.Checks), r.AutoLeases)
 		}
+		if len(r.CPU) > 0 {
+			fmt.Fprintf(w, "%s/%s CPU per check:", r.Target, r.Scenario)
+			var sum float64
+			for i, c := range r.CPU {
+				sep := ","
+				if i == 0 {
+					sep = ""
+				}
+				fmt.Fprintf(w, "%s %s %.1f µs", sep, c.Role, c.PerCall)
+				sum += c.PerCall
+			}
+			fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
+		}
 		if a := r.Accuracy; a != nil {
 			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
 			for _, d := range a.Deviation {

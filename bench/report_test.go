@@ -8,14 +8,16 @@ import (
 )
 
 func TestReport(t *testing.T) {
-	w := &Result{Target: "weir", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 60000, P50us: 500, P99us: 2000, P999us: 4000}
+	w := &Result{Target: "weir", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 60000, P50us: 500, P99us: 2000, P999us: 4000,
+		CPU: []CPUShare{{"bench process", 12.5}, {"nodes", 20}}, CPUAvail: 33.3}
 	r := &Result{Target: "redis", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 30000, P50us: 1000, P99us: 4000, P999us: 4000}
 	var b bytes.Buffer
 	if err := WriteTable(&b, []*Result{w, r}); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"checks/s", "25.0", "weir/redis steady: checks/s ×2.00, p50 ×0.50, p99 ×0.50, p99.9 ×1.00"} {
+	for _, want := range []string{"checks/s", "25.0", "weir/redis steady: checks/s ×2.00, p50 ×0.50, p99 ×0.50, p99.9 ×1.00",
+		"weir/steady CPU per check: bench process 12.5 µs, nodes 20.0 µs; together 32.5 µs of the 33.3 µs the machine's cores give a check at this rate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

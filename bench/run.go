@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,9 @@ type Config struct {
 	// together, as the regions', share one).
 	Settle time.Duration
 	Epoch  time.Time
+	// Procs are the processes besides this one whose CPU the result
+	// reports per check (Result.CPU), by role.
+	Procs Procs
 }
 
 // Result is the outcome of one run. It marshals to the JSON line.
@@ -81,6 +85,13 @@ type Result struct {
 	LeaseHits   uint64 `json:"lease_hits,omitempty"`
 	BlockedHits uint64 `json:"blocked_hits,omitempty"`
 	AutoLeases  uint64 `json:"auto_leases,omitempty"`
+	// CPU is the CPU each role's processes used per answered check over
+	// the measured run (Config.Procs; nil if a process could not be
+	// read), and CPUAvail what the machine's cores gave a check at the
+	// run's rate (runtime.NumCPU × elapsed / checks): their difference is
+	// idle time or other work on the machine.
+	CPU      []CPUShare `json:"cpu_per_check,omitempty"`
+	CPUAvail float64    `json:"cpu_avail_us_per_check,omitempty"`
 
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Event    string          `json:"event,omitempty"`
@@ -267,6 +278,8 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	budget.Store(cfg.Count)
 	rpcs0, items0 := batching(targets)
 	lease0, blocked0, auto0 := local(targets)
+	meter := newCPUMeter(cfg.Procs, targets)
+	cpu0 := meter.sample()
 	start := time.Now()
 	epoch := cfg.Epoch
 	if epoch.IsZero() {
@@ -350,6 +363,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1 := meter.sample()
 	if midErr != nil {
 		return nil, fmt.Errorf("bench: mid-run event: %w", midErr)
 	}
@@ -394,6 +408,9 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	}
 	lease, blocked, auto := local(targets)
 	r.LeaseHits, r.BlockedHits, r.AutoLeases = lease-lease0, blocked-blocked0, auto-auto0
+	if r.CPU = meter.perCheck(cpu0, cpu1, r.Checks); r.CPU != nil {
+		r.CPUAvail = float64(runtime.NumCPU()) * float64(elapsed/time.Microsecond) / float64(r.Checks)
+	}
 	return r, nil
 }
 

@@ -343,6 +343,18 @@ func (s *Spawned) Nodes() []*SpawnedNode {
 	return out
 }
 
+// PID is the node's process id.
+func (n *SpawnedNode) PID() int { return n.cmd.Process.Pid }
+
+// PIDs returns the live nodes' process ids (Config.Procs).
+func (s *Spawned) PIDs() []int {
+	var out []int
+	for _, n := range s.Nodes() {
+		out = append(out, n.PID())
+	}
+	return out
+}
+
 // GRPCAddrs returns the live nodes' gRPC addresses.
 func (s *Spawned) GRPCAddrs() []string {
 	var out []string
@@ -614,6 +626,9 @@ func SpawnRedis(ctx context.Context, logw io.Writer) (*RedisProc, error) {
 	}
 	return p, nil
 }
+
+// PID is redis-server's process id.
+func (p *RedisProc) PID() int { return p.cmd.Process.Pid }
 
 // Close stops the server.
 func (p *RedisProc) Close() {

@@ -199,6 +199,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		if useRedis {
 			addr := *redisAddr
+			rc := cfg
 			if *spawnRedis {
 				p, err := bench.SpawnRedis(ctx, logw)
 				if err != nil {
@@ -206,8 +207,8 @@ func (c *cli) benchCmd() *cobra.Command {
 				}
 				defer p.Close()
 				addr = p.Addr
+				rc.Procs = bench.Procs{"redis-server": {p.PID()}}
 			}
-			rc := cfg
 			rc.Target, rc.KeyPrefix = bench.TargetRedis, run+":"
 			r, err := bench.Run(ctx, rc, sc, bench.RedisFactory(addr, sc.Rules, perGateway))
 			if err != nil {
@@ -252,6 +253,7 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		}
 		defer sp.Close()
 		seeds = sp.GRPCAddrs()
+		wb.cfg.Procs = bench.Procs{"nodes": sp.PIDs()}
 		yaml := wb.sc.RulesYAML()
 		if wb.target == "rls" {
 			yaml += wb.sc.RLSRulesYAML()
