@@ -52,6 +52,10 @@ func WriteTable(w io.Writer, results []*Result) error {
 			fmt.Fprintf(w, "%s/%s served at the gateway: %.1f%% from leases, %.1f%% by the blocked-until cache; %d automatic leases granted\n",
 				r.Target, r.Scenario, 100*float64(r.LeaseHits)/float64(r.Checks), 100*float64(r.BlockedHits)/float64(r.Checks), r.AutoLeases)
 		}
+		if sp := r.Split; sp != nil && sp.Local > 0 && r.Checks > 0 {
+			fmt.Fprintf(w, "%s/%s decided at the gateway: %.1f%% of checks, p50 %s µs, p99 %s µs; the others p50 %s µs, p99 %s µs\n", r.Target, r.Scenario,
+				100*float64(sp.Local)/float64(r.Checks), us(sp.LocalP50us), us(sp.LocalP99us), us(sp.RemoteP50us), us(sp.RemoteP99us))
+		}
 		if len(r.CPU) > 0 {
 			fmt.Fprintf(w, "%s/%s CPU per check:", r.Target, r.Scenario)
 			var sum float64

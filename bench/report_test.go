@@ -39,6 +39,7 @@ func TestReport(t *testing.T) {
 // the HTTP target gets its own ratio line.
 func TestReportLeaseAndHTTP(t *testing.T) {
 	l := &Result{Target: TargetSDK, Scenario: "lease", Gateways: 4, Checks: 100, PerSec: 1000, P50us: 0.4,
+		Split:    &SplitLatency{Local: 97, LocalP50us: 0.3, LocalP99us: 2, RemoteP50us: 800, RemoteP99us: 2500},
 		Accuracy: &AccuracyResult{Ideal: 4000, Admitted: []int64{3990}, Deviation: []float64{-0.25}, Lease: 20, LeaseBound: 80, WorstExcess: -10}}
 	h := &Result{Target: TargetHTTP, Scenario: "steady", PerSec: 30000, P50us: 1000, P99us: 4000, P999us: 8000}
 	r := &Result{Target: TargetRedis, Scenario: "steady", PerSec: 20000, P50us: 2000, P99us: 4000, P999us: 4000}
@@ -50,6 +51,7 @@ func TestReportLeaseAndHTTP(t *testing.T) {
 	for _, want := range []string{
 		" 0.4 ",
 		"lease × gateways = 20 × 4 = 80 (2.00% of ideal); worst -10",
+		"weir/lease decided at the gateway: 97.0% of checks, p50 0.3 µs, p99 2.0 µs; the others p50 800 µs, p99 2500 µs",
 		"weir-http/redis steady: checks/s ×1.50, p50 ×0.50, p99 ×1.00, p99.9 ×2.00",
 	} {
 		if !strings.Contains(out, want) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -90,11 +91,24 @@ type Result struct {
 	// read), and CPUAvail what the machine's cores gave a check at the
 	// run's rate (runtime.NumCPU × elapsed / checks): their difference is
 	// idle time or other work on the machine.
-	CPU      []CPUShare `json:"cpu_per_check,omitempty"`
-	CPUAvail float64    `json:"cpu_avail_us_per_check,omitempty"`
+	CPU []CPUShare `json:"cpu_per_check,omitempty"`
+	// Split is the latency of the checks a LocalChecker target decided
+	// at the gateway apart from the others (nil: the target does not say).
+	Split    *SplitLatency `json:"split,omitempty"`
+	CPUAvail float64       `json:"cpu_avail_us_per_check,omitempty"`
 
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Event    string          `json:"event,omitempty"`
+}
+
+// SplitLatency is the latency of the checks decided at the gateway
+// (leases, the blocked-until cache) and of those that asked the cluster.
+type SplitLatency struct {
+	Local       int64   `json:"local_checks"`
+	LocalP50us  float64 `json:"local_p50_us"`
+	LocalP99us  float64 `json:"local_p99_us"`
+	RemoteP50us float64 `json:"remote_p50_us"`
+	RemoteP99us float64 `json:"remote_p99_us"`
 }
 
 // AllowedShare is Allowed/Checks (0 when nothing ran).
@@ -189,6 +203,7 @@ func (s *SteadyResult) CountThin() {
 // caller is what one caller goroutine collects.
 type caller struct {
 	lat      []time.Duration
+	local    []bool // per check in lat: decided at the gateway (a LocalChecker target)
 	checks   int64
 	allowed  int64
 	errors   int64
@@ -303,6 +318,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		}
 		t := targets[w%cfg.Gateways]
 		gc, _ := t.(GroupChecker)
+		lc, _ := t.(LocalChecker)
 		sched := newSchedule(cfg, w, start)
 		wg.Add(1)
 		go func() {
@@ -322,9 +338,13 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				sent := time.Now()
 				c.lastSent = sent.Sub(start)
 				var err error
-				if len(rules) == 1 {
+				local := false
+				switch {
+				case lc != nil && len(rules) == 1:
+					ok, local, err = lc.CheckLocal(cctx, keys[k], rules[0], sc.Cost)
+				case len(rules) == 1:
 					ok, err = t.Check(cctx, keys[k], rules[0], sc.Cost)
-				} else {
+				default:
 					ok, err = gc.CheckGroup(cctx, keys[k], rules, sc.Cost)
 				}
 				d := time.Since(t0)
@@ -334,6 +354,9 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				}
 				c.checks++
 				c.lat = append(c.lat, d)
+				if lc != nil {
+					c.local = append(c.local, local)
+				}
 				switch {
 				case err != nil:
 					c.errors++
@@ -463,6 +486,20 @@ func summarize(cfg Config, sc Scenario, callers []*caller, elapsed time.Duration
 	l := Summarize(all)
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	r.P50us, r.P90us, r.P99us, r.P999us, r.MaxUs = us(l.P50), us(l.P90), us(l.P99), us(l.P999), us(l.Max)
+	if slices.ContainsFunc(callers, func(c *caller) bool { return c.local != nil }) {
+		var local, remote []time.Duration
+		for _, c := range callers {
+			for i, d := range c.lat {
+				if c.local[i] {
+					local = append(local, d)
+				} else {
+					remote = append(remote, d)
+				}
+			}
+		}
+		sl, sr := Summarize(local), Summarize(remote)
+		r.Split = &SplitLatency{Local: int64(len(local)), LocalP50us: us(sl.P50), LocalP99us: us(sl.P99), RemoteP50us: us(sr.P50), RemoteP99us: us(sr.P99)}
+	}
 	if sc.Accuracy {
 		acc, err := accuracy(cfg, sc, callers, elapsed)
 		if err != nil {

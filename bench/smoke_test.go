@@ -103,6 +103,11 @@ func TestSmokeOneNode(t *testing.T) {
 	if adm := a.Admitted[0]; adm < 1 || adm > 100 {
 		t.Fatalf("lease: admitted %d, want 1 to the burst 100", adm)
 	}
+	// The SDK says which checks it decided itself (leases, the
+	// blocked-until cache): most here, never the grabs.
+	if sp := r.Split; sp == nil || sp.Local < r.Checks/2 || sp.Local >= r.Checks || sp.RemoteP50us <= 0 {
+		t.Fatalf("lease: split %+v of %d checks, want most but not all decided at the gateway", sp, r.Checks)
+	}
 }
 
 // A check the SDK decides by the rule's fail mode because the cluster is

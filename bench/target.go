@@ -49,3 +49,10 @@ type Batcher interface {
 	// Batching returns the requests sent and the items they carried so far.
 	Batching() (rpcs, items uint64)
 }
+
+// LocalChecker is implemented by targets that can tell a check decided at
+// the gateway, without a round trip (a lease, the blocked-until cache),
+// from one the cluster decided: Run then reports their latencies apart.
+type LocalChecker interface {
+	CheckLocal(ctx context.Context, key, rule string, cost int64) (allowed, local bool, err error)
+}

@@ -78,6 +78,12 @@ func (g sdkGateway) Check(ctx context.Context, key, rule string, cost int64) (bo
 	return verdict(g.c.CheckKey(ctx, key, cost, rule))
 }
 
+func (g sdkGateway) CheckLocal(ctx context.Context, key, rule string, cost int64) (bool, bool, error) {
+	d, err := g.c.CheckKey(ctx, key, cost, rule)
+	ok, err := verdict(d, err)
+	return ok, d.Local, err
+}
+
 func (g sdkGateway) CheckGroup(ctx context.Context, key string, rules []string, cost int64) (bool, error) {
 	return verdict(g.c.CheckKey(ctx, key, cost, rules...))
 }

@@ -371,20 +371,37 @@ func TestLeasesBound(t *testing.T) {
 // denial waits for a whole lease (5 tokens at 10 per minute: 30 s, not the
 // 6 s of one token) and the blocked-until cache answers the next denial
 // without asking the owner: a hot key over its limit stops reaching the
-// cluster.
+// cluster. Decision.Local says which decisions were made here: those
+// from the lease and the cached denial, not the grabs and the first
+// denial.
 func TestLeaseDeniedHoldsTheKeyForALease(t *testing.T) {
 	_, cl := startWith(t, nil)
 	req := Request{Route: "/leaseslow", Method: "GET", APIKey: "spent"}
+	local := 0
 	for i := 1; i <= 10; i++ {
-		if d := cl.Decide(context.Background(), req); !d.Allowed || d.Limits[0].Fallback {
+		rpcs := cl.Stats().RPCs
+		d := cl.Decide(context.Background(), req)
+		if !d.Allowed || d.Limits[0].Fallback {
 			t.Fatalf("request %d: %+v, want allowed by the cluster or a lease", i, d)
 		}
+		if asked := cl.Stats().RPCs != rpcs; d.Local == asked {
+			t.Fatalf("request %d: Local %v, but it asked the cluster: %v", i, d.Local, asked)
+		}
+		if d.Local {
+			local++
+		}
+	}
+	if local != 8 { // two grabs of 5, four from each lease
+		t.Errorf("%d of 10 decisions local, want 8", local)
 	}
 	rpcs := cl.Stats().RPCs
 	for i := 0; i < 2; i++ {
 		d := cl.Decide(context.Background(), req)
 		if d.Allowed || d.Status != http.StatusTooManyRequests {
 			t.Fatalf("request %d after the burst: %+v, want 429", 11+i, d)
+		}
+		if d.Local != (i == 1) {
+			t.Errorf("request %d after the burst: Local %v, want %v (the second from the blocked-until cache)", 11+i, d.Local, i == 1)
 		}
 		if d.RetryAfter <= 24*time.Second || d.RetryAfter > 30*time.Second {
 			t.Fatalf("request %d: Retry-After %v, want the wait for a whole lease (30s)", 11+i, d.RetryAfter)

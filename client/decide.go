@@ -51,6 +51,10 @@ type Decision struct {
 	// Err is ErrNotReady for a decision made with no rule set held, by
 	// Config.UntilRules (allowed with no limits, or denied with 503).
 	Err error
+	// Local is true for a decision made at the gateway without asking
+	// the cluster: every rule served from a lease, or the request denied
+	// by the blocked-until cache.
+	Local bool
 }
 
 // pending is one matched rule while a decision is made.
@@ -178,12 +182,15 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 			d, blocked = c.local.blockedDecision(ps, cost, now)
 		}
 	}
+	local := blocked
 	if blocked {
 		c.stats.blockedHits.Add(1)
 	} else {
+		local = allDone(ps)
 		c.ask(ctx, rs, ps, cost, now)
 		d = combine(ps)
 	}
+	d.Local = local
 	if !d.Allowed {
 		for i := range ps { // a denied request spends no lease token
 			if ps[i].leased {
@@ -551,6 +558,17 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 }
 
 // combine turns the per-rule answers into the request's decision.
+// allDone reports whether every pending rule is decided already (from a
+// lease), so that ask sends nothing.
+func allDone(ps []pending) bool {
+	for i := range ps {
+		if !ps[i].done {
+			return false
+		}
+	}
+	return true
+}
+
 func combine(ps []pending) Decision {
 	d := Decision{Allowed: true, Status: http.StatusOK, Limits: make([]Limit, len(ps))}
 	limited, closed := false, false
