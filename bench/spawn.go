@@ -122,6 +122,7 @@ type Spawned struct {
 	// node has bound it.
 	picked map[string]bool
 	pick   func() (string, error) // a free TCP port (SpawnOptions.pick)
+	procs  int                    // SpawnOptions.Procs
 
 	// With SpawnOptions.TLS: the cluster CA, and the client configs of a
 	// gateway (checks) and an admin (rules); nil otherwise.
@@ -134,6 +135,11 @@ type SpawnOptions struct {
 	// TLS: a fresh CA, a node certificate per node (--tls-*), and gateway
 	// and admin certificates for the bench's own connections.
 	TLS bool
+	// Procs, when > 0, is each node's GOMAXPROCS (the environment's
+	// GOMAXPROCS otherwise): nodes sharing one machine with each other
+	// and the load generator, each sized for every core, spend CPU
+	// waking each other's threads.
+	Procs int
 
 	// pick chooses a node's TCP port (nil: freePort); tests hand out a
 	// taken one to lose the port race on purpose.
@@ -228,7 +234,7 @@ func spawnOnce(ctx context.Context, bin string, n int, logw io.Writer, opts Spaw
 	if err != nil {
 		return nil, err
 	}
-	s := &Spawned{bin: bin, log: logw, dir: dir, extra: extra, grpc0: grpc0, picked: map[string]bool{}, pick: opts.pick}
+	s := &Spawned{bin: bin, log: logw, dir: dir, extra: extra, grpc0: grpc0, picked: map[string]bool{}, pick: opts.pick, procs: opts.Procs}
 	if s.pick == nil {
 		s.pick = freePort
 	}
@@ -315,6 +321,9 @@ func (s *Spawned) start(bootstrapExpect int) (*SpawnedNode, error) {
 	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = os.Environ()
+	if s.procs > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(s.procs))
+	}
 	nd.out = &tail{}
 	var w io.Writer = nd.out
 	if s.log != nil {

@@ -2,6 +2,10 @@ package test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,16 +16,27 @@ import (
 // through real `weir gateway` processes in front of a spawned node: every
 // request is decided (no errors); through the rule's route the admitted
 // count is exactly the burst of each key (refill 1/h adds nothing), on the
-// route no rule matches every request passes.
+// route no rule matches every request passes. The node runs with the
+// GOMAXPROCS it was spawned with, and the run reports the CPU the bench,
+// the node and the gateway processes each spent per check.
 func TestBenchGatewayTargets(t *testing.T) {
 	bin := weirBin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sp, err := bench.SpawnCluster(ctx, bin, 1, nil, bench.SpawnOptions{})
+	sp, err := bench.SpawnCluster(ctx, bin, 1, nil, bench.SpawnOptions{Procs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sp.Close()
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", sp.PIDs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vars := strings.Split(string(env), "\x00"); !slices.Contains(vars, "GOMAXPROCS=1") || slices.ContainsFunc(vars, func(v string) bool {
+		return strings.HasPrefix(v, "GOMAXPROCS=") && v != "GOMAXPROCS=1"
+	}) {
+		t.Fatalf("node environment lacks exactly GOMAXPROCS=1: %q", vars)
+	}
 	sc := bench.Scenario{Name: "gw", Keys: 2, Cost: 1, Timeout: 5 * time.Second,
 		Rules: []bench.RuleSpec{{ID: "gw.rule", Rate: 1, Period: time.Hour, Burst: 50}}}
 	seeds := sp.GRPCAddrs()
@@ -34,7 +49,8 @@ func TestBenchGatewayTargets(t *testing.T) {
 	}
 	defer up.Close()
 	for _, check := range []bool{true, false} {
-		cfg := bench.Config{Target: "gw", Callers: 8, Gateways: 2, Count: 300, Seed: 1, KeyPrefix: "p" + map[bool]string{true: "c", false: "n"}[check] + ":"}
+		cfg := bench.Config{Target: "gw", Callers: 8, Gateways: 2, Count: 300, Seed: 1, KeyPrefix: "p" + map[bool]string{true: "c", false: "n"}[check] + ":",
+			Procs: bench.Procs{"nodes": sp.PIDs()}}
 		r, err := bench.Run(ctx, cfg, sc, bench.GatewayFactory(ctx, bench.GatewayOptions{
 			Bin: bin, Seeds: seeds, Upstream: up.Addr, Prefix: "t", Conns: 4, Check: check}))
 		if err != nil {
@@ -46,6 +62,16 @@ func TestBenchGatewayTargets(t *testing.T) {
 		}
 		if r.Checks != 300 || r.Errors != 0 || r.Allowed != want {
 			t.Errorf("check %v: %d checks, %d allowed, %d errors (%s); want 300, %d, 0", check, r.Checks, r.Allowed, r.Errors, r.FirstEr, want)
+		}
+		roles := map[string]float64{}
+		for _, c := range r.CPU {
+			roles[c.Role] = c.PerCall
+		}
+		if len(roles) != 3 || roles["bench process"] <= 0 || roles["gateway processes"] <= 0 || r.CPUAvail <= 0 {
+			t.Errorf("check %v: CPU per check %+v (of %.1f µs), want the bench process and the gateway processes above 0, and the node", check, r.CPU, r.CPUAvail)
+		}
+		if _, ok := roles["nodes"]; !ok {
+			t.Errorf("check %v: no CPU reported for the node: %+v", check, r.CPU)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	spawn := fs.Int("spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
 	target := fs.StringSlice("target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches), plainproxy (the same requests through plain Go httputil.ReverseProxy processes, no cluster: the baseline of gateway and proxy)")
 	redisAddr := fs.String("redis", "", "address of a redis-server to compare against")
+	nodeProcs := fs.Int("node-procs", 0, "with --spawn: each node's GOMAXPROCS; 0: this machine's cores ÷ nodes, at least 1 (the nodes share it with each other and the load); -1: Go's default, every core. A GOMAXPROCS in the environment wins")
 	spawnRedis := fs.Bool("spawn-redis", false, "start a redis-server on loopback to compare against")
 	callers := fs.Int("callers", 64, "concurrent callers (W)")
 	gateways := fs.Int("gateways", 4, "simulated gateways (G); caller w uses gateway w%G")
@@ -106,6 +108,9 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		if *inflight < 0 || *maxBatch < 0 {
 			return usage("--inflight and --max-batch must be ≥ 0")
+		}
+		if *nodeProcs < -1 {
+			return usage("--node-procs %d: a count ≥ 1, 0 (cores ÷ nodes) or -1 (Go's default)", *nodeProcs)
 		}
 		seeds := trimAll(*cluster)
 		useWeir := len(seeds) > 0 || *spawn > 0
@@ -186,7 +191,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		}
 		for _, t := range targets {
 			for _, withTLS := range tlsRuns {
-				wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway, tls: withTLS,
+				wb := weirBench{cfg: cfg, sc: sc, run: run, target: t, perGateway: perGateway, tls: withTLS, procs: *nodeProcs,
 					sdk: bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: *inflight, MaxBatch: *maxBatch, Linger: *linger}, logw: logw}
 				r, err := wb.do(ctx, seeds, *spawn)
 				if err != nil {
@@ -223,6 +228,18 @@ func (c *cli) benchCmd() *cobra.Command {
 	return cmd
 }
 
+// nodeGOMAXPROCS is --node-procs for n spawned nodes: 0 shares the cores
+// among them, -1 (or a GOMAXPROCS in the environment) leaves Go's choice.
+func nodeGOMAXPROCS(flag, n int) int {
+	switch {
+	case flag < 0 || os.Getenv("GOMAXPROCS") != "":
+		return 0
+	case flag > 0:
+		return flag
+	}
+	return max(1, runtime.NumCPU()/max(n, 1))
+}
+
 // weirBench is one run against Weir through one target (sdk or http).
 type weirBench struct {
 	cfg        bench.Config
@@ -233,6 +250,7 @@ type weirBench struct {
 	sdk        bench.SDKOptions
 	logw       io.Writer
 	tls        bool // spawn the cluster with mutual TLS
+	procs      int  // spawned nodes' GOMAXPROCS (0: the environment's)
 }
 
 // do runs against the cluster at seeds, or against a fresh cluster of
@@ -247,7 +265,7 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) (*bench.R
 		if err != nil {
 			return nil, err
 		}
-		sp, err = bench.SpawnCluster(ctx, bin, spawn, wb.logw, bench.SpawnOptions{TLS: wb.tls})
+		sp, err = bench.SpawnCluster(ctx, bin, spawn, wb.logw, bench.SpawnOptions{TLS: wb.tls, Procs: nodeGOMAXPROCS(wb.procs, spawn)})
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -153,6 +154,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"-help"}, "unknown shorthand flag"},
 		{[]string{"bench", "--spawn", "1", "--lease", "some"}, `--lease "some": want auto, off or a count ≥ 1`},
 		{[]string{"bench", "--spawn", "1", "--scenario", "hot", "--lease", "500"}, "lease 500 must be in [0, burst 100]"},
+		{[]string{"bench", "--spawn", "1", "--node-procs", "-2"}, "--node-procs -2: a count ≥ 1, 0 (cores ÷ nodes) or -1 (Go's default)"},
 		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules", "open"},
 			`weir: --until-rules "open": want wait, deny or allow`},
 		{[]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1", "--until-rules-timeout", "0s"},
@@ -397,5 +399,21 @@ func TestVersionString(t *testing.T) {
 	r := runCLI(t, "", nil, "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "weir ") {
 		t.Errorf("weir version: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The spawned nodes' GOMAXPROCS: the cores shared among them by default,
+// Go's own choice with -1 or a GOMAXPROCS already in the environment.
+func TestNodeGOMAXPROCS(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	share := max(1, runtime.NumCPU()/3)
+	for _, tt := range []struct{ flag, n, want int }{{0, 3, share}, {0, 0, runtime.NumCPU()}, {2, 3, 2}, {-1, 3, 0}} {
+		if got := nodeGOMAXPROCS(tt.flag, tt.n); got != tt.want {
+			t.Errorf("nodeGOMAXPROCS(%d, %d) = %d, want %d", tt.flag, tt.n, got, tt.want)
+		}
+	}
+	t.Setenv("GOMAXPROCS", "4")
+	if got := nodeGOMAXPROCS(0, 3); got != 0 {
+		t.Errorf("with GOMAXPROCS=4 in the environment: %d, want 0 (inherit it)", got)
 	}
 }
