@@ -20,7 +20,9 @@
 //   - a region not heard from for ClaimAfter (> LostAfter + one round
 //     trip) is lost; the others claim its share above the floor only when
 //     they are a majority and all report the same lost set and the same
-//     last record of it, each an equal part, once per record.
+//     last record of it, each 1/(regions-1) of it (so claims made under
+//     different majorities at one record add up to no more than it held),
+//     once per record.
 //
 // Grants are taken at steps and, between them, as the records carrying
 // them arrive (Take); a key idle for IdleAfter whose share never moved is

@@ -125,7 +125,7 @@ func TestMovedKeysReset(t *testing.T) {
 	for _, key := range list[:10] {
 		old[key] = s.sent[len(s.sent)-1][2][key]
 	}
-	s.sent = nil
+	s.sent, s.answers = nil, nil
 	h1 := heap()
 	quiet := make([]int64, 3)
 	idleSteps := int(simIdleAfter / time.Duration(interval))
@@ -160,7 +160,7 @@ func TestMovedKeysReset(t *testing.T) {
 			t.Errorf("region %d: %d resets, want %d", i, tab.Resets(), keys)
 		}
 	}
-	s.sent = nil
+	s.sent, s.answers = nil, nil
 	h2 := heap()
 	per := (float64(h1) - float64(h0)) / keys
 	back := (float64(h1) - float64(h2)) / keys

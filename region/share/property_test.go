@@ -10,7 +10,10 @@ import (
 
 // TestPropertyBound drives three and five regions through random demand,
 // cuts (symmetric and one-way), isolations and heals, late deliveries of
-// exchanges up to 20 s old, and quiet spells in which keys whose share
+// exchanges up to 20 s old to regions without the key, requests and
+// answers up to 1 s (an exchange's deadline) late to regions holding it
+// (in three seeds of four after every step: a slow network), and quiet
+// spells in which keys whose share
 // moved are reset to a new generation and dropped, and checks after every
 // step (and every late delivery) that the shares add up to at most Whole
 // (the hard invariant).
@@ -31,7 +34,7 @@ func TestPropertyBound(t *testing.T) {
 	}
 	var sums []int64
 	var resets int64
-	replays := 0
+	replays, lates := 0, 0
 	worst := 0 // steps after the final heal until every key is whole again
 	for seed := propertyFirst; seed <= propertySeeds; seed++ {
 		names := []string{"a", "b", "c"}
@@ -45,6 +48,9 @@ func TestPropertyBound(t *testing.T) {
 		keys := []string{keyHomedAt(0, n), keyHomedAt(1, n), keyHomedAt(n-1, n)}
 		demand := make([]int64, n)
 		quiet := 0 // steps left in a quiet spell: no region asks
+		// slow: late deliveries within an exchange's deadline after
+		// every step (a slow network), on top of the occasional ones.
+		slow := rng.IntN(4)
 		for step := 0; step < 400; step++ {
 			switch rng.IntN(20) {
 			case 0:
@@ -65,6 +71,12 @@ func TestPropertyBound(t *testing.T) {
 				quiet = 20 + rng.IntN(50)
 			case 6, 7:
 				s.replay(rng.IntN(n), rng.IntN(n), 1+rng.IntN(keepSent))
+			case 8, 9, 10:
+				// Within an exchange's deadline, into regions that hold
+				// the key: a slow or retried request.
+				s.replay(rng.IntN(n), rng.IntN(n), 1+rng.IntN(lateHeld))
+			case 11, 12:
+				s.lateAnswer(rng.IntN(n), rng.IntN(n), 1+rng.IntN(lateHeld))
 			}
 			asked := demand
 			if quiet > 0 {
@@ -73,12 +85,21 @@ func TestPropertyBound(t *testing.T) {
 			}
 			for _, key := range keys {
 				s.step(key, asked) // check() asserts the bound
+				for range slow {
+					i, j, back := rng.IntN(n), rng.IntN(n), 1+rng.IntN(lateHeld)
+					if rng.IntN(2) == 0 {
+						s.replay(i, j, back)
+					} else {
+						s.lateAnswer(i, j, back)
+					}
+				}
 			}
 		}
 		for _, tab := range s.tabs {
 			resets += tab.Resets()
 		}
 		replays += s.replays
+		lates += s.lateHeld
 		for i := range s.cut {
 			clear(s.cut[i])
 			clear(s.oneWay[i])
@@ -103,9 +124,9 @@ func TestPropertyBound(t *testing.T) {
 		}
 	}
 	slices.Sort(sums)
-	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d; whole again (±0.1%%) %d steps after the heal at worst; %d resets (a key moved to a new generation in one region), %d late batches to regions without the key",
-		sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole, worst, resets, replays)
-	if resets == 0 || replays == 0 {
+	t.Logf("after heal, sum of shares per key (min, p10, median): %d, %d, %d of %d; whole again (±0.1%%) %d steps after the heal at worst; %d resets (a key moved to a new generation in one region), %d late batches to regions without the key, %d to regions holding it",
+		sums[0], sums[len(sums)/10], sums[len(sums)/2], Whole, worst, resets, replays, lates)
+	if resets == 0 || replays == 0 || lates == 0 {
 		t.Errorf("no key was reset or no late batch delivered: the schedules do not test resets")
 	}
 	if worst > 12 {

@@ -43,8 +43,8 @@ type Config struct {
 	LostAfter time.Duration
 	// ClaimAfter: a region not heard from for this long is lost; once the
 	// majority agrees (every region in it reports the same lost set and
-	// the same last record of the lost region) each of them claims an
-	// equal part of the lost region's share above its floor (default
+	// the same last record of the lost region) each of them claims
+	// 1/(regions-1) of the lost region's share above its floor (default
 	// LostAfter + 2s; must exceed LostAfter by more than one exchange
 	// round trip and one interval).
 	ClaimAfter time.Duration
@@ -919,27 +919,29 @@ func (t *Table) view(k *keyState, i int, lost []bool) int64 {
 	}
 	me := &k.recs[t.self]
 	v := r.Held + max(0, me.Granted[i]-r.Received[t.self])
-	alive := 0
-	for j := range lost {
-		if !lost[j] {
-			alive++
-		}
-	}
 	for j := range lost {
 		if lost[j] && me.ClaimSeq[j] == k.recs[j].Seq+1 && r.ClaimSeq[j] < me.ClaimSeq[j] {
 			if excess := k.recs[j].Held - t.cfg.Floor; excess > 0 {
-				v += excess / int64(alive)
+				v += excess / t.claimParts()
 			}
 		}
 	}
 	return v
 }
 
-// claim takes, for each region this one counts as lost, an equal part of
+// claim takes, for each region this one counts as lost, 1/(regions-1) of
 // that region's share above its floor, when the regions still heard from
 // are a majority and each of them reports the same lost set and the same
 // last record of every lost region (so they all claim from the same
-// ledger, and together no more than it held).
+// ledger). The part is one of every other region's, not of the regions
+// this one hears from: two regions may claim at the same record under
+// different majorities (one counted the lost region lost later, having
+// heard from it later, for instance through a request that arrived late,
+// and was cut off in the step it claimed), and claims at one record, at
+// most one per region, must not add up to more than it held. With more
+// than one region lost, the parts of the regions also lost stay
+// unclaimed until one of them is back and claims it, or the lost region
+// is back and restores what was not claimed.
 func (t *Table) claim(key string, k *keyState, lost []bool) {
 	n := len(t.regions)
 	me := &k.recs[t.self]
@@ -979,7 +981,7 @@ func (t *Table) claim(key string, k *keyState, lost []bool) {
 		}
 		me.ClaimSeq[j] = k.recs[j].Seq + 1
 		if excess := k.recs[j].Held - t.cfg.Floor; excess > 0 {
-			me.Claimed[j] += excess / int64(len(alive))
+			me.Claimed[j] += excess / t.claimParts()
 		}
 	}
 }
@@ -1051,3 +1053,8 @@ func (t *Table) writeMoved(key string, k *keyState, now int64) {
 	me.Held = held(t.initial(key, t.self), me)
 	me.Seq = max(me.Seq+1, now)
 }
+
+// claimParts is what a claim divides a lost region's share above the
+// floor by: every other region, whichever of them the claimer hears from
+// (see claim).
+func (t *Table) claimParts() int64 { return int64(len(t.regions) - 1) }

@@ -30,9 +30,11 @@ type sim struct {
 	noTake bool
 	// sent keeps the outboxes of the last steps (newest last), for
 	// replay: a late delivery of an old exchange.
-	sent    [][]map[string][]Record
-	replays int    // late batches delivered to a region without the key
-	seed    uint64 // the property test's seed, for the failure messages
+	sent     [][]map[string][]Record
+	answers  [][]answer // the answers of the same steps, for lateAnswer
+	replays  int        // late batches delivered to a region without the key
+	lateHeld int        // late batches delivered to a region holding the key
+	seed     uint64     // the property test's seed, for the failure messages
 }
 
 // keepSent is how many steps of outboxes the sim keeps for replay: 80
@@ -40,31 +42,72 @@ type sim struct {
 // they reset and dropped a key.
 const keepSent = 80
 
-// replay delivers region i's outbox of back steps ago to region j (as a
-// request that arrives late: j merges it, takes and gives, and its answer
-// is lost), for the keys j does not hold: a region that dropped a key
-// (after a reset, or never having moved its share) must not start an old
-// ledger from it. (Late records of keys a region holds are out of scope:
-// the partition rules assume an exchange arrives within its deadline,
-// and replays 1-2 steps late into held keys break the bound through the
-// voids and restores, with or without resets; see docs/design.md.)
+// lateHeld is how many steps late the sim delivers a batch to a region
+// that holds the key: 4 steps (1 s), an exchange's deadline.
+const lateHeld = 4
+
+// replay delivers region i's outbox of back steps ago to region j as a
+// request that arrives late: j hears from i, merges it, takes and gives
+// (as the agent's Exchange handler), and its answer is lost. Keys j holds
+// get it only when it is at most lateHeld steps old (an exchange's
+// deadline): their records must not create share in whatever order or
+// number they arrive. Keys j does not hold get it up to keepSent steps
+// late: a region that dropped a key (after a reset, or never having moved
+// its share) must not start an old ledger from it.
 func (s *sim) replay(i, j, back int) {
 	if i == j || back < 1 || back > len(s.sent) {
 		return
 	}
 	out := s.sent[len(s.sent)-back][i]
 	peer := s.tabs[j]
+	if back <= lateHeld {
+		peer.Heard(i, s.now)
+	}
 	for key, recs := range out {
 		if peer.Has(key) {
-			continue
+			if back > lateHeld {
+				continue
+			}
+			s.lateHeld++
+		} else {
+			s.replays++
 		}
-		s.replays++
 		peer.Merge(i, key, recs)
 		if !s.noTake {
 			peer.Take(key, s.now)
 		}
 		peer.Rebalance(key, s.now)
 		s.check(key)
+	}
+}
+
+// answer is the records region from answered region to with for key.
+type answer struct {
+	from, to int
+	key      string
+	recs     []Record
+}
+
+// lateAnswer delivers to region i the answers region j gave it back
+// steps ago (at most lateHeld), as an answer that arrives late, within
+// the exchange's deadline: i counts the round trip, merges the records
+// and takes the grants they carry (as the agent's absorb).
+func (s *sim) lateAnswer(i, j, back int) {
+	if i == j || back < 1 || back > lateHeld || back > len(s.answers) {
+		return
+	}
+	tab := s.tabs[i]
+	for _, a := range s.answers[len(s.answers)-back] {
+		if a.from != j || a.to != i {
+			continue
+		}
+		s.lateHeld++
+		tab.RoundTrip(j, s.now)
+		tab.Merge(j, a.key, a.recs)
+		if !s.noTake {
+			tab.Take(a.key, s.now)
+		}
+		s.check(a.key)
 	}
 }
 
@@ -127,6 +170,7 @@ func (s *sim) stepKeys(keys []string, demand []int64) {
 	if s.sent = append(s.sent, outs); len(s.sent) > keepSent {
 		s.sent = s.sent[1:]
 	}
+	var answers []answer
 	for i, tab := range s.tabs {
 		for j, peer := range s.tabs {
 			if i == j || s.cut[i][j] {
@@ -147,13 +191,18 @@ func (s *sim) stepKeys(keys []string, demand []int64) {
 				continue
 			}
 			for key := range outs[i] {
-				tab.Merge(peer.Self(), key, peer.Records(key))
+				recs := peer.Records(key)
+				answers = append(answers, answer{from: j, to: i, key: key, recs: recs})
+				tab.Merge(peer.Self(), key, recs)
 				if !s.noTake {
 					tab.Take(key, s.now)
 				}
 			}
 			tab.RoundTrip(peer.Self(), s.now)
 		}
+	}
+	if s.answers = append(s.answers, answers); len(s.answers) > lateHeld {
+		s.answers = s.answers[1:]
 	}
 	for _, key := range keys {
 		s.check(key)
