@@ -77,10 +77,23 @@ func DefaultConfig(self string, regions []string) Config {
 		GoneFor: 10 * time.Minute}
 }
 
+// MaxRegions is the most regions one global quota is shared among. With
+// five or more, a majority can remain after two regions are cut off
+// together, and one that granted share to the other before the cut is
+// claimed from at a record that predates the grant while the receiver
+// later restores it: the shares then add up to more than the limit
+// (TestTwoLostRegionsTrade, docs/design.md "Known limits"). With four or
+// fewer, two lost regions leave no majority to claim, and the bound holds
+// (TestPropertyBound). A variable so that tests can study five.
+var MaxRegions = 4
+
 // Validate reports the first problem with c.
 func (c Config) Validate() error {
 	if len(c.Regions) < 1 {
 		return fmt.Errorf("%w: no regions", ErrConfig)
+	}
+	if len(c.Regions) > MaxRegions {
+		return fmt.Errorf("%w: %d regions: at most %d share a global quota (with more, two regions cut off together can break the global bound; docs/design.md)", ErrConfig, len(c.Regions), MaxRegions)
 	}
 	seen := map[string]bool{}
 	for _, r := range c.Regions {

@@ -15,6 +15,7 @@ func TestConfigValidate(t *testing.T) {
 		"empty name":     func(c *Config) { c.Regions = []string{"eu", ""} },
 		"floor too high": func(c *Config) { c.Floor = Whole / 2 },
 		"claim <= lost":  func(c *Config) { c.ClaimAfter = c.LostAfter },
+		"five regions":   func(c *Config) { c.Regions = []string{"eu", "us", "ap", "sa", "af"} },
 	} {
 		c := base
 		c.Regions = append([]string(nil), base.Regions...)
@@ -25,6 +26,10 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(base, 0); err != nil {
 		t.Fatal(err)
+	}
+	four := DefaultConfig("eu", []string{"eu", "us", "ap", "sa"})
+	if _, err := New(four, 0); err != nil {
+		t.Fatalf("four regions: %v", err)
 	}
 }
 
