@@ -91,11 +91,11 @@ type Result struct {
 	// read), and CPUAvail what the machine's cores gave a check at the
 	// run's rate (runtime.NumCPU × elapsed / checks): their difference is
 	// idle time or other work on the machine.
-	CPU []CPUShare `json:"cpu_per_check,omitempty"`
+	CPU      []CPUShare `json:"cpu_per_check,omitempty"`
+	CPUAvail float64    `json:"cpu_avail_us_per_check,omitempty"`
 	// Split is the latency of the checks a LocalChecker target decided
 	// at the gateway apart from the others (nil: the target does not say).
-	Split    *SplitLatency `json:"split,omitempty"`
-	CPUAvail float64       `json:"cpu_avail_us_per_check,omitempty"`
+	Split *SplitLatency `json:"split,omitempty"`
 
 	Accuracy *AccuracyResult `json:"accuracy,omitempty"`
 	Event    string          `json:"event,omitempty"`

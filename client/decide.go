@@ -557,7 +557,6 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 	}
 }
 
-// combine turns the per-rule answers into the request's decision.
 // allDone reports whether every pending rule is decided already (from a
 // lease), so that ask sends nothing.
 func allDone(ps []pending) bool {
@@ -569,6 +568,7 @@ func allDone(ps []pending) bool {
 	return true
 }
 
+// combine turns the per-rule answers into the request's decision.
 func combine(ps []pending) Decision {
 	d := Decision{Allowed: true, Status: http.StatusOK, Limits: make([]Limit, len(ps))}
 	limited, closed := false, false
