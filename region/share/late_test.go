@@ -72,7 +72,8 @@ func TestLateRequestSplitsTheClaims(t *testing.T) {
 
 // TestTwoLostRegionsTrade is a known defect of the partition rules with
 // five regions, found while hunting the one above and not fixed (see
-// docs/design.md, "Late batches"): run it with WEIR_KNOWN_DEFECTS=1. No
+// docs/design.md, "Late batches"): run it with WEIR_KNOWN_DEFECTS=1.
+// It is why Config.Validate refuses more than MaxRegions (four) regions. No
 // message is late. b holds nearly all of the key; b and d are cut off
 // together from a, c and e. Before b falls into the minority (LostAfter)
 // it gives its share toward d's demand and d takes it; then both
