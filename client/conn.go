@@ -287,7 +287,15 @@ type lingerState struct {
 	prev   int         // calls in the previous request: callers likely to come back
 	others int         // calls queued when its answer came: not those callers
 	timer  *time.Timer // reused
+	// skip is how many more sends go without the timed wait, and idle
+	// how many timed waits in a row found no caller (the callers were
+	// elsewhere: a gateway's go on to the upstream once answered).
+	skip, idle int
 }
+
+// lingerSkipMax bounds the sends a sender makes without the timed wait
+// after timed waits that found nobody: 1, 2, 4, … up to this many.
+const lingerSkipMax = 64
 
 // linger waits at most Config.Linger for batch to hold want calls: the
 // previous request's callers coming back, beside the calls that queued
@@ -296,7 +304,10 @@ type lingerState struct {
 // would otherwise leave alone (or with the calls that queued meanwhile)
 // and the rest wait a whole round trip for the next request. A lone
 // caller (the previous request held one call, nothing else queued) never
-// waits.
+// waits. Where the timed wait keeps finding nobody (the answered callers
+// do other work first, as a gateway's proxy the request upstream), the
+// sender skips it for 1, 2, 4, … up to lingerSkipMax sends, and waits
+// again once a wait finds a caller.
 func (n *nodeConn) linger(ctx context.Context, lg *lingerState, want int, batch []*call, count int) ([]*call, int) {
 	// First let the callers already runnable (woken by the previous
 	// answer) run and queue: often all of them, without a timer.
@@ -304,6 +315,19 @@ func (n *nodeConn) linger(ctx context.Context, lg *lingerState, want int, batch 
 	if batch, count = n.drain(batch, count); len(batch) >= want || count >= n.c.cfg.MaxBatch {
 		return batch, count
 	}
+	if lg.skip > 0 {
+		lg.skip--
+		return batch, count
+	}
+	before := len(batch)
+	defer func() {
+		if len(batch) > before {
+			lg.idle = 0
+			return
+		}
+		lg.idle++
+		lg.skip = min(lingerSkipMax, 1<<min(lg.idle-1, 30))
+	}()
 	if lg.timer == nil {
 		lg.timer = time.NewTimer(n.c.cfg.Linger)
 	} else {

@@ -119,6 +119,56 @@ func TestLingerGivesUpAfterLinger(t *testing.T) {
 	}
 }
 
+// TestLingerSkipsWaitsThatFindNobody: a timed wait that finds no caller
+// makes the next sends skip it, 1, 2, 4, … of them (a gateway's answered
+// callers go upstream first), while the calls already queued still
+// join; a wait that finds a caller ends the skipping.
+func TestLingerSkipsWaitsThatFindNobody(t *testing.T) {
+	n := lingerConn(time.Millisecond)
+	var lg lingerState
+	send := func() int {
+		t.Helper()
+		b, _ := n.linger(context.Background(), &lg, 5, []*call{{}}, 1)
+		return len(b)
+	}
+	waits := 0 // timed waits that found nobody: each raises idle
+	for range 8 {
+		idle := lg.idle
+		if got := send(); got != 1 {
+			t.Fatalf("linger returned %d calls, want 1", got)
+		}
+		if lg.idle > idle {
+			waits++
+		}
+	}
+	// Waits at sends 1, 3 and 6 (skipping 1, then 2, then 4 after
+	// them): 3 waits in 8 sends, 2 skips left.
+	if waits != 3 || lg.idle != 3 || lg.skip != 2 {
+		t.Fatalf("%d timed waits in 8 sends, idle %d, skip %d; want 3, 3, 2", waits, lg.idle, lg.skip)
+	}
+	n.queue <- &call{} // queued already: joins while skipping
+	if got := send(); got != 2 || lg.skip != 1 {
+		t.Fatalf("with a call queued: %d calls, skip %d; want 2, 1", got, lg.skip)
+	}
+	send() // the last skip
+	n.c.cfg.Linger = time.Hour
+	got := make(chan int, 1)
+	go func() {
+		b, _ := n.linger(context.Background(), &lg, 2, []*call{{}}, 1)
+		got <- len(b)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	n.queue <- &call{} // found by the timed wait: idle and skip start over
+	select {
+	case b := <-got:
+		if b != 2 || lg.idle != 0 || lg.skip != 0 {
+			t.Fatalf("a wait that found a call: %d calls, idle %d, skip %d; want 2, 0, 0", b, lg.idle, lg.skip)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timed wait did not take the call")
+	}
+}
+
 // TestLingerStopsAtMaxBatch: the expected calls are not waited for
 // beyond MaxBatch items.
 func TestLingerStopsAtMaxBatch(t *testing.T) {
