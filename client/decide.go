@@ -51,9 +51,10 @@ type Decision struct {
 	// Err is ErrNotReady for a decision made with no rule set held, by
 	// Config.UntilRules (allowed with no limits, or denied with 503).
 	Err error
-	// Local is true for a decision made at the gateway without asking
-	// the cluster: every rule served from a lease, or the request denied
-	// by the blocked-until cache.
+	// Local is true for a decision made at the gateway without waiting
+	// for the cluster: every rule served from a lease, or the request
+	// denied by the blocked-until cache, and not after waiting for
+	// another check's request for an automatic lease.
 	Local bool
 }
 
@@ -174,9 +175,8 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		}
 	}
 	d, blocked := c.local.blockedDecision(ps, cost, now)
-	asking := false
+	asking, waited := false, false
 	if !blocked && claims {
-		var waited bool
 		asking, waited = c.prepareAuto(ctx, ps, cost, &now)
 		if waited { // the ask waited for may have blocked the key
 			d, blocked = c.local.blockedDecision(ps, cost, now)
@@ -190,7 +190,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		c.ask(ctx, rs, ps, cost, now)
 		d = combine(ps)
 	}
-	d.Local = local
+	d.Local = local && !waited
 	if !d.Allowed {
 		for i := range ps { // a denied request spends no lease token
 			if ps[i].leased {
