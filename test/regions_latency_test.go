@@ -36,7 +36,7 @@ func checkLatency(t *testing.T, nodes []*node.Node, rule string, callers, perCal
 				cancel()
 				if err != nil || out[0].Code != 0 {
 					if bad == 0 {
-						t.Logf("first failed check on %s: err %v, code %v", n.ID(), err, out[0].Code)
+						t.Logf("first failed check on %s: err %v, code %v (%s)", n.ID(), err, out[0].Code, out[0].Err)
 					}
 					bad++
 				}
