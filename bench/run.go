@@ -327,11 +327,11 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 				if cfg.Count > 0 && budget.Add(-1) < 0 {
 					return
 				}
+				k := gen.Next() // before the clock starts: not the target's time
 				t0, ok := sched.next(runCtx)
 				if !ok {
 					return
 				}
-				k := gen.Next()
 				// Not runCtx: a check started before the end runs to its
 				// answer and is counted (the server decided it).
 				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
