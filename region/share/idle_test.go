@@ -20,12 +20,6 @@ func TestIdleKeysDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	const keys = 5_000
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	h0 := heap()
 	shares := map[string]int64{}
 	for i := range keys {
@@ -90,12 +84,6 @@ func TestMovedKeysReset(t *testing.T) {
 	var list []string
 	for i := range keys {
 		list = append(list, fmt.Sprintf("rule\x00moved-%d", i))
-	}
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
 	}
 	h0 := heap()
 	// Every region asks for every key in turn, so each key's share moves
@@ -199,4 +187,12 @@ func TestMovedKeysReset(t *testing.T) {
 			t.Errorf("region %d keeps %d tombstones after GoneFor", i, n)
 		}
 	}
+}
+
+// heap is the live heap after a collection, for the memory tests.
+func heap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
