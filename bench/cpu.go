@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,8 +93,8 @@ func newCPUMeter(procs Procs, targets []Target) *cpuMeter {
 		m.roles = append(m.roles, role)
 		m.pids = append(m.pids, []int{pid})
 	}
-	for role, pids := range procs {
-		for _, pid := range pids {
+	for _, role := range slices.Sorted(maps.Keys(procs)) { // the same order every run
+		for _, pid := range procs[role] {
 			add(role, pid)
 		}
 	}
