@@ -63,15 +63,20 @@ func TestBenchGatewayTargets(t *testing.T) {
 		if r.Checks != 300 || r.Errors != 0 || r.Allowed != want {
 			t.Errorf("check %v: %d checks, %d allowed, %d errors (%s); want 300, %d, 0", check, r.Checks, r.Allowed, r.Errors, r.FirstEr, want)
 		}
-		roles := map[string]float64{}
+		// Each role is there; CPU is counted in 10 ms ticks, so one
+		// process may show none over 300 requests, but not all of them.
+		roles, sum := map[string]float64{}, 0.0
 		for _, c := range r.CPU {
 			roles[c.Role] = c.PerCall
+			sum += c.PerCall
 		}
-		if len(roles) != 3 || roles["bench process"] <= 0 || roles["gateway processes"] <= 0 || r.CPUAvail <= 0 {
-			t.Errorf("check %v: CPU per check %+v (of %.1f µs), want the bench process and the gateway processes above 0, and the node", check, r.CPU, r.CPUAvail)
+		for _, role := range []string{"bench process", "gateway processes", "nodes"} {
+			if v, ok := roles[role]; !ok || v < 0 {
+				t.Errorf("check %v: CPU per check %+v: %q missing or negative", check, r.CPU, role)
+			}
 		}
-		if _, ok := roles["nodes"]; !ok {
-			t.Errorf("check %v: no CPU reported for the node: %+v", check, r.CPU)
+		if len(roles) != 3 || sum <= 0 || r.CPUAvail <= 0 {
+			t.Errorf("check %v: CPU per check %+v (of %.1f µs), want three roles using some CPU", check, r.CPU, r.CPUAvail)
 		}
 	}
 }
