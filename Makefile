@@ -31,7 +31,7 @@ test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
 
 fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run
-	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do d=./$$(dirname $$f); \
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do d=$$(dirname $$f); \
 	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 	    echo "go test -run '^\$$' -fuzz '^$$t\$$' -fuzztime $(FUZZTIME) $$d"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$d; \
