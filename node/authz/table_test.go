@@ -127,17 +127,16 @@ type codeRow struct {
 	cl    class
 }
 
-// httpRoutes reads the patterns the node's HTTP muxes register: calls of
-// Handle, HandleFunc (and node/api's handle) whose pattern is a string
-// literal or a string constant of the packages read. The catch-all "/" is
-// left out (it answers 404 and 405).
-func httpRoutes(t *testing.T) []codeRow {
+// nodeDirs are the packages whose source registers the node's HTTP routes
+// and gRPC services.
+var nodeDirs = []string{"..", "../api", "../opsapi", "../forwardauth", "../rls"}
+
+// readSource parses the non-test Go files of nodeDirs.
+func readSource(t *testing.T) (*token.FileSet, []*ast.File) {
 	t.Helper()
-	dirs := []string{"..", "../api", "../opsapi", "../forwardauth"}
 	fset := token.NewFileSet()
-	consts := map[string]string{} // "pkg.Name" and "Name"
 	var files []*ast.File
-	for _, d := range dirs {
+	for _, d := range nodeDirs {
 		names, err := filepath.Glob(filepath.Join(d, "*.go"))
 		if err != nil {
 			t.Fatal(err)
@@ -151,19 +150,31 @@ func httpRoutes(t *testing.T) []codeRow {
 				t.Fatal(err)
 			}
 			files = append(files, f)
-			for _, decl := range f.Decls {
-				g, ok := decl.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
-				}
-				for _, spec := range g.Specs {
-					vs := spec.(*ast.ValueSpec)
-					for i, id := range vs.Names {
-						if i < len(vs.Values) {
-							if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-								v, _ := strconv.Unquote(lit.Value)
-								consts[f.Name.Name+"."+id.Name] = v
-							}
+		}
+	}
+	return fset, files
+}
+
+// httpRoutes reads the patterns the node's HTTP muxes register: calls of
+// Handle, HandleFunc (and node/api's handle) whose pattern is a string
+// literal or a string constant of the packages read. The catch-all "/" is
+// left out (it answers 404 and 405).
+func httpRoutes(t *testing.T, fset *token.FileSet, files []*ast.File) []codeRow {
+	t.Helper()
+	consts := map[string]string{} // "pkg.Name"
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			g, ok := decl.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if i < len(vs.Values) {
+						if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							v, _ := strconv.Unquote(lit.Value)
+							consts[f.Name.Name+"."+id.Name] = v
 						}
 					}
 				}
@@ -220,7 +231,7 @@ func httpRoutes(t *testing.T) []codeRow {
 		})
 	}
 	if len(out) < 10 {
-		t.Fatalf("read only %d routes from %v: did the registration change shape?", len(out), dirs)
+		t.Fatalf("read only %d routes from %v: did the registration change shape?", len(out), nodeDirs)
 	}
 	return out
 }
@@ -236,20 +247,54 @@ func httpPatternClass(pattern string) class {
 	return httpClass(httptest.NewRequest(method, wildcard.ReplaceAllString(path, "$1"), nil))
 }
 
-// grpcMethods lists every method of the gRPC services a node serves.
-func grpcMethods() []codeRow {
+// registered names the gRPC services the source registers (calls of
+// RegisterXServer), with where.
+func registered(fset *token.FileSet, files []*ast.File) map[string]string {
+	out := map[string]string{}
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+					if m := registerServer.FindStringSubmatch(sel.Sel.Name); m != nil {
+						out[m[1]] = fset.Position(call.Pos()).String()
+					}
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+var registerServer = regexp.MustCompile(`^Register(\w+)Server$`)
+
+// grpcMethods lists every method of the gRPC services a node serves, and
+// fails t for a service the source registers that is not among them.
+func grpcMethods(t *testing.T, fset *token.FileSet, files []*ast.File) []codeRow {
+	t.Helper()
+	services := map[string]bool{}
 	var out []codeRow
 	for _, fd := range []protoreflect.FileDescriptor{weirv1.File_weir_v1_weir_proto,
 		rlsv3.File_envoy_service_ratelimit_v3_rls_proto, healthpb.File_grpc_health_v1_health_proto,
 		reflectionpb.File_grpc_reflection_v1_reflection_proto} {
 		for i := 0; i < fd.Services().Len(); i++ {
 			sd := fd.Services().Get(i)
+			services[string(sd.Name())] = true
 			for j := 0; j < sd.Methods().Len(); j++ {
 				md := sd.Methods().Get(j)
 				full := "/" + string(sd.FullName()) + "/" + string(md.Name())
 				out = append(out, codeRow{name: string(sd.Name()) + "." + string(md.Name()), where: full, cl: grpcClass(full)})
 			}
 		}
+	}
+	reg := registered(fset, files)
+	for name, where := range reg {
+		if !services[name] {
+			t.Errorf("%s registers the gRPC service %s: add its file descriptor to grpcMethods", where, name)
+		}
+	}
+	if len(reg) < 7 {
+		t.Fatalf("found %d gRPC service registrations in %v: did the registration change shape?", len(reg), nodeDirs)
 	}
 	return out
 }
@@ -271,7 +316,8 @@ func TestRoleTable(t *testing.T) {
 		t.Fatalf("%s: the role table's header is %q, want %q", securityDoc, header, want)
 	}
 	seen := map[string]bool{}
-	for _, cr := range append(httpRoutes(t), grpcMethods()...) {
+	fset, files := readSource(t)
+	for _, cr := range append(httpRoutes(t, fset, files), grpcMethods(t, fset, files)...) {
 		if seen[cr.name] {
 			continue // ServerReflection is served as v1 and v1alpha; one row
 		}
