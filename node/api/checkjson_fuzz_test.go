@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirlimit/weir/bucket"
 )
@@ -40,7 +42,11 @@ func FuzzCheckHTTP(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		before := n.b.counterStates()
-		req := httptest.NewRequest(http.MethodPost, "/v1/limits/check", strings.NewReader(string(body)))
+		// A short deadline: a min_rule_version ahead of the rules waits for
+		// it until then (MaxWait is 5 s).
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/limits/check", strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
