@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -314,6 +315,11 @@ func TestRoleTable(t *testing.T) {
 	want = append(want, "also checked")
 	if strings.Join(header, "|") != strings.Join(want, "|") {
 		t.Fatalf("%s: the role table's header is %q, want %q", securityDoc, header, want)
+	}
+	for _, name := range []string{"Reader", "Read"} {
+		if _, ok := reflect.TypeFor[Caller]().FieldByName(name); ok && cols[3].c == (Caller{}) {
+			t.Errorf("Caller has a %s role now: give the reader column its Caller in tableColumns, then update the table's reader column", name)
+		}
 	}
 	seen := map[string]bool{}
 	fset, files := readSource(t)
