@@ -24,12 +24,17 @@ import (
 
 // The role table of docs/security.md ("Who may call what"), checked
 // against the code: the rows against the routes the node's HTTP muxes
-// register (read from the source of node, node/api, node/opsapi and
-// node/forwardauth) and the methods of the gRPC services it serves (from
-// their descriptors); the cells against this package's policy (httpClass,
+// register (read from the source of nodeDirs) and the methods of the gRPC
+// services it registers (from their descriptors); the cells against this package's policy (httpClass,
 // grpcClass, decide).
 
 const securityDoc = "../../docs/security.md"
+
+type tableColumn struct {
+	name string
+	a    *Authorizer
+	c    Caller
+}
 
 // tableColumns are the table's callers, in order, each judged by the
 // policy it meets. node, gateway and admin are certificates under TLS
@@ -39,19 +44,11 @@ const securityDoc = "../../docs/security.md"
 //
 // No reader credential exists yet, so a reader is anyone: when one is
 // added, give its Caller here and update the table's reader column.
-func tableColumns() []struct {
-	name string
-	a    *Authorizer
-	c    Caller
-} {
+func tableColumns() []tableColumn {
 	proof := func(context.Context) (string, bool) { return "", false }
 	tls := New(Config{TLS: true, AdminToken: "t", NodeProof: proof})
 	token := New(Config{AdminToken: "t", NodeProof: proof})
-	return []struct {
-		name string
-		a    *Authorizer
-		c    Caller
-	}{
+	return []tableColumn{
 		{"node", tls, Caller{HasCert: true, Node: true, NodeID: "n2"}},
 		{"gateway", tls, Caller{HasCert: true, Gateway: true}},
 		{"admin", tls, Caller{HasCert: true, Admin: true}},
