@@ -7,8 +7,9 @@ PROTOC_GEN_GO_VT   := github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtprot
 TOOLS         := $(CURDIR)/bin/tools
 
 IMAGE         ?= weir:dev
+FUZZTIME      ?= 10s
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos
+.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +29,13 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 
 test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do d=$$(dirname $$f); \
+	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "go test -run '^\$$' -fuzz '^$$t\$$' -fuzztime $(FUZZTIME) $$d"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$d; \
+	  done; done
 
 lint: ## go vet, gofmt check, go mod tidy check
 	$(GO) vet ./...

@@ -117,8 +117,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// maxErrorText bounds an error sentence: a decoder's message may quote
+// the input (an unknown field's name), as long as the body.
+const maxErrorText = 2 << 10
+
 func badRequest(w http.ResponseWriter, format string, args ...any) {
-	writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf(format, args...), Code: "invalid_argument"})
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > maxErrorText {
+		msg = strings.ToValidUTF8(msg[:maxErrorText], "") + "… (cut)"
+	}
+	writeJSON(w, http.StatusBadRequest, errorBody{Error: msg, Code: "invalid_argument"})
 }
 
 // errBadQuery marks a query the caller got wrong.
