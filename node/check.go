@@ -251,7 +251,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	// Queue the remote parts first so they travel while the local part is
 	// decided, then decide locally, then collect the remote answers.
 	var calls []remoteCall
-	for _, dest := range slices.Sorted(maps.Keys(remote)) {
+	for _, dest := range sortedDests(remote) {
 		idx := remote[dest]
 		f := n.forwarder(dest)
 		c, err := f.start(ctx, forwardItems(items, idx, rv.version, forwarded))
@@ -392,6 +392,15 @@ func (sc *checkScratch) pin(h *replication.Handoff, rt *replication.Router, part
 type movedTo struct {
 	p  uint32
 	to string
+}
+
+// sortedDests lists remote's destinations in order (nil for none, without
+// allocating), so forwards are queued in the same order every time.
+func sortedDests(remote map[string][]int) []string {
+	if len(remote) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(remote))
 }
 
 // addRemote adds item i to the part of a check forwarded to dest.
