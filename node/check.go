@@ -335,8 +335,8 @@ const (
 // (replication.Handoff.Pin), in ascending order; partitions is the ring's
 // partition count. The items of a partition handed off since they were
 // routed go where the router says (Router.Reroute: after its counters),
-// all of that partition's items together, so one key's rules stay decided
-// together.
+// none of them decided here, so one key's rules are not split between
+// this node and the new holder.
 func (sc *checkScratch) pin(h *replication.Handoff, rt *replication.Router, partitions int, items []limit.Item, res []limit.Result, forwarded bool, remote map[string][]int) map[string][]int {
 	if len(sc.local) == 0 {
 		return remote
