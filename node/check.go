@@ -1,8 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -139,6 +141,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		return fmt.Errorf("%w: no ring yet", errUnavailable)
 	}
 	routes := n.handoff.Routes()
+	rt := replication.Router{Self: n.cfg.ID, Leaving: n.leaving.Load(), Table: routes, View: v}
 	rv := n.rules()
 	// The caller matched against a newer rule set than this node has
 	// applied yet (a gateway whose watch is ahead, an admin checking right
@@ -161,10 +164,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	clear(res)
 	sc := scratchPool.Get().(*checkScratch)
 	defer sc.release()
-	var (
-		remote map[string][]int
-		waits  map[uint32]bool
-	)
+	var remote map[string][]int // by destination; sent in the order of their names
 	for i := range items {
 		it, r := &items[i], &res[i]
 		cr := rv.rules[it.Rule]
@@ -200,23 +200,15 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			continue
 		}
 		p := v.ring.Partition(it.Key)
-		dest, isLocal, wait := n.route(p, v, routes, forwarded, it.Hops)
-		if wait {
-			if waits == nil {
-				waits = map[uint32]bool{}
-			}
-			waits[p] = true
-		}
-		if !isLocal {
-			if dest == "" {
-				r.Code, r.Err = limit.CodeUnavailable, "no owner for key"
-				continue
-			}
-			if remote == nil {
-				remote = map[string][]int{}
-			}
-			remote[dest] = append(remote[dest], i)
+		switch to := rt.Route(p, replication.Via{Forwarded: forwarded, Hops: it.Hops}); to.Do {
+		case replication.Forward:
+			remote = addRemote(remote, to.To, i)
 			continue
+		case replication.Unavailable:
+			r.Code, r.Err = limit.CodeUnavailable, to.Why
+			continue
+		case replication.Wait:
+			sc.waits = append(sc.waits, p)
 		}
 		group := it.Group
 		if cr.rule.Shadow {
@@ -241,8 +233,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		sc.idx = append(sc.idx, i)
 	}
 
-	// Partitions waiting for hand-off with no live previous holder.
-	for p := range waits {
+	// Partitions waiting for their counters (replication.Wait), in order.
+	slices.Sort(sc.waits)
+	for _, p := range slices.Compact(sc.waits) {
 		select {
 		case <-routes.Ready(p):
 		case <-ctx.Done():
@@ -252,13 +245,14 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		}
 	}
 
-	remote = n.pinLocal(sc, v, remote)
+	remote = sc.pin(n.handoff, &rt, v.ring.PartitionCount(), items, res, forwarded, remote)
 	defer sc.unpin(n.handoff) // on early returns; unpinned after the local decision
 
 	// Queue the remote parts first so they travel while the local part is
 	// decided, then decide locally, then collect the remote answers.
 	var calls []remoteCall
-	for dest, idx := range remote {
+	for _, dest := range sortedDests(remote) {
+		idx := remote[dest]
 		f := n.forwarder(dest)
 		c, err := f.start(ctx, forwardItems(items, idx, rv.version, forwarded))
 		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
@@ -328,6 +322,7 @@ type checkScratch struct {
 	out    []shard.Result
 	parts  []uint32 // distinct partitions of the local part, ascending
 	pinned []uint32 // partitions pinned for the local part
+	waits  []uint32 // partitions to wait for (replication.Wait)
 	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
 }
 
@@ -336,17 +331,18 @@ const (
 	pinLost                  // handed off since it was routed
 )
 
-// pinLocal pins the partitions of the local part against a hand-off
-// (replication.Handoff.Pin), in ascending order. Items of a partition
-// handed off since they were routed go to where it went instead, all of
-// that partition's items together (so one key's rules stay decided
-// together).
-func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]int) map[string][]int {
+// pin pins the partitions of the local part against a hand-off
+// (replication.Handoff.Pin), in ascending order; partitions is the ring's
+// partition count. The items of a partition handed off since they were
+// routed go where the router says (Router.Reroute: after its counters),
+// none of them decided here, so one key's rules are not split between
+// this node and the new holder.
+func (sc *checkScratch) pin(h *replication.Handoff, rt *replication.Router, partitions int, items []limit.Item, res []limit.Result, forwarded bool, remote map[string][]int) map[string][]int {
 	if len(sc.local) == 0 {
 		return remote
 	}
-	if len(sc.seen) < n.cfg.Ring.PartitionCount {
-		sc.seen = make([]uint8, n.cfg.Ring.PartitionCount)
+	if len(sc.seen) < partitions {
+		sc.seen = make([]uint8, partitions)
 	}
 	for _, it := range sc.local {
 		if sc.seen[it.Partition] == 0 {
@@ -355,46 +351,68 @@ func (n *Node) pinLocal(sc *checkScratch, v *clusterView, remote map[string][]in
 		}
 	}
 	slices.Sort(sc.parts)
-	var lost map[uint32]string // partition -> where it went
+	var lost []movedTo // ascending, as sc.parts
 	for _, p := range sc.parts {
-		ok, to := n.handoff.Pin(p)
+		ok, to := h.Pin(p)
 		if ok {
 			sc.pinned = append(sc.pinned, p)
 			continue
 		}
 		sc.seen[p] = pinLost
-		if to == "" {
-			to = v.ring.PartitionOwner(p)
-		}
-		if lost == nil {
-			lost = map[uint32]string{}
-		}
-		lost[p] = to
+		lost = append(lost, movedTo{p, to})
 	}
 	sc.parts = sc.parts[:0]
 	if lost == nil {
 		return remote
 	}
-	if remote == nil {
-		remote = map[string][]int{}
-	}
 	k := 0
 	for j, it := range sc.local {
-		if to, ok := lost[it.Partition]; ok {
-			remote[to] = append(remote[to], sc.idx[j])
+		i := sc.idx[j]
+		if sc.seen[it.Partition] != pinLost {
+			sc.local[k], sc.idx[k] = it, i
+			k++
 			continue
 		}
-		sc.local[k], sc.idx[k] = it, sc.idx[j]
-		k++
+		at, _ := slices.BinarySearchFunc(lost, it.Partition, func(m movedTo, p uint32) int { return cmp.Compare(m.p, p) })
+		switch to := rt.Reroute(it.Partition, lost[at].to, replication.Via{Forwarded: forwarded, Hops: items[i].Hops}); to.Do {
+		case replication.Forward:
+			remote = addRemote(remote, to.To, i)
+		default: // a moved partition is never decided here
+			res[i].Code, res[i].Err = limit.CodeUnavailable, to.Why
+		}
 	}
 	sc.local, sc.idx = sc.local[:k], sc.idx[:k]
-	for p := range lost {
-		sc.seen[p] = 0
+	for _, m := range lost {
+		sc.seen[m.p] = 0
 	}
 	return remote
 }
 
-// unpin releases the partitions pinLocal pinned.
+// movedTo is a partition Pin found handed off, and where it went.
+type movedTo struct {
+	p  uint32
+	to string
+}
+
+// sortedDests lists remote's destinations in order (nil for none, without
+// allocating), so forwards are queued in the same order every time.
+func sortedDests(remote map[string][]int) []string {
+	if len(remote) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(remote))
+}
+
+// addRemote adds item i to the part of a check forwarded to dest.
+func addRemote(remote map[string][]int, dest string, i int) map[string][]int {
+	if remote == nil {
+		remote = map[string][]int{}
+	}
+	remote[dest] = append(remote[dest], i)
+	return remote
+}
+
+// unpin releases the partitions pin pinned.
 func (sc *checkScratch) unpin(h *replication.Handoff) {
 	for _, p := range sc.pinned {
 		h.Unpin(p)
@@ -415,45 +433,17 @@ func (sc *checkScratch) release() {
 	if cap(sc.local) > maxPooledItems {
 		return
 	}
-	sc.local, sc.idx, sc.out, sc.parts, sc.pinned = sc.local[:0], sc.idx[:0], sc.out[:0], sc.parts[:0], sc.pinned[:0]
+	sc.local, sc.idx, sc.out, sc.parts, sc.pinned, sc.waits = sc.local[:0], sc.idx[:0], sc.out[:0], sc.parts[:0], sc.pinned[:0], sc.waits[:0]
 	scratchPool.Put(sc)
 }
 
-// route says where partition p is decided: locally, at dest, or locally
-// after waiting for a hand-off that has no live source to forward to.
-// hops is a forwarded item's count of extra hops.
-func (n *Node) route(p uint32, v *clusterView, routes *replication.Routes, forwarded bool, hops uint32) (dest string, local, wait bool) {
-	st, peer := routes.State(p)
-	owner := v.ring.PartitionOwner(p)
-	switch st {
-	case replication.PartReady:
-		if owner == n.cfg.ID || n.leaving.Load() {
-			return "", true, false
-		}
-		// Ready but the ring gave it away (a hand-off finished after a
-		// newer ring change): route by the ring.
-	case replication.PartPending:
-		if forwarded || peer == "" {
-			return "", true, true
-		}
-		if _, ok := v.members[peer]; !ok {
-			return "", true, true
-		}
-		return peer, false, false
-	case replication.PartMoved:
-		return peer, false, false
-	}
-	if owner == n.cfg.ID || (forwarded && (st.Holds() || hops > 0 || owner == "")) {
-		// Ours, or a peer with a different ring sent it here and either
-		// the counters are here or the item was passed on already: decide
-		// rather than bounce it around.
-		return "", true, false
-	}
-	// The owner decides. For an item a peer with a different ring sent
-	// here, that is one more hop: this node's ring owner holds the counters
-	// or knows where they went.
-	return owner, false, false
-}
+// PartitionOwner and Member make the view the router's (replication.View).
+func (v *clusterView) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
+
+// Member reports whether id is in the view's member list.
+func (v *clusterView) Member(id string) bool { _, ok := v.members[id]; return ok }
+
+var _ replication.View = (*clusterView)(nil)
 
 // keyCapped answers an item the shard refused at its rule's key cap: the
 // node cannot track one more key of the rule. It has a code of its own

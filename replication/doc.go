@@ -23,6 +23,10 @@
 //     the effects to run; events (RingChanged, Arrived, Ask, HandBack,
 //     Tick) carry their time. Scenario files in testdata/partitions pin
 //     its behaviour (go test -run Scenarios -update rewrites them).
+//   - Router: where a check sends an item of a partition (decide, wait
+//     for the pull, forward, unavailable), a pure function of the table
+//     (Routes or Partitions) and the node's View of the ring; no item is
+//     passed on past MaxHops. Scenario files in testdata/route.
 //   - Handoff: the hand-off protocol around Partitions. Its Run goroutine
 //     is the machine's one owner: events arrive on one channel, it
 //     publishes an immutable Routes snapshot after each (the check path

@@ -3,7 +3,6 @@ package replication
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 
 var blankLines = regexp.MustCompile(`\n\s*\n`)
 
-var update = flag.Bool("update", false, "rewrite the golden output of testdata/partitions/*.txt")
+var update = flag.Bool("update", false, "rewrite the golden output of the scenario files (testdata/partitions, testdata/route)")
 
 // TestPartitionScenarios runs the scenario files in testdata/partitions:
 // each block is one command to the pure machine, then "----", then the
@@ -43,39 +42,12 @@ func TestPartitionScenarios(t *testing.T) {
 }
 
 func runScenario(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		m   *Partitions
-		out strings.Builder
-	)
-	for _, block := range blankLines.Split(strings.TrimSpace(string(data)), -1) {
-		cmd, want, _ := strings.Cut(block, "\n----\n")
-		cmd = strings.TrimSuffix(cmd, "\n----")
+	var m *Partitions
+	runScript(t, file, func(t *testing.T, line string) string {
 		var got string
-		lines := []string{}
-		for _, l := range strings.Split(cmd, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				lines = append(lines, l)
-			}
-		}
-		m, got = scenarioStep(t, m, strings.Join(lines, " "))
-		out.WriteString(cmd + "\n----\n")
-		if got != "" {
-			out.WriteString(got + "\n")
-		}
-		out.WriteString("\n")
-		if !*update && strings.TrimSpace(got) != strings.TrimSpace(want) {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, cmd, got, want)
-		}
-	}
-	if *update {
-		if err := os.WriteFile(file, []byte(strings.TrimSpace(out.String())+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		m, got = scenarioStep(t, m, line)
+		return got
+	})
 }
 
 func scenarioStep(t *testing.T, m *Partitions, line string) (*Partitions, string) {
