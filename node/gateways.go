@@ -33,6 +33,7 @@ func (n *Node) registerGateways(g *grpc.Server, mux *http.ServeMux) error {
 	cfg := rls.DefaultConfig()
 	cfg.HeaderStyle = n.cfg.HeaderStyle
 	cfg.AllOrNothing = !n.cfg.RLSEachDescriptor
+	cfg.Trust = n.cfg.RLSTrust
 	cfg.Registry = n.cfg.Registry
 	cfg.ErrorMapper = api.GRPCError
 	s, err := rls.New(cfg, gatewayBackend{n})
