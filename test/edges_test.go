@@ -16,6 +16,7 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/node/authz"
@@ -212,5 +213,59 @@ func TestGatewayToken(t *testing.T) {
 	}
 	if g := n.Gateways(); g != 1 {
 		t.Fatalf("%d gateways counted, want 1", g)
+	}
+}
+
+// Under TLS a gateway is the pair (certificate name, gateway id): replicas
+// sharing one certificate count apart, one certificate holds at most
+// authz.MaxGatewayIDsPerCredential ids, and an admin certificate is not a
+// gateway.
+func TestTLSGatewayPairs(t *testing.T) {
+	c := testcluster.NewWith(t, 1, testcluster.Options{TLS: true})
+	n := c.Live()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	watch := func(cc *grpc.ClientConn, id string) error {
+		st, err := weirv1.NewRulesClient(cc).Watch(ctx, &weirv1.WatchRequest{GatewayId: id})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		return err
+	}
+	gw := grpcConn(t, n.GRPCAddr(), tlsCreds(c.PKI.ClientTLS(tlsconf.RoleGateway, "g1")))
+	for i := 0; i < authz.MaxGatewayIDsPerCredential; i++ {
+		// Replicas sharing g1's certificate, each on its own connection
+		// for the first two.
+		cc := gw
+		if i < 2 {
+			cc = grpcConn(t, n.GRPCAddr(), tlsCreds(c.PKI.ClientTLS(tlsconf.RoleGateway, "g1")))
+		}
+		if err := watch(cc, fmt.Sprint("replica-", i)); err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+	if err := watch(gw, "one-more"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("gateway id %d on one certificate: %v, want ResourceExhausted", authz.MaxGatewayIDsPerCredential+1, err)
+	}
+	if g := n.Gateways(); g != authz.MaxGatewayIDsPerCredential {
+		t.Fatalf("%d gateways counted, want %d", g, authz.MaxGatewayIDsPerCredential)
+	}
+	// Another certificate may use the same ids: they are other gateways.
+	g2 := grpcConn(t, n.GRPCAddr(), tlsCreds(c.PKI.ClientTLS(tlsconf.RoleGateway, "g2")))
+	if err := watch(g2, "replica-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := weirv1.NewOpsClient(g2).Report(ctx, &weirv1.GatewayReport{GatewayId: "replica-0"}); err != nil {
+		t.Fatalf("report from a gateway certificate: %v", err)
+	}
+	adm := grpcConn(t, n.GRPCAddr(), tlsCreds(c.PKI.ClientTLS(tlsconf.RoleAdmin, "alice")))
+	if err := watch(adm, "admin-gw"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("gateway watch from an admin certificate: %v, want PermissionDenied", err)
+	}
+	if _, err := weirv1.NewOpsClient(adm).Report(ctx, &weirv1.GatewayReport{GatewayId: "admin-gw"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("report from an admin certificate: %v, want PermissionDenied", err)
+	}
+	if g := n.Gateways(); g != authz.MaxGatewayIDsPerCredential+1 {
+		t.Fatalf("%d gateways counted, want %d", g, authz.MaxGatewayIDsPerCredential+1)
 	}
 }
