@@ -16,8 +16,8 @@ import (
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/internal/testcluster"
-	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/node/authz"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
