@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,6 +119,11 @@ type Config struct {
 	// config (a cluster with --tls-*: a gateway certificate from the
 	// cluster CA; see docs/security.md). Nil: plaintext.
 	TLS *tls.Config
+	// Token, when set, is sent as "Authorization: Bearer <token>" on every
+	// call: the cluster's gateway token (weir node --gateway-token-file),
+	// the gateway role of a cluster without TLS, so its reports are taken
+	// and its watch counts in fail-open shares (docs/security.md).
+	Token string
 }
 
 // UntilRules is the policy for decisions asked before the client holds a
@@ -172,6 +178,8 @@ func (c Config) Validate() error {
 		return bad("Cluster: at least one node gRPC address is required")
 	case c.GatewayID == "":
 		return bad("GatewayID: must not be empty")
+	case strings.ContainsAny(c.Token, " \t\r\n"):
+		return bad("Token: must not contain spaces or line breaks")
 	case c.APIKeyHeader == "" || c.UserHeader == "" || c.PlanHeader == "":
 		return bad("APIKeyHeader, UserHeader and PlanHeader must be set")
 	case !validStyle(c.HeaderStyle):

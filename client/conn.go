@@ -148,8 +148,21 @@ func (c *Client) dial(addr string) (*grpc.ClientConn, error) {
 	if c.cfg.Dial != nil {
 		opts = append(opts, grpc.WithContextDialer(c.cfg.Dial))
 	}
+	if c.cfg.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(c.cfg.Token)))
+	}
 	return grpc.NewClient(addr, opts...)
 }
+
+// bearer sends the gateway token on every call (Config.Token). It is sent
+// over plaintext too: a cluster without TLS has no other channel.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (b bearer) RequireTransportSecurity() bool { return false }
 
 // allow reports whether a call may go to the node now: the breaker is
 // closed, or its cooldown has passed. Then one call goes through as a probe

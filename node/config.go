@@ -17,6 +17,7 @@ import (
 	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
+	"github.com/weirlimit/weir/node/rls"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
@@ -60,6 +61,11 @@ type Config struct {
 	BootstrapExpect int
 	// AdminToken, when set, is required for rule writes.
 	AdminToken string
+	// GatewayToken, when set, is the credential gateways send (as a bearer
+	// token) to report their decisions and count in fail-open shares;
+	// without it and without TLS, reports and watches are bounded per
+	// connection (docs/security.md).
+	GatewayToken string
 
 	// ClusterName names the cluster: the trust domain of its certificates,
 	// spiffe://<ClusterName>/<role>/<name>, the label of its gossip
@@ -110,6 +116,9 @@ type Config struct {
 	// request on its own, as envoyproxy/ratelimit does; false (the
 	// default) makes a request's descriptors all-or-nothing.
 	RLSEachDescriptor bool
+	// RLSTrust is what the rate limit service believes of Envoy's negative
+	// hits and descriptor limit overrides (zero: neither; rls.Trust).
+	RLSTrust rls.Trust
 	// ForwardAuthHeaders name the headers /v1/forward-auth reads the API
 	// key, user and plan from (empty fields: the SDK's X-API-Key,
 	// X-User-ID, X-Plan).

@@ -148,7 +148,7 @@ func (s opsSource) Report(rep opsapi.Report) error {
 	g := o.gateways[rep.Gateway]
 	if g == nil {
 		if len(o.gateways) >= maxGateways {
-			return fmt.Errorf("%w: this node already tracks %d gateways", opsapi.ErrBadReport, maxGateways)
+			o.dropStalestGateway() // the intake admitted it (opsapi.Intake)
 		}
 		g = &opsapi.Gateway{ID: rep.Gateway, Nodes: []string{n.cfg.ID}}
 		o.gateways[rep.Gateway] = g

@@ -39,10 +39,11 @@ func (n *Node) setupSecurity() error {
 		proof = n.auth.Verify // a gossip key's node proof (keys.go)
 	}
 	n.authz = authz.New(authz.Config{
-		TLS:        n.tls != nil,
-		AdminToken: n.cfg.AdminToken,
-		NodeProof:  proof,
-		Logger:     n.log.With("component", "authz"),
+		TLS:          n.tls != nil,
+		AdminToken:   n.cfg.AdminToken,
+		GatewayToken: n.cfg.GatewayToken,
+		NodeProof:    proof,
+		Logger:       n.log.With("component", "authz"),
 	})
 	n.admit = newAdmission()
 	return nil
@@ -51,7 +52,7 @@ func (n *Node) setupSecurity() error {
 // secured reports whether any of TLS, a token, a gossip key or a node
 // proof is on.
 func (n *Node) secured() bool {
-	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil || n.auth != nil
+	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil || n.auth != nil || n.cfg.GatewayToken != ""
 }
 
 // grpcServerOptions are the gRPC server's credentials and authorization

@@ -69,6 +69,8 @@ func TestEnvironmentVariables(t *testing.T) {
 	node := []string{"WEIR_ADMIN_TOKEN", "WEIR_ADMIN_TOKEN_FILE", "WEIR_ADVERTISE", "WEIR_API_KEY_HEADER", "WEIR_BOOTSTRAP_EXPECT", "WEIR_CLUSTER_NAME", "WEIR_DATA_DIR", "WEIR_GOSSIP", "WEIR_GOSSIP_KEY_FILE", "WEIR_GRPC",
 		"WEIR_GRPC_REFLECTION", "WEIR_HEADER_STYLE", "WEIR_HTTP", "WEIR_ID", "WEIR_JOIN", "WEIR_LEAVE_TIMEOUT", "WEIR_LOG_FORMAT", "WEIR_LOG_LEVEL", "WEIR_MAX_KEYS", "WEIR_PEER_REGIONS", "WEIR_PLAN_HEADER", "WEIR_RAFT",
 		"WEIR_REGION", "WEIR_REGION_INTERVAL", "WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_USER_HEADER"}
+	node = append(node, "WEIR_GATEWAY_TOKEN_FILE", "WEIR_RLS_TRUST") // issue 25
+	slices.Sort(node)
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_TOKEN"}
 	want := map[string][]string{"weir node": node, "weir dev": node, "weir health": tlsVars,
 		"weir gateway": {"WEIR_CLUSTER", "WEIR_HEADER_STYLE", "WEIR_LOG_FORMAT", "WEIR_RULES_CACHE", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_UNTIL_RULES", "WEIR_UNTIL_RULES_TIMEOUT"}}
@@ -78,6 +80,8 @@ func TestEnvironmentVariables(t *testing.T) {
 		want["weir "+p] = admin
 	}
 	want["weir rules regions"] = []string{"WEIR_TOKEN"}
+	want["weir gateway"] = append(want["weir gateway"], "WEIR_TOKEN_FILE")
+	slices.Sort(want["weir gateway"])
 	got := map[string][]string{}
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {

@@ -51,6 +51,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	upOpts := defaultUpstreamOptions()
 	upOpts.flags(fs)
 	headerStyle := fs.String("header-style", string(headers.Default), "rate-limit response `fields`: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
+	tokenFile := fs.String("token-file", "", "`file` holding the cluster's gateway token (weir node --gateway-token-file), sent on every call; for a cluster without TLS")
+	withEnv(fs, "token-file")
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout", "header-style")
 	var tf tlsFlags
 	tf.register(fs)
@@ -68,6 +70,11 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		cfg.APIKeyHeader, cfg.UserHeader, cfg.PlanHeader, cfg.GatewayID = *apiKey, *user, *plan, *id
 		cfg.Cluster = trimAll(*cluster)
 		cfg.RulesCache = *rulesCache
+		if *tokenFile != "" {
+			if cfg.Token, err = readTokenFile(*tokenFile); err != nil {
+				return usageErr(cmd, "--token-file: %v", err)
+			}
+		}
 		style, err := headers.Parse(*headerStyle)
 		if err != nil {
 			return usageErr(cmd, "--header-style: %v", err)

@@ -26,6 +26,7 @@ import (
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/node/rls"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
@@ -43,6 +44,7 @@ type nodeFlags struct {
 	headerStyle, apiKeyHeader, userHeader, planHeader     string
 	logLevel                                              slog.Level
 	adminTokenFile                                        string
+	rlsTrust, gatewayTokenFile                            string
 	tls                                                   tlsFlags
 	region                                                regionFlags
 	logFormat                                             *logFormat
@@ -84,6 +86,9 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.userHeader, "user-header", hn.User, "header /v1/forward-auth reads the user id from")
 	fs.StringVar(&f.planHeader, "plan-header", hn.Plan, "header /v1/forward-auth reads the plan from")
 	fs.BoolVar(&f.rlsEachDescriptor, "rls-each-descriptor", false, "charge each descriptor of an Envoy rate limit request on its own, as envoyproxy/ratelimit does (default: a request's descriptors are all-or-nothing)")
+	fs.StringVar(&f.rlsTrust, "rls-trust", "", "what the Envoy rate limit service believes: a comma-separated list of negative-hits (is_negative_hits gives hits back) and overrides (a descriptor's limit replaces the rule's); only for an Envoy you control (docs/gateways.md). Default: neither, the rule's limit applies")
+	fs.StringVar(&f.gatewayTokenFile, "gateway-token-file", "", "`file` holding the token gateways send (weir gateway --token-file, client Config.Token) to report decisions and count in fail-open shares; without TLS or it, reports and watches are bounded per connection")
+	withEnv(fs, "rls-trust", "gateway-token-file")
 	withEnv(fs, "id", "data-dir", "http", "grpc", "raft", "gossip", "advertise", "join", "bootstrap-expect",
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
 		"cluster-name", "gossip-key-file", "admin-token-file",
@@ -132,6 +137,16 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--header-style: %v", err)
 	}
 	cfg.HeaderStyle, cfg.RLSEachDescriptor = style, f.rlsEachDescriptor
+	if cfg.RLSTrust, err = rls.ParseTrust(f.rlsTrust); err != nil {
+		return cfg, usageErr(cmd, "--rls-trust: %v", strings.TrimPrefix(err.Error(), "rls: "))
+	}
+	if f.gatewayTokenFile != "" {
+		tok, err := readTokenFile(f.gatewayTokenFile)
+		if err != nil {
+			return cfg, usageErr(cmd, "--gateway-token-file: %v", err)
+		}
+		cfg.GatewayToken = tok
+	}
 	for _, h := range []struct{ flag, v string }{{"api-key-header", f.apiKeyHeader}, {"user-header", f.userHeader}, {"plan-header", f.planHeader}} {
 		if strings.TrimSpace(h.v) == "" {
 			return cfg, usageErr(cmd, "--%s: must name a header", h.flag)

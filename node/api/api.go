@@ -197,7 +197,7 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	conns    map[string]*grpc.ClientConn // leader gRPC address → connection
-	gateways map[string]int              // gateway id → open watch streams here
+	gateways gatewayWatches              // gateways holding a Watch stream here (rules_service.go)
 
 	limiter limiterService
 	rules   rulesService
@@ -217,7 +217,7 @@ func New(cfg Config, b Backend) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrConfig, err)
 	}
-	s := &Server{cfg: cfg, b: b, metrics: m, conns: map[string]*grpc.ClientConn{}, gateways: map[string]int{}}
+	s := &Server{cfg: cfg, b: b, metrics: m, conns: map[string]*grpc.ClientConn{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.limiter = limiterService{s: s}
 	s.rules = rulesService{s: s}
@@ -242,7 +242,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Gateways() uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return uint32(len(s.gateways))
+	return uint32(len(s.gateways.streams))
 }
 
 // Close ends Watch, WatchMembers and long-poll handlers, waits for them to
@@ -286,18 +286,4 @@ func (s *Server) bound(ctx context.Context) (context.Context, context.CancelFunc
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
-}
-
-func (s *Server) addGateway(id string) {
-	s.mu.Lock()
-	s.gateways[id]++
-	s.mu.Unlock()
-}
-
-func (s *Server) removeGateway(id string) {
-	s.mu.Lock()
-	if s.gateways[id]--; s.gateways[id] <= 0 {
-		delete(s.gateways, id)
-	}
-	s.mu.Unlock()
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft/rules/rulespb"
 )
@@ -135,8 +138,11 @@ func (rs *rulesService) Watch(req *weirv1.WatchRequest, stream grpc.ServerStream
 	}
 	defer s.active.Done()
 	if id := req.GetGatewayId(); id != "" {
-		s.addGateway(id)
-		defer s.removeGateway(id)
+		g, err := s.addGateway(stream.Context(), id)
+		if err != nil {
+			return err
+		}
+		defer s.removeGateway(g)
 	}
 	ctx, cancel := s.bound(stream.Context())
 	defer cancel()
@@ -166,4 +172,64 @@ func endOfStream(s *Server, ctx context.Context) error {
 		return GRPCError(err)
 	}
 	return GRPCError(limit.Errorf(limit.ErrUnavailable, "rules store closed"))
+}
+
+// gatewayWatches counts the gateways holding a Watch stream here, which
+// size every gateway's fail-open share (a rule's burst over the
+// gateways). A gateway is the pair (owner, gateway id), the owner being
+// the caller's credential (authz.GatewayOwner: a certificate's name, the
+// gateway token, or the connection when the node has none), and an owner
+// holds at most its MaxIDs ids at once: one caller cannot pose as many
+// gateways and shrink the others' shares. Guarded by Server.mu.
+type gatewayWatches struct {
+	streams map[gatewayKey]int // open Watch streams per gateway
+	ids     map[string]int     // distinct gateway ids per owner
+}
+
+type gatewayKey struct{ owner, id string }
+
+// maxGatewayID is the longest gateway id a Watch may carry.
+const maxGatewayID = 128
+
+// addGateway counts a Watch stream of gateway id for the caller in ctx;
+// refused (a gRPC status) when the caller may not act as a gateway or its
+// owner already holds MaxIDs other ids.
+func (s *Server) addGateway(ctx context.Context, id string) (gatewayKey, error) {
+	if len(id) > maxGatewayID {
+		return gatewayKey{}, GRPCError(limit.Errorf(limit.ErrInvalid, "gateway_id: %d bytes; at most %d", len(id), maxGatewayID))
+	}
+	o, err := authz.GatewayOwnerFrom(ctx, "")
+	if err != nil {
+		return gatewayKey{}, err
+	}
+	k := gatewayKey{owner: o.Name, id: id}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := &s.gateways
+	if w.streams == nil {
+		w.streams, w.ids = map[gatewayKey]int{}, map[string]int{}
+	}
+	if w.streams[k] == 0 {
+		if w.ids[k.owner] >= o.MaxIDs {
+			return gatewayKey{}, status.Errorf(codes.ResourceExhausted,
+				"gateway_id %q: this caller (%s) already watches as %d gateway ids, the most one may (give each gateway replica its own certificate or connection)", id, o.Name, o.MaxIDs)
+		}
+		w.ids[k.owner]++
+	}
+	w.streams[k]++
+	return k, nil
+}
+
+// removeGateway uncounts a Watch stream addGateway counted.
+func (s *Server) removeGateway(k gatewayKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := &s.gateways
+	if w.streams[k]--; w.streams[k] > 0 {
+		return
+	}
+	delete(w.streams, k)
+	if w.ids[k.owner]--; w.ids[k.owner] <= 0 {
+		delete(w.ids, k.owner)
+	}
 }

@@ -26,6 +26,9 @@ type Config struct {
 	// AdminToken, when set, grants the admin role to a caller that sends
 	// it as "Authorization: Bearer <token>".
 	AdminToken string
+	// GatewayToken, when set, grants the gateway role to a caller that
+	// sends it as "Authorization: Bearer <token>".
+	GatewayToken string
 	// NodeProof, when set, is asked for callers without a node
 	// certificate: ok grants the node role (nodeID names the node).
 	NodeProof func(ctx context.Context) (nodeID string, ok bool)
@@ -44,8 +47,15 @@ type Caller struct {
 	NodeID string
 	// Admin: an admin certificate or the admin token.
 	Admin bool
-	// Gateway: a gateway certificate.
+	// Gateway: a gateway certificate or the gateway token.
 	Gateway bool
+	// GatewayToken: the gateway role came from the gateway token.
+	GatewayToken bool
+	// Remote is the connection's peer address.
+	Remote string
+	// gatewayCreds: the node has gateway credentials (TLS or a gateway
+	// token), so acting as a gateway needs the role (GatewayOwnerOf).
+	gatewayCreds bool
 }
 
 // Any reports whether the caller holds any role.
@@ -63,6 +73,8 @@ func (c Caller) String() string {
 		return "node " + c.NodeID + " (proof)"
 	case c.Admin:
 		return "admin token"
+	case c.GatewayToken:
+		return "gateway token"
 	}
 	return "anonymous"
 }
@@ -115,6 +127,10 @@ func (a *Authorizer) caller(ctx context.Context, id tlsconf.Identity, hasCert bo
 			c.Node, c.NodeID = true, nid
 		}
 	}
+	c.gatewayCreds = a.gatewayCreds()
+	if !c.Gateway && a.cfg.GatewayToken != "" && hasBearer(auth, a.cfg.GatewayToken) {
+		c.Gateway, c.GatewayToken = true, true
+	}
 	if !c.Admin && a.cfg.AdminToken != "" {
 		for _, v := range auth {
 			tok, ok := strings.CutPrefix(v, "Bearer ")
@@ -137,6 +153,7 @@ const (
 	read                  // any role or the token
 	checks                // like open, and refunds need a node
 	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
+	reports               // gateway reports: the gateway role once the node has gateway credentials
 )
 
 func grpcClass(method string) class {
@@ -145,6 +162,8 @@ func grpcClass(method string) class {
 		return peerOnly
 	case method == weirv1.Limiter_Check_FullMethodName, method == weirv1.Limiter_CheckStream_FullMethodName:
 		return checks
+	case method == weirv1.Ops_Report_FullMethodName:
+		return reports
 	}
 	switch method {
 	case weirv1.Rules_ApplyRules_FullMethodName, weirv1.Rules_DeleteRule_FullMethodName,
@@ -180,6 +199,10 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 			}
 			return status.Errorf(codes.PermissionDenied, "authz: rule and override writes need the admin role (caller: %s)", c)
 		}
+	case reports:
+		if _, err := GatewayOwnerOf(c); err != nil {
+			return err
+		}
 	case read:
 		if a.guarded() && !c.Any() {
 			return status.Error(codes.Unauthenticated, "authz: reading rules, overrides and history needs a role: a gateway, admin or node certificate, or the admin token")
@@ -213,7 +236,9 @@ func (a *Authorizer) grpcCaller(ctx context.Context) (Caller, string) {
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 	}
-	return a.caller(ctx, id, hasCert, md.Get("authorization")), remote
+	c := a.caller(ctx, id, hasCert, md.Get("authorization"))
+	c.Remote = remote
+	return c, remote
 }
 
 // UnaryInterceptor applies the policy to unary calls.
@@ -277,6 +302,9 @@ func (s *stream) RecvMsg(m any) error {
 // httpClass is what an HTTP request needs.
 func httpClass(r *http.Request) class {
 	p := r.URL.Path
+	if p == "/v1/gateways/report" {
+		return reports
+	}
 	if (p == "/healthz" || p == "/readyz") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return probe
 	}
@@ -303,6 +331,7 @@ func (a *Authorizer) Middleware(next http.Handler) http.Handler {
 			id, hasCert = tlsconf.FromPeerCerts(r.TLS.PeerCertificates)
 		}
 		c := a.caller(r.Context(), id, hasCert, r.Header.Values("Authorization"))
+		c.Remote = r.RemoteAddr
 		if err := a.decide(c, httpClass(r)); err != nil {
 			_ = a.refused(err, r.Method+" "+r.URL.Path, r.RemoteAddr, c)
 			st := status.Convert(err)

@@ -21,6 +21,12 @@
 //   - reads of rules, overrides and history (gRPC ListRules, GetRule,
 //     History; HTTP GET /v1/rules..., /v1/overrides): any role or the
 //     token, once TLS or a token is configured.
+//   - gateway reports (Ops.Report, POST /v1/gateways/report): the gateway
+//     role (a gateway or node certificate, a node proof, or
+//     Config.GatewayToken) once TLS or a gateway token is configured;
+//     anyone otherwise. GatewayOwnerOf binds the gateway ids of reports
+//     and Rules.Watch to the caller's credential (or connection) and
+//     bounds the ids one may hold.
 //   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
 //     client certificate (load balancers, kubelet probes); the HTTP
 //     listener asks for a certificate but does not require one, and a

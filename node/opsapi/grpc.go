@@ -2,12 +2,14 @@ package opsapi
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/events"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -75,7 +77,11 @@ func (o opsService) HotKeys(_ context.Context, req *weirv1.HotKeysRequest) (*wei
 }
 
 // Report takes a gateway's batch of gateway-side decisions.
-func (o opsService) Report(_ context.Context, req *weirv1.GatewayReport) (*weirv1.GatewayReportResponse, error) {
+func (o opsService) Report(ctx context.Context, req *weirv1.GatewayReport) (*weirv1.GatewayReportResponse, error) {
+	owner, err := authz.GatewayOwnerFrom(ctx, "")
+	if err != nil {
+		return nil, err
+	}
 	rep := Report{Gateway: req.GetGatewayId()}
 	for _, c := range req.GetCounts() {
 		rep.Counts = append(rep.Counts, ReportCount{Rule: c.GetRule(), LocalAllowed: c.GetLocalAllowed(),
@@ -89,11 +95,11 @@ func (o opsService) Report(_ context.Context, req *weirv1.GatewayReport) (*weirv
 		rep.Events = append(rep.Events, ReportEvent{Time: at, Rule: e.GetRule(),
 			RuleVersion: e.GetRuleVersion(), Key: e.GetKey(), Decision: e.GetDecision(), Remaining: e.GetRemaining()})
 	}
-	if err := rep.Validate(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if err := o.s.src.Report(rep); err != nil {
+	switch err := o.s.takeReport(owner, &rep); {
+	case errors.Is(err, ErrReportRefused):
 		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	return &weirv1.GatewayReportResponse{}, nil
 }

@@ -63,6 +63,8 @@ type Server struct {
 	cfg  Config
 	src  Source
 	http *http.Client
+	// intake admits gateway reports (report.go).
+	intake *Intake
 }
 
 // New returns a Server over src.
@@ -82,7 +84,7 @@ func New(cfg Config, src Source) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, src: src, http: &http.Client{Timeout: cfg.PeerTimeout}}
+	return &Server{cfg: cfg, src: src, http: &http.Client{Timeout: cfg.PeerTimeout}, intake: NewIntake()}
 }
 
 //go:embed ui

@@ -20,19 +20,25 @@
 //     reaches no counter.
 //   - hits_addend: a descriptor's own (a wrapper: 0 peeks) wins over the
 //     request's (0 there means 1, as Envoy documents). is_negative_hits
-//     gives the hits back (limit.Item.Refund).
+//     gives the hits back (limit.Item.Refund) only with
+//     Config.Trust.NegativeHits; otherwise the descriptor peeks (cost 0)
+//     and weir_rls_ignored_total{kind="negative_hits"} counts it: refunds
+//     come from nodes, and any Envoy that reaches the port could send one.
 //   - Shadow rules are decided and counted but never make a status
 //     OVER_LIMIT.
 //   - All-or-nothing (Config.AllOrNothing, default true): the items of one
 //     request share one group, so a request that is over one limit takes
 //     nothing from the others. With it off, each descriptor is its own
 //     group, as envoyproxy/ratelimit charges every descriptor.
-//   - A descriptor's limit override (RateLimitOverride) replaces the
-//     matched rules' rate, period and burst for that check
-//     (limit.Item.Override, carried to the owner); a descriptor no rule
-//     matches stays unlimited. Overrides in months or years, of 0
-//     requests, or that the rule's algorithm cannot take (a sliding_log
-//     over its cap) are InvalidArgument.
+//   - With Config.Trust.Overrides, a descriptor's limit override
+//     (RateLimitOverride) replaces the matched rules' rate, period and
+//     burst for that check (limit.Item.Override, carried to the owner); a
+//     descriptor no rule matches stays unlimited. Overrides in months or
+//     years, of 0 requests, or that the rule's algorithm cannot take (a
+//     sliding_log over its cap) are InvalidArgument. Without it the rule's
+//     own limit applies and weir_rls_ignored_total{kind="override"} counts
+//     the override (one in months or years or of 0 is still
+//     InvalidArgument).
 //
 // Goroutines: none of its own; ShouldRateLimit runs on the gRPC server's.
 // The compiled matcher is swapped atomically when the rule set's version

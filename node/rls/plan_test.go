@@ -125,3 +125,21 @@ func TestDescriptorKey(t *testing.T) {
 		t.Error("two long values share a key")
 	}
 }
+
+func TestParseTrust(t *testing.T) {
+	for in, want := range map[string]Trust{
+		"": {}, "negative-hits": {NegativeHits: true}, "overrides": {Overrides: true},
+		"negative-hits, overrides": {NegativeHits: true, Overrides: true},
+	} {
+		got, err := ParseTrust(in)
+		if err != nil || got != want {
+			t.Fatalf("ParseTrust(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if back, _ := ParseTrust(got.String()); back != got {
+			t.Fatalf("String %q does not read back", got.String())
+		}
+	}
+	if _, err := ParseTrust("overrides,refunds"); err == nil || !strings.Contains(err.Error(), `"refunds"`) {
+		t.Fatalf("unknown word: %v", err)
+	}
+}

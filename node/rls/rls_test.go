@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/node/rls"
 )
 
 const rulesYAML = `rules:
@@ -129,7 +131,9 @@ func metricSum(t *testing.T, c *testcluster.Cluster, series string) float64 {
 }
 
 func TestShouldRateLimitCluster(t *testing.T) {
-	c := testcluster.New(t, 3)
+	// Trusting negative hits and overrides, as an operator who controls
+	// Envoy may (--rls-trust); TestShouldRateLimitUntrusted is the default.
+	c := testcluster.NewConfigured(t, 3, func(cfg *node.Config) { cfg.RLSTrust = rls.Trust{NegativeHits: true, Overrides: true} })
 	c.ApplyRules(rulesYAML)
 	cls := rlsClients(t, c)
 
@@ -334,4 +338,54 @@ func TestShouldRateLimitCluster(t *testing.T) {
 			t.Fatalf("a refused request changed a counter: remaining %d, want 5", r)
 		}
 	})
+}
+
+// TestShouldRateLimitUntrusted: by default an Envoy request cannot give
+// hits back or raise a rule's limit (issue 25, finding 3); what was ignored
+// is counted.
+func TestShouldRateLimitUntrusted(t *testing.T) {
+	c := testcluster.New(t, 1)
+	c.ApplyRules(rulesYAML)
+	cl := rlsClients(t, c)[0]
+	d := desc("remote_address", "10.9.0.1")
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d}}
+	for i := 0; i < 5; i++ {
+		if resp := ask(t, cl, req); resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("hit %d of 5: %v", i+1, resp)
+		}
+	}
+	if resp := ask(t, cl, req); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("6th hit: %v", resp)
+	}
+	neg := &rlv3.RateLimitDescriptor{Entries: d.Entries, HitsAddend: wrapperspb.UInt64(5), IsNegativeHits: true}
+	ask(t, cl, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{neg}})
+	if r := remaining(t, cl, d); r != 0 {
+		t.Fatalf("negative hits gave %d back", r)
+	}
+	if resp := ask(t, cl, req); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("after negative hits: %v; want still OVER_LIMIT", resp)
+	}
+
+	// edge.addr is 5 per hour; the descriptor asks for 1,000,000 a second.
+	o := desc("remote_address", "10.9.0.2")
+	o.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1_000_000, Unit: typev3.RateLimitUnit_SECOND}
+	ok := 0
+	for i := 0; i < 10; i++ {
+		resp := ask(t, cl, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{o}})
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+		if cur := resp.GetStatuses()[0].GetCurrentLimit(); cur.GetRequestsPerUnit() != 5 || cur.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+			t.Fatalf("current limit %v; want the rule's 5 per hour", cur)
+		}
+	}
+	if ok != 5 {
+		t.Fatalf("%d of 10 passed with an untrusted override; want the rule's 5", ok)
+	}
+	if got := metricSum(t, c, `weir_rls_ignored_total{kind="negative_hits"}`); got != 1 {
+		t.Fatalf("ignored negative hits counted %v, want 1", got)
+	}
+	if got := metricSum(t, c, `weir_rls_ignored_total{kind="override"}`); got != 10 {
+		t.Fatalf("ignored overrides counted %v, want 10", got)
+	}
 }

@@ -44,6 +44,9 @@ type Config struct {
 	// ErrorMapper maps a Backend error to a gRPC status error (node/api's
 	// GRPCError); nil uses codes.Unavailable for every error.
 	ErrorMapper func(error) error
+	// Trust is what the service believes of negative hits and limit
+	// overrides (zero: neither; see Trust).
+	Trust Trust
 }
 
 // DefaultConfig is all-or-nothing with the default header style.
@@ -55,6 +58,8 @@ type Server struct {
 	cfg       Config
 	b         Backend
 	decisions *prometheus.CounterVec
+	// ignored counts what Trust took out, by kind (ignoredKinds order).
+	ignored [2]prometheus.Counter
 
 	mu      sync.Mutex
 	matcher atomic.Pointer[compiled]
@@ -70,6 +75,9 @@ type compiled struct {
 
 // outcomes label weir_rls_decisions_total.
 var outcomes = [4]string{"ok", "over_limit", "shadow_over_limit", "error"}
+
+// ignoredKinds label weir_rls_ignored_total.
+var ignoredKinds = [2]string{"negative_hits", "override"}
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
 
@@ -88,9 +96,18 @@ func New(cfg Config, b Backend) (*Server, error) {
 		Name: "weir_rls_decisions_total",
 		Help: "Rate limit service rule decisions by rule and outcome (ok, over_limit, shadow_over_limit, error).",
 	}, []string{"rule", "outcome"})
+	ignored := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_rls_ignored_total",
+		Help: "Rate limit service descriptors whose negative hits or limit override were ignored (not trusted: --rls-trust), by kind (negative_hits, override).",
+	}, []string{"kind"})
+	for i, k := range ignoredKinds {
+		s.ignored[i] = ignored.WithLabelValues(k)
+	}
 	if cfg.Registry != nil {
-		if err := cfg.Registry.Register(s.decisions); err != nil {
-			return nil, fmt.Errorf("rls: metrics: %w", err)
+		for _, c := range []prometheus.Collector{s.decisions, ignored} {
+			if err := cfg.Registry.Register(c); err != nil {
+				return nil, fmt.Errorf("rls: metrics: %w", err)
+			}
 		}
 	}
 	return s, nil
@@ -157,6 +174,9 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	if err := validate(r); err != nil {
 		return Response{}, err
 	}
+	r, neg, over := distrust(r, s.cfg.Trust)
+	s.ignored[0].Add(float64(neg))
+	s.ignored[1].Add(float64(over))
 	c := s.descriptors()
 	items, where, unlimited := plan(c.m, r, s.cfg.AllOrNothing)
 	for j, w := range where {
