@@ -2,14 +2,20 @@ package test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
@@ -89,4 +95,97 @@ func TestIdentityNonMemberNodeCertOnPeer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tlsRaftLayer dials Raft ports with a client certificate, as a node
+// would; it accepts nothing.
+type tlsRaftLayer struct {
+	cfg  *tls.Config
+	done chan struct{}
+}
+
+func (l tlsRaftLayer) Accept() (net.Conn, error) { <-l.done; return nil, net.ErrClosed }
+func (l tlsRaftLayer) Close() error              { return nil }
+func (l tlsRaftLayer) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+func (l tlsRaftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), l.cfg)
+}
+
+// TestIdentityNonMemberNodeCertOnRaft: with a node certificate for n9
+// (never joined), RequestVote as n2 (and as n1) with ever higher terms
+// every 250 ms, and AppendEntries and TimeoutNow as n9, are refused at
+// every node: no node takes the forged terms, /readyz stays ready, and
+// rule writes work. (Before the checks, the votes deposed the leader at will.)
+func TestIdentityNonMemberNodeCertOnRaft(t *testing.T) {
+	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true})
+	c.ApplyRules(tlsRules)
+	nodes := c.Live()
+	leader, _ := nodes[0].Store().Leader()
+	term := nodes[0].Store().Term()
+	if leader == "" || term == 0 {
+		t.Fatalf("leader %q term %d", leader, term)
+	}
+	done := make(chan struct{})
+	tr := raft.NewNetworkTransport(tlsRaftLayer{cfg: c.PKI.ClientTLS(tlsconf.RoleNode, "n9"), done: done}, 3, 5*time.Second, io.Discard)
+	defer func() { close(done); tr.Close() }()
+
+	attack := time.Now().Add(3 * time.Second)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for i := uint64(1); time.Now().Before(attack); i++ {
+		for _, n := range nodes {
+			as := nodes[1]
+			if n == as {
+				as = nodes[0]
+			}
+			h := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(as.ID()), Addr: []byte(as.RaftAddr())}
+			addr := raft.ServerAddress(n.RaftAddr())
+			vote := &raft.RequestVoteRequest{RPCHeader: h, Term: term + 10*i, LastLogIndex: 1 << 40, LastLogTerm: term + 10*i}
+			if err := tr.RequestVote(raft.ServerID(n.ID()), addr, vote, &raft.RequestVoteResponse{}); err == nil {
+				t.Fatalf("RequestVote as %s at %s was answered", as.ID(), n.ID())
+			}
+			pre := &raft.RequestPreVoteRequest{RPCHeader: h, Term: term + 10*i, LastLogIndex: 1 << 40, LastLogTerm: term + 10*i}
+			if err := tr.RequestPreVote(raft.ServerID(n.ID()), addr, pre, &raft.RequestPreVoteResponse{}); err == nil {
+				t.Fatalf("RequestPreVote as %s at %s was answered", as.ID(), n.ID())
+			}
+			self := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n9"), Addr: []byte("127.0.0.1:1")}
+			app := &raft.AppendEntriesRequest{RPCHeader: self, Term: term + 10*i, Leader: []byte("127.0.0.1:1")}
+			if err := tr.AppendEntries(raft.ServerID(n.ID()), addr, app, &raft.AppendEntriesResponse{}); err == nil {
+				t.Fatalf("AppendEntries from n9 at %s was answered", n.ID())
+			}
+			if err := tr.TimeoutNow(raft.ServerID(n.ID()), addr, &raft.TimeoutNowRequest{RPCHeader: self}, &raft.TimeoutNowResponse{}); err == nil {
+				t.Fatalf("TimeoutNow from n9 at %s was answered", n.ID())
+			}
+		}
+		<-tick.C
+	}
+	// The attack's terms were term+10 and up: a node that took one has
+	// a term that high (an election of the loaded machine's own adds 1).
+	for _, n := range nodes {
+		if tm := n.Store().Term(); tm >= term+10 {
+			t.Errorf("%s: term %d after the attack, was %d: a forged vote was taken", n.ID(), tm, term)
+		}
+		if l, _ := n.Store().Leader(); l != leader {
+			t.Logf("%s: leader %q, was %q", n.ID(), l, leader)
+		}
+		testwait.For(t, 10*time.Second, n.ID()+" ready", func() error {
+			resp, err := c.PKI.HTTPClient(tlsconf.RoleGateway, "g1").Get("https://" + n.HTTPAddr() + "/readyz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/readyz %d", resp.StatusCode)
+			}
+			return nil
+		})
+	}
+	c.ApplyRules(tlsRules + `  - id: tls.after
+    match: {route: /y, method: GET, plan: "*"}
+    key: apikey
+    algorithm: token_bucket
+    rate: 1
+    period: 1h
+    burst: 10
+`)
 }
