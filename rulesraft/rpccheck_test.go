@@ -241,10 +241,10 @@ func TestRPCCheckRefuses(t *testing.T) {
 			h.Addr = []byte("10.9.9.9:7000")
 			return tr.RequestPreVote("n1", "pipe:1", &raft.RequestPreVoteRequest{RPCHeader: h, Term: 99}, &raft.RequestPreVoteResponse{})
 		}},
-		"append entries from outside the configuration": {servers: []raft.Server{{ID: "n1"}, {ID: "n3"}}, send: func(tr *raft.NetworkTransport) error {
+		"append entries from outside the configuration": {servers: []raft.Server{{ID: "n1"}, {ID: "n3"}}, leader: "n3", send: func(tr *raft.NetworkTransport) error {
 			return tr.AppendEntries("n1", "pipe:1", &raft.AppendEntriesRequest{RPCHeader: header("n2"), Term: 99}, &raft.AppendEntriesResponse{})
 		}},
-		"install snapshot from outside the configuration": {servers: []raft.Server{{ID: "n1"}}, send: func(tr *raft.NetworkTransport) error {
+		"install snapshot from outside the configuration": {servers: []raft.Server{{ID: "n1"}}, leader: "n1", send: func(tr *raft.NetworkTransport) error {
 			return tr.InstallSnapshot("n1", "pipe:1", &raft.InstallSnapshotRequest{RPCHeader: header("n2"), Term: 99, Size: 1}, &raft.InstallSnapshotResponse{}, bytes.NewReader([]byte{1}))
 		}},
 		"timeout now from a follower": {servers: []raft.Server{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}, leader: "n3", send: func(tr *raft.NetworkTransport) error {
@@ -272,8 +272,20 @@ func TestRPCCheckRefuses(t *testing.T) {
 			}
 		})
 	}
+	// A member that knows no leader takes a proven member's appends from
+	// outside its configuration (it may have missed the change adding
+	// it); with a leader it does not, nor from an unproven connection.
+	k := &rpcCheck{members: members}
+	k.raft.Store(&raftRef{servers: func() []raft.Server { return []raft.Server{{ID: "n1"}} }, leader: func() string { return "" }})
+	ae := rpcFrame{Type: rpcAppendEntries, ID: "n2", Addr: "10.0.0.2:7000"}
+	if err := k.check("n2", ae); err != nil {
+		t.Errorf("append entries from a member, no leader known: %v", err)
+	}
+	if err := k.check("", ae); !errors.Is(err, ErrRefused) {
+		t.Errorf("append entries on an unproven connection: %v, want ErrRefused", err)
+	}
 	// Without a member list entry for its identity, nothing passes.
-	k := &rpcCheck{members: fakeMembers{}}
+	k = &rpcCheck{members: fakeMembers{}}
 	if err := k.check("n2", rpcFrame{Type: rpcRequestVote, ID: "n2", Addr: "10.0.0.2:7000"}); !errors.Is(err, ErrRefused) {
 		t.Errorf("vote from a non-member: %v, want ErrRefused", err)
 	}
