@@ -303,8 +303,8 @@ func (n *Node) caller(ctx context.Context) (string, error) {
 }
 
 // callerAdmitted refuses a peer call unless the node ctx's proof names is
-// an admitted member of this node's gossip view: a node credential acts
-// only as the member it names, and only while it is one.
+// a member (admittedMember): a node credential acts only as the member it
+// names, and only while it is one.
 func (n *Node) callerAdmitted(ctx context.Context) error {
 	if n.auth == nil && n.tls == nil {
 		return nil
@@ -313,35 +313,65 @@ func (n *Node) callerAdmitted(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return n.admittedMember(id)
+	return n.admittedMember(ctx, id)
 }
 
-// admittedMember refuses id unless it is an admitted member of this node's
-// gossip view: in the current view (fast: one atomic load), or live in
-// gossip and admitted now (the view lags a member that just joined). A
-// node gossip does not know is refused with PermissionDenied; one still
-// proving who it is (TLS admission), with Unavailable, so it retries.
-// Without a gossip key or TLS callers are on loopback and name no node.
-func (n *Node) admittedMember(id string) error {
-	if n.auth == nil && n.tls == nil {
+// memberWait bounds how long a peer call from a node this node's gossip
+// has not told of waits for it: a member that just joined calls as soon as
+// its own ring has it, which can be a gossip round before this node hears.
+const memberWait = time.Second
+
+// admittedMember refuses, with PermissionDenied, a caller (named by its
+// node certificate or proof) that is not a member of this node's gossip
+// view after memberWait. Without a gossip key or TLS callers are on
+// loopback and name no node.
+func (n *Node) admittedMember(ctx context.Context, id string) error {
+	if n.auth == nil && n.tls == nil || n.isMember(id) {
 		return nil
 	}
+	if waitFor(ctx, memberWait, func() bool { return n.isMember(id) }) {
+		return nil
+	}
+	n.refused.WithLabelValues("non_member").Inc()
+	return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", id)
+}
+
+// isMember reports whether id is in the current view (one atomic load)
+// or live in gossip (the view lags a member that just joined). The
+// credential that named id proves the caller holds id's key; under TLS,
+// admission binds gossip's entry for id to the same certificate
+// (security.go).
+func (n *Node) isMember(id string) bool {
 	if v := n.view.Load(); v != nil {
 		if _, ok := v.members[id]; ok {
-			return nil
+			return true
 		}
 	}
 	n.membersMu.Lock()
-	m, live := n.known[id]
-	n.membersMu.Unlock()
-	switch {
-	case !live:
-		n.refused.WithLabelValues("non_member").Inc()
-		return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", id)
-	case !n.admittedNow(id, m):
-		return status.Errorf(codes.Unavailable, "node: member %q is not admitted yet (proving who it is)", id)
+	defer n.membersMu.Unlock()
+	_, live := n.known[id]
+	return live
+}
+
+// waitFor polls ok every 50 ms until it holds (true), d passed or ctx
+// ended (false).
+func waitFor(ctx context.Context, d time.Duration, ok func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if ok() {
+				return true
+			}
+		case <-deadline.C:
+			return ok()
+		case <-ctx.Done():
+			return false
+		}
 	}
-	return nil
 }
 
 func (n *Node) speaksFor(id, claimed string) error {

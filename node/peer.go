@@ -81,7 +81,7 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 	if err := s.n.callerIs(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
-	if err := s.n.admittedMember(req.GetFrom()); err != nil {
+	if err := s.n.admittedMember(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
 	if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
@@ -102,7 +102,7 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 			return ack
 		}
-		if err := s.n.admittedMember(caller); err != nil {
+		if err := s.n.admittedMember(stream.Context(), caller); err != nil {
 			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 			return ack
 		}
@@ -119,10 +119,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	if err := s.n.callerIs(ctx, req.GetTo()); err != nil {
 		return nil, err
 	}
-	if err := s.n.admittedMember(req.GetTo()); err != nil {
-		return nil, err
-	}
-	if err := s.n.plausibleParts(req.GetTo(), req.GetPartitions()); err != nil {
+	if err := s.n.checkHandoffAsk(ctx, req.GetTo(), req.GetPartitions()); err != nil {
 		return nil, err
 	}
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
@@ -139,6 +136,30 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: m.Partition, To: m.To})
 	}
 	return resp, nil
+}
+
+// handoffAdmitWait bounds how long a hand-off ask waits for its asker to
+// be a member that may own or hold what it asks (see memberWait): well
+// under the asker's AskTimeout (3 s), so the answer still arrives.
+const handoffAdmitWait = 1500 * time.Millisecond
+
+// checkHandoffAsk refuses a hand-off ask unless its asker is a member and
+// every partition asked is plausible (plausibleParts), waiting up to
+// handoffAdmitWait for that to hold.
+func (n *Node) checkHandoffAsk(ctx context.Context, asker string, parts []uint32) error {
+	if n.auth == nil && n.tls == nil {
+		return nil
+	}
+	ok := func() bool { return n.isMember(asker) && n.plausibleParts(asker, parts) == nil }
+	if ok() || waitFor(ctx, handoffAdmitWait, ok) {
+		return nil
+	}
+	if !n.isMember(asker) {
+		n.refused.WithLabelValues("non_member").Inc()
+		return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", asker)
+	}
+	n.refused.WithLabelValues("handoff_parts").Inc()
+	return n.plausibleParts(asker, parts)
 }
 
 // plausibleParts refuses a hand-off ask for partitions the asker can
@@ -175,7 +196,6 @@ func (n *Node) plausibleParts(asker string, parts []uint32) error {
 	if len(rest) == 0 {
 		return nil
 	}
-	n.refused.WithLabelValues("handoff_parts").Inc()
 	return status.Errorf(codes.PermissionDenied, "node: %s asked for %d partitions it neither owns nor holds (partition %d among them)", asker, len(rest), rest[0])
 }
 
