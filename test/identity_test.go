@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/internal/tlsconf"
@@ -191,4 +193,72 @@ func TestIdentityNonMemberNodeCertOnRaft(t *testing.T) {
     period: 1h
     burst: 10
 `)
+}
+
+// helloRaftLayer dials Raft ports in plain TCP and opens each connection
+// with a node proof for id, as a node with the gossip key does.
+type helloRaftLayer struct {
+	tlsRaftLayer
+	hello []byte
+}
+
+func (l helloRaftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(append([]byte{byte(len(l.hello) >> 8), byte(len(l.hello))}, l.hello...)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// TestIdentityNonMemberKeyProof: with the gossip key (no TLS), a valid
+// node proof for n9, which never joined, is refused on Peer.Handoff at
+// every node, and its Raft votes as n2 (it proves n9) and appends as n9
+// are refused; checks keep working and no node takes the forged terms.
+func TestIdentityNonMemberKeyProof(t *testing.T) {
+	k1 := peerauth.GenerateKey()
+	c := wrapCluster(t, testcluster.NewWith(t, 3, testcluster.Options{Config: withKeys(k1)}))
+	c.ApplyRules(exactRules)
+	spent := c.checkOnce(c.Nodes[0], "apikey:victim", "exact", 40).Remaining
+	auth := peerauth.New("weir", keyring(t, k1))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		p := outsiderPeer(t, n.GRPCAddr(), grpc.WithPerRPCCredentials(auth.Credentials("n9")))
+		if _, err := p.Handoff(ctx, &weirv1.HandoffRequest{To: "n9", Partitions: allPartitions()}); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("Handoff to n9 at %s: %v, want PermissionDenied", n.ID(), err)
+		}
+	}
+
+	term := c.Nodes[0].Store().Term()
+	done := make(chan struct{})
+	tr := raft.NewNetworkTransport(helloRaftLayer{tlsRaftLayer{done: done}, []byte(auth.Token("n9"))}, 3, 5*time.Second, io.Discard)
+	defer func() { close(done); tr.Close() }()
+	for i, n := range c.Nodes {
+		as := c.Nodes[(i+1)%3]
+		h := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(as.ID()), Addr: []byte(as.RaftAddr())}
+		vote := &raft.RequestVoteRequest{RPCHeader: h, Term: term + 100, LastLogIndex: 1 << 40, LastLogTerm: term + 100}
+		if err := tr.RequestVote(raft.ServerID(n.ID()), raft.ServerAddress(n.RaftAddr()), vote, &raft.RequestVoteResponse{}); err == nil {
+			t.Errorf("RequestVote as %s at %s was answered", as.ID(), n.ID())
+		}
+		self := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n9"), Addr: []byte("127.0.0.1:1")}
+		app := &raft.AppendEntriesRequest{RPCHeader: self, Term: term + 100}
+		if err := tr.AppendEntries(raft.ServerID(n.ID()), raft.ServerAddress(n.RaftAddr()), app, &raft.AppendEntriesResponse{}); err == nil {
+			t.Errorf("AppendEntries from n9 at %s was answered", n.ID())
+		}
+	}
+	for _, n := range c.Nodes {
+		if tm := n.Store().Term(); tm >= term+100 {
+			t.Errorf("%s: term %d, was %d: a forged request was taken", n.ID(), tm, term)
+		}
+	}
+	if r := c.checkOnce(c.Nodes[2], "apikey:victim", "exact", 1); r.Remaining != spent-1 {
+		t.Errorf("victim: remaining %d, want %d (its counter moved or reset)", r.Remaining, spent-1)
+	}
+	for i := range 30 {
+		c.checkOnce(c.Nodes[i%3], fmt.Sprintf("apikey:k%d", i), "exact", 1) // fails the test on an error
+	}
 }
