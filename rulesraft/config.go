@@ -44,8 +44,8 @@ type Config struct {
 	// accepted one is closed unless CheckHello passes what its peer sent.
 	// Node passes proofs derived from the gossip keyring. Both must not
 	// block. With TLS (ServerTLS, ClientTLS) they are not used: the
-	// certificates authenticate the connection.
-	// CheckHello returns the node id the hello proves.
+	// certificates authenticate the connection. CheckHello returns the
+	// node id the hello proves.
 	Hello      func() []byte
 	CheckHello func(hello []byte) (id string, ok bool)
 	// PeerID, with TLS, names the node whose certificate a connection's
