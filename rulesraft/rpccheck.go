@@ -35,8 +35,8 @@ var ErrRefused = errors.New("rulesraft: raft request refused")
 //     header address is the Raft address gossip gives it;
 //   - AppendEntries, InstallSnapshot and TimeoutNow come from a server of
 //     the latest configuration (any, before this member has one: it is
-//     joining; and, for the first two, any proven member while this node
-//     knows no leader: it may have missed the change that added it), and
+//     joining; and, for the first two, any member while this node knows
+//     no leader: it may have missed the change that added it), and
 //     TimeoutNow from the current leader only.
 //
 // RequestVote and RequestPreVote from a member outside the configuration
@@ -79,9 +79,10 @@ func (k *rpcCheck) check(connID string, f rpcFrame) error {
 			servers, leader = r.servers(), r.leader()
 		}
 		// A member that missed the change adding the sender (it was down)
-		// knows no leader: it takes a proven member's requests then, or it
-		// could never catch up.
-		missed := leader == "" && connID != "" && k.members != nil && f.Type != rpcTimeoutNow
+		// knows no leader: it takes a member's requests then (checked
+		// above when the connection proved who it is), or it could never
+		// catch up.
+		missed := leader == "" && f.Type != rpcTimeoutNow
 		if len(servers) > 0 && !inConfiguration(servers, f.ID) && !missed {
 			return fmt.Errorf("%w: %s from %q, not in the Raft configuration", ErrRefused, rpcName(f.Type), f.ID)
 		}

@@ -272,17 +272,16 @@ func TestRPCCheckRefuses(t *testing.T) {
 			}
 		})
 	}
-	// A member that knows no leader takes a proven member's appends from
-	// outside its configuration (it may have missed the change adding
-	// it); with a leader it does not, nor from an unproven connection.
+	// A member that knows no leader takes a member's appends from outside
+	// its configuration (it may have missed the change adding it), not a
+	// TimeoutNow.
 	k := &rpcCheck{members: members}
 	k.raft.Store(&raftRef{servers: func() []raft.Server { return []raft.Server{{ID: "n1"}} }, leader: func() string { return "" }})
-	ae := rpcFrame{Type: rpcAppendEntries, ID: "n2", Addr: "10.0.0.2:7000"}
-	if err := k.check("n2", ae); err != nil {
+	if err := k.check("n2", rpcFrame{Type: rpcAppendEntries, ID: "n2", Addr: "10.0.0.2:7000"}); err != nil {
 		t.Errorf("append entries from a member, no leader known: %v", err)
 	}
-	if err := k.check("", ae); !errors.Is(err, ErrRefused) {
-		t.Errorf("append entries on an unproven connection: %v, want ErrRefused", err)
+	if err := k.check("n2", rpcFrame{Type: rpcTimeoutNow, ID: "n2", Addr: "10.0.0.2:7000"}); !errors.Is(err, ErrRefused) {
+		t.Errorf("timeout now, no leader known: %v, want ErrRefused", err)
 	}
 	// Without a member list entry for its identity, nothing passes.
 	k = &rpcCheck{members: fakeMembers{}}
