@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -224,19 +226,53 @@ const maxReplicaStates = 4 << 20
 // raftHandshake makes every Raft connection open with this node's proof
 // and refuses one without a valid proof (with a gossip key and no TLS;
 // with TLS the node certificates do it, and without either, Raft listens
-// on loopback only).
+// on loopback only). It also turns on the checks of every inbound Raft
+// request (rulesraft/rpccheck.go): a request names the node its
+// connection proved, an admitted member at the Raft address gossip gives
+// it.
 func (n *Node) raftHandshake(rc *rulesraft.Config) {
-	if n.auth == nil || n.tls != nil {
+	rc.Members = raftMembers{n}
+	rc.RefusedRPC = func() { n.refused.WithLabelValues("raft_rpc").Inc() }
+	if n.tls != nil {
+		rc.PeerID = func(cs tls.ConnectionState) (string, bool) {
+			id, ok := tlsconf.FromPeerCerts(cs.PeerCertificates)
+			return id.Name, ok && id.Role == tlsconf.RoleNode && id.Cluster == n.cfg.ClusterName && id.Name != ""
+		}
+		return
+	}
+	if n.auth == nil {
 		return
 	}
 	rc.Hello = func() []byte { return []byte(n.auth.Token(n.cfg.ID)) }
-	rc.CheckHello = func(b []byte) bool {
-		_, ok := n.auth.VerifyToken(string(b))
+	rc.CheckHello = func(b []byte) (string, bool) {
+		id, ok := n.auth.VerifyToken(string(b))
 		if !ok {
 			n.refused.WithLabelValues("raft").Inc()
 		}
-		return ok
+		return id, ok && id != ""
 	}
+}
+
+// raftMembers is rulesraft.Members over this node's gossip view.
+type raftMembers struct{ n *Node }
+
+// RaftAddr is the Raft address of id while it is an admitted member: live
+// in gossip and admitted now, or in the current view (which lags one that
+// just left by a gossip round).
+func (m raftMembers) RaftAddr(id string) (string, bool) {
+	n := m.n
+	n.membersMu.Lock()
+	mm, live := n.known[id]
+	n.membersMu.Unlock()
+	if live && n.admittedNow(id, mm) {
+		return mm.Raft, true
+	}
+	if v := n.view.Load(); v != nil {
+		if mm, ok := v.members[id]; ok {
+			return mm.Raft, true
+		}
+	}
+	return "", false
 }
 
 // callerIs refuses a peer call that names another node than the one its
@@ -250,13 +286,13 @@ func (n *Node) callerIs(ctx context.Context, claimed string) error {
 	return n.speaksFor(id, claimed)
 }
 
-// caller is the node id ctx's proof names: with TLS, the node certificate
-// node/authz found.
+// caller is the node id ctx's proof names: the node certificate or proof
+// node/authz found (with TLS, only a certificate counts).
 func (n *Node) caller(ctx context.Context) (string, error) {
+	if c := authz.FromContext(ctx); c.Node && (c.HasCert || n.tls == nil) {
+		return c.NodeID, nil
+	}
 	if n.tls != nil {
-		if c := authz.FromContext(ctx); c.Node {
-			return c.NodeID, nil
-		}
 		return "", status.Error(codes.Unauthenticated, "node: peer call without a node certificate")
 	}
 	id, ok := n.PeerVerifier()(ctx)
@@ -264,6 +300,78 @@ func (n *Node) caller(ctx context.Context) (string, error) {
 		return "", status.Error(codes.Unauthenticated, "node: peer call without a valid node proof")
 	}
 	return id, nil
+}
+
+// callerAdmitted refuses a peer call unless the node ctx's proof names is
+// a member (admittedMember): a node credential acts only as the member it
+// names, and only while it is one.
+func (n *Node) callerAdmitted(ctx context.Context) error {
+	if n.auth == nil && n.tls == nil {
+		return nil
+	}
+	id, err := n.caller(ctx)
+	if err != nil {
+		return err
+	}
+	return n.admittedMember(ctx, id)
+}
+
+// memberWait bounds how long a peer call from a node this node's gossip
+// has not told of waits for it: a member that just joined calls as soon as
+// its own ring has it, which can be a gossip round before this node hears.
+const memberWait = time.Second
+
+// admittedMember refuses, with PermissionDenied, a caller (named by its
+// node certificate or proof) that is not a member of this node's gossip
+// view after memberWait. Without a gossip key or TLS callers are on
+// loopback and name no node.
+func (n *Node) admittedMember(ctx context.Context, id string) error {
+	if n.auth == nil && n.tls == nil || n.isMember(id) {
+		return nil
+	}
+	if waitFor(ctx, memberWait, func() bool { return n.isMember(id) }) {
+		return nil
+	}
+	n.refused.WithLabelValues("non_member").Inc()
+	return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", id)
+}
+
+// isMember reports whether id is in the current view (one atomic load)
+// or live in gossip (the view lags a member that just joined). The
+// credential that named id proves the caller holds id's key; under TLS,
+// admission binds gossip's entry for id to the same certificate
+// (security.go).
+func (n *Node) isMember(id string) bool {
+	if v := n.view.Load(); v != nil {
+		if _, ok := v.members[id]; ok {
+			return true
+		}
+	}
+	n.membersMu.Lock()
+	defer n.membersMu.Unlock()
+	_, live := n.known[id]
+	return live
+}
+
+// waitFor polls ok every 50 ms until it holds (true), d passed or ctx
+// ended (false).
+func waitFor(ctx context.Context, d time.Duration, ok func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if ok() {
+				return true
+			}
+		case <-deadline.C:
+			return ok()
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 func (n *Node) speaksFor(id, claimed string) error {
@@ -277,9 +385,9 @@ func (n *Node) speaksFor(id, claimed string) error {
 func newRefusals(reg *prometheus.Registry) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_node_proof_refusals_total",
-		Help: "What was refused for want of a valid node proof: peer_call (a gRPC Peer call), raft (a Raft connection), gossip_member (gossip metadata of a member).",
+		Help: "What was refused for want of a valid node proof: peer_call (a gRPC Peer call), raft (a Raft connection), gossip_member (gossip metadata of a member), non_member (a node credential naming no admitted member), handoff_parts (a hand-off ask for partitions the asker cannot own or hold), raft_rpc (a Raft RPC whose sender is not who its connection proved, or not allowed it).",
 	}, []string{"kind"})
-	for _, k := range []string{"peer_call", "raft", "gossip_member"} {
+	for _, k := range []string{"peer_call", "raft", "gossip_member", "non_member", "handoff_parts", "raft_rpc"} {
 		c.WithLabelValues(k)
 	}
 	reg.MustRegister(c)

@@ -3,11 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/internal/grpcwin"
@@ -16,6 +19,7 @@ import (
 	"github.com/weirlimit/weir/node/api"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/ring"
 )
 
 // peerServer is node-to-node gRPC traffic.
@@ -55,6 +59,9 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 // forwardInto is forward with the results converted into buf's messages
 // (nil: fresh ones).
 func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem, buf *limitpb.ResultBuf) ([]*weirv1.CheckResult, error) {
+	if err := s.n.callerAdmitted(ctx); err != nil {
+		return nil, err
+	}
 	b := s.batches.FromProto(items)
 	defer s.batches.Put(b)
 	err := limit.DecideValid(b.Items, b.Results, func(valid []limit.Item, out []limit.Result) error {
@@ -72,6 +79,9 @@ func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem,
 // Replicate stores counter copies shipped by an owner.
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
 	if err := s.n.callerIs(ctx, req.GetFrom()); err != nil {
+		return nil, err
+	}
+	if err := s.n.admittedMember(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
 	if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
@@ -92,6 +102,10 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 			return ack
 		}
+		if err := s.n.admittedMember(stream.Context(), caller); err != nil {
+			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
+			return ack
+		}
 		if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
 			s.n.log.Warn("replica states refused", "from", req.From, "err", err)
 		}
@@ -103,6 +117,9 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 // of the hand-off protocol, replication.Handoff.Serve).
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
 	if err := s.n.callerIs(ctx, req.GetTo()); err != nil {
+		return nil, err
+	}
+	if err := s.n.checkHandoffAsk(ctx, req.GetTo(), req.GetPartitions()); err != nil {
 		return nil, err
 	}
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
@@ -119,6 +136,84 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: m.Partition, To: m.To})
 	}
 	return resp, nil
+}
+
+// handoffAdmitWait bounds how long a hand-off ask waits for its asker to
+// be a member that may own or hold what it asks (see memberWait): well
+// under the asker's AskTimeout (3 s), so the answer still arrives.
+const handoffAdmitWait = 1500 * time.Millisecond
+
+// checkHandoffAsk refuses a hand-off ask unless its asker is a member and
+// every partition asked is plausible (plausibleParts), waiting up to
+// handoffAdmitWait for that to hold.
+func (n *Node) checkHandoffAsk(ctx context.Context, asker string, parts []uint32) error {
+	if n.auth == nil && n.tls == nil {
+		return nil
+	}
+	ok := func() bool { return n.isMember(asker) && n.plausibleParts(asker, parts) == nil }
+	if ok() || waitFor(ctx, handoffAdmitWait, ok) {
+		return nil
+	}
+	if !n.isMember(asker) {
+		n.refused.WithLabelValues("non_member").Inc()
+		return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", asker)
+	}
+	n.refused.WithLabelValues("handoff_parts").Inc()
+	return n.plausibleParts(asker, parts)
+}
+
+// plausibleParts refuses a hand-off ask for partitions the asker can
+// neither own nor hold: each must have the asker among its replicas in
+// this node's ring or, as that ring lags a gossip round, in the ring of the
+// members admitted now. (Out-of-range partitions pass: Serve refuses
+// them.) Callers on loopback without a gossip key or TLS are not checked.
+func (n *Node) plausibleParts(asker string, parts []uint32) error {
+	if n.auth == nil && n.tls == nil {
+		return nil
+	}
+	var rest []uint32
+	if v := n.view.Load(); v != nil {
+		rest = partsNotHeld(v.ring, asker, parts)
+	} else {
+		rest = parts
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	members := map[string]member{}
+	for id, m := range n.readMembers() {
+		if n.admittedNow(id, m) {
+			members[id] = m
+		}
+	}
+	if m, ok := members[n.cfg.ID]; ok && n.leaving.Load() {
+		m.Leaving = true
+		members[n.cfg.ID] = m
+	}
+	if r, err := ring.New(ringMembers(members, ""), n.cfg.Ring); err == nil {
+		rest = partsNotHeld(r, asker, rest)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return status.Errorf(codes.PermissionDenied, "node: %s asked for %d partitions it neither owns nor holds (partition %d among them)", asker, len(rest), rest[0])
+}
+
+// partsNotHeld lists the partitions of parts whose replicas in r do not
+// include id (those out of r's range excepted).
+func partsNotHeld(r *ring.Ring, id string, parts []uint32) []uint32 {
+	var buf []string
+	var rest []uint32
+	for _, p := range parts {
+		if int(p) >= r.PartitionCount() {
+			continue
+		}
+		buf = r.AppendPartitionReplicas(buf[:0], p)
+		if !slices.Contains(buf, id) {
+			rest = append(rest, p)
+		}
+	}
+	return rest
 }
 
 // peerHandoff is the puller's side of the hand-off on the wire.

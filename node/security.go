@@ -173,6 +173,18 @@ func (n *Node) admitted(members map[string]member) (out map[string]member, wait 
 	return out, wait
 }
 
+// admittedNow reports whether the live member m (id) is admitted: always
+// without TLS (gossip proofs were checked as it joined), else when its
+// gRPC address was verified.
+func (n *Node) admittedNow(id string, m member) bool {
+	if n.tls == nil || id == n.cfg.ID {
+		return true
+	}
+	n.admit.mu.Lock()
+	defer n.admit.mu.Unlock()
+	return m.GRPC != "" && n.admit.ok[id] == m.GRPC
+}
+
 // verifyMember handshakes with the member's gRPC port and checks that its
 // certificate names node/<id>.
 func (n *Node) verifyMember(id, addr string) {

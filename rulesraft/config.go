@@ -44,9 +44,21 @@ type Config struct {
 	// accepted one is closed unless CheckHello passes what its peer sent.
 	// Node passes proofs derived from the gossip keyring. Both must not
 	// block. With TLS (ServerTLS, ClientTLS) they are not used: the
-	// certificates authenticate the connection.
+	// certificates authenticate the connection. CheckHello returns the
+	// node id the hello proves.
 	Hello      func() []byte
-	CheckHello func(hello []byte) bool
+	CheckHello func(hello []byte) (id string, ok bool)
+	// PeerID, with TLS, names the node whose certificate a connection's
+	// peer presented (ok false: none; its requests are then refused).
+	PeerID func(tls.ConnectionState) (id string, ok bool)
+	// Members, when set, turns on the checks of every inbound Raft request
+	// (rpccheck.go): its sender must be the node its connection proved
+	// (PeerID or CheckHello), an admitted member at the address gossip
+	// gives it, and for AppendEntries, InstallSnapshot and TimeoutNow in
+	// the latest configuration (TimeoutNow: the leader). A refused request
+	// closes its connection; RefusedRPC (if set, must not block) counts it.
+	Members    Members
+	RefusedRPC func()
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.

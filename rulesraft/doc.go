@@ -66,4 +66,13 @@
 // which shuts Raft down first and then closes the transport and bolt store.
 // Reconcile calls are serialized by their own mutex, which also guards the
 // missing-voter timestamps.
+//
+// # Inbound requests
+//
+// With Config.Members, each accepted connection is a checkConn
+// (rpccheck.go): Raft's handler goroutine of that connection reads it, and
+// each of its reads first takes one whole request off the wire
+// (rpcframe.go, bounded), checks who sent it against the connection's
+// identity, the members and the latest configuration, and only then hands
+// its bytes, unchanged, to Raft. A refused request closes the connection.
 package rulesraft

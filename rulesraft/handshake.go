@@ -42,9 +42,10 @@ func writeHello(c net.Conn, hello []byte, timeout time.Duration) error {
 // helloConn checks the peer's hello on its first Read.
 type helloConn struct {
 	net.Conn
-	check  func([]byte) bool
+	check  func([]byte) (string, bool)
 	reject func(net.Conn)
 	once   sync.Once
+	id     string // the node the hello proved, once read
 	err    error
 }
 
@@ -62,8 +63,12 @@ func (c *helloConn) Read(p []byte) (int, error) {
 			c.err = errHello
 		} else {
 			b := make([]byte, l)
-			if _, err := io.ReadFull(c.Conn, b); err != nil || !c.check(b) {
+			if _, err := io.ReadFull(c.Conn, b); err != nil {
 				c.err = errHello
+			} else if id, ok := c.check(b); !ok {
+				c.err = errHello
+			} else {
+				c.id = id
 			}
 		}
 		_ = c.Conn.SetReadDeadline(time.Time{})

@@ -20,7 +20,7 @@ func TestHelloRefusesStrangers(t *testing.T) {
 	}
 	defer l.Close()
 	l.hello = func() []byte { return []byte("node-proof") }
-	l.check = func(b []byte) bool { return string(b) == "node-proof" }
+	l.check = func(b []byte) (string, bool) { return "n1", string(b) == "node-proof" }
 	refused := 0
 	l.reject = func(net.Conn) { refused++ }
 	accepted := make(chan net.Conn, 8)

@@ -114,6 +114,10 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.layer = layer
 	layer.hello, layer.check = cfg.Hello, cfg.CheckHello
+	if cfg.Members != nil {
+		layer.rpc = &rpcCheck{members: cfg.Members, log: s.log, refused: cfg.RefusedRPC}
+		layer.peerID = cfg.PeerID
+	}
 	layer.reject = func(c net.Conn) {
 		s.log.Warn("raft connection without a valid hello refused", "from", c.RemoteAddr().String())
 	}
@@ -139,6 +143,9 @@ func Open(cfg Config) (*Store, error) {
 		s.trans.Close()
 		s.bolt.Close()
 		return nil, fmt.Errorf("rulesraft: start raft: %w", err)
+	}
+	if layer.rpc != nil {
+		layer.rpc.raft.Store(refOf(s.raft))
 	}
 	return s, nil
 }

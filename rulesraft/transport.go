@@ -2,6 +2,7 @@ package rulesraft
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -27,9 +28,12 @@ type tcpLayer struct {
 
 	tls *tlsState // nil: plain TCP
 
-	hello  func() []byte     // Config.Hello
-	check  func([]byte) bool // Config.CheckHello
-	reject func(net.Conn)    // logs a refused connection
+	hello  func() []byte               // Config.Hello
+	check  func([]byte) (string, bool) // Config.CheckHello
+	reject func(net.Conn)              // logs a refused connection
+
+	rpc    *rpcCheck                                // nil: requests pass unchecked
+	peerID func(tls.ConnectionState) (string, bool) // Config.PeerID
 
 	mu     sync.Mutex
 	closed bool
@@ -99,8 +103,17 @@ func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
 	return &trackedConn{Conn: c, l: l}, nil
 }
 
-// Accept implements net.Listener.
+// Accept implements net.Listener. With checks (rpcCheck), Raft reads an
+// accepted connection's requests only once they passed.
 func (l *tcpLayer) Accept() (net.Conn, error) {
+	c, err := l.accept()
+	if err != nil || l.rpc == nil {
+		return c, err
+	}
+	return l.rpc.wrap(c, l.identity(c)), nil
+}
+
+func (l *tcpLayer) accept() (net.Conn, error) {
 	if l.tls != nil {
 		return l.acceptTLS()
 	}
@@ -112,6 +125,30 @@ func (l *tcpLayer) Accept() (net.Conn, error) {
 		c = &helloConn{Conn: c, check: l.check, reject: l.reject}
 	}
 	return l.track(c)
+}
+
+// identity returns what tells the node an accepted connection proved it
+// is: its certificate's (Config.PeerID) or its hello's; "" for none.
+func (l *tcpLayer) identity(c net.Conn) func() string {
+	none := func() string { return "" }
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return none
+	}
+	switch inner := tc.Conn.(type) {
+	case *tls.Conn:
+		if l.peerID == nil {
+			return none
+		}
+		id, ok := l.peerID(inner.ConnectionState())
+		if !ok {
+			id = "\x00no node identity" // names no server: every request is refused
+		}
+		return func() string { return id }
+	case *helloConn:
+		return func() string { return inner.id }
+	}
+	return none
 }
 
 // Dial implements raft.StreamLayer.
