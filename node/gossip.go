@@ -148,6 +148,12 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	if n.keyring != nil {
 		mc.Keyring = n.keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		switch n.cfg.GossipUpgrade { // moving a keyless cluster onto the key
+		case GossipUpgradePlain:
+			mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = false, false
+		case GossipUpgradeEncrypt:
+			mc.GossipVerifyIncoming = false
+		}
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 	if err != nil {

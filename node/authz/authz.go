@@ -137,6 +137,7 @@ const (
 	read                  // any role or the token
 	checks                // like open, and refunds need a node
 	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
+	keyring               // HTTP /v1/keyring...: under TLS admin or node; the handler admits admins and key-proven members only
 )
 
 func grpcClass(method string) class {
@@ -179,6 +180,12 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 				return status.Error(codes.Unauthenticated, "authz: rule and override writes need the admin role: an admin certificate, or \"Authorization: Bearer <token>\" with the node's admin token")
 			}
 			return status.Errorf(codes.PermissionDenied, "authz: rule and override writes need the admin role (caller: %s)", c)
+		}
+	case keyring:
+		// Without TLS the handler decides: a member's call carries a key
+		// proof bound to the request, which only it can check.
+		if a.cfg.TLS && !c.Writer() {
+			return status.Errorf(codes.PermissionDenied, "authz: the gossip keyring needs the admin role: an admin certificate or the admin token (caller: %s)", c)
 		}
 	case read:
 		if a.guarded() && !c.Any() {
@@ -279,6 +286,9 @@ func httpClass(r *http.Request) class {
 	p := r.URL.Path
 	if (p == "/healthz" || p == "/readyz") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return probe
+	}
+	if p == "/v1/keyring" || strings.HasPrefix(p, "/v1/keyring/") {
+		return keyring
 	}
 	rules := p == "/v1/rules" || strings.HasPrefix(p, "/v1/rules/") || strings.HasPrefix(p, "/v1/rules:")
 	overrides := p == "/v1/overrides"

@@ -21,6 +21,9 @@
 //   - reads of rules, overrides and history (gRPC ListRules, GetRule,
 //     History; HTTP GET /v1/rules..., /v1/overrides): any role or the
 //     token, once TLS or a token is configured.
+//   - the gossip keyring (HTTP /v1/keyring...): under TLS admin or node
+//     here; node/keyring.go then admits the admin role alone, or a
+//     member's call carrying a key proof bound to the request.
 //   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
 //     client certificate (load balancers, kubelet probes); the HTTP
 //     listener asks for a certificate but does not require one, and a
