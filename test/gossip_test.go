@@ -3,8 +3,10 @@ package test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
 )
@@ -148,4 +151,64 @@ func TestGossipBeyondLoopbackNeedsKey(t *testing.T) {
 		t.Fatalf("gossip on loopback, TLS, no key: %v", err)
 	}
 	n.Close()
+}
+
+// A TLS cluster that ran without a gossip key moves onto one with the
+// three rounds of rolling restarts docs/operations.md gives (--gossip-upgrade
+// plain, then encrypt, then none): after every restart each node sees all
+// three members alive, the restarted one at its new address (keyed and
+// keyless nodes gossip with each other throughout), and at the end forged
+// dead packets are dropped. (Restarting straight onto the key instead
+// leaves the restarted node dead to the others.)
+func TestKeylessTLSClusterMovesOntoKey(t *testing.T) {
+	key := peerauth.GenerateKey()
+	var mu sync.Mutex
+	dirs := map[string]string{}
+	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true, Config: func(cfg *node.Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dirs[cfg.ID] == "" {
+			dirs[cfg.ID] = cfg.DataDir
+		}
+	}})
+	at := map[string]int{"n1": 0, "n2": 1, "n3": 2} // index in c.Nodes
+	for _, round := range []string{node.GossipUpgradePlain, node.GossipUpgradeEncrypt, ""} {
+		for _, id := range []string{"n1", "n2", "n3"} {
+			c.Kill(at[id])
+			cfg := testcluster.Config(t, id)
+			cfg.DataDir, cfg.ClusterName = dirs[id], c.PKI.Cluster
+			cfg.TLS = c.PKI.Files(tlsconf.RoleNode, id, time.Hour)
+			cfg.GossipKeys, cfg.GossipUpgrade = [][]byte{key}, round
+			cfg.Join = []string{c.Live()[0].GossipAddr()}
+			n := c.Start(cfg)
+			at[id] = len(c.Nodes) - 1
+			testwait.For(t, 60*time.Second, fmt.Sprintf("round %q: every node to see restarted %s alive", round, id), func() error {
+				for _, o := range c.Live() {
+					for _, m := range o.Members().Members {
+						if m.State != "alive" {
+							return fmt.Errorf("%s sees %s %s", o.ID(), m.ID, m.State)
+						}
+						if m.ID == id && m.GossipAddr != n.GossipAddr() {
+							return fmt.Errorf("%s sees %s at %s, not at %s", o.ID(), id, m.GossipAddr, n.GossipAddr())
+						}
+					}
+					if k := testcluster.InRing(o); k != 3 {
+						return fmt.Errorf("%s sees %d members", o.ID(), k)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	c.WaitStable(3)
+	live := c.Live()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		sendUDP(t, forgedDead(t, c.PKI.Cluster, "n2"), live...)
+		time.Sleep(100 * time.Millisecond)
+		for _, n := range live {
+			if !inRing(n, "n2") {
+				t.Fatalf("%s took n2 out of its ring after forged dead packets, after the move onto the key", n.ID())
+			}
+		}
+	}
 }
