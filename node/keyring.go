@@ -96,7 +96,7 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 			n.memberKeyringChange(w, r, op)
 			return
 		}
-		// An admin: the token first, the body after.
+		// An admin: the role first, the body after.
 		if err := n.authorizeAdmin(r, "keyring changes"); err != nil {
 			writeKeyringError(w, err)
 			return
@@ -196,7 +196,7 @@ func readKeyringBody(w http.ResponseWriter, r *http.Request, v any) error {
 // certificate or the admin token, as node/authz found them in the request
 // (whoever may change the keyring may let any process into the cluster).
 // A node with neither TLS nor a token admits nobody. what names the call
-// in the error ("keyring changes", "listing the keyring").
+// in the error ("keyring changes", "keyring lists").
 func (n *Node) authorizeAdmin(r *http.Request, what string) error {
 	c := authz.FromContext(r.Context())
 	switch {

@@ -212,3 +212,33 @@ func TestKeylessTLSClusterMovesOntoKey(t *testing.T) {
 		}
 	}
 }
+
+// --gossip-upgrade takes plain or encrypt, needs TLS, and needs the key.
+func TestGossipUpgradeConfig(t *testing.T) {
+	pki := testcluster.NewPKI(t, "weir")
+	for _, tc := range []struct {
+		name, mode string
+		tls, key   bool
+		want       string
+	}{
+		{"unknown mode", "off", true, true, `want "plain" or "encrypt"`},
+		{"without TLS", node.GossipUpgradePlain, false, true, "is for a TLS cluster"},
+		{"without the key", node.GossipUpgradeEncrypt, true, false, "needs the gossip key"},
+	} {
+		cfg := testcluster.Config(t, "n1")
+		cfg.GossipUpgrade = tc.mode
+		if tc.tls {
+			cfg.TLS = pki.Files(tlsconf.RoleNode, "n1", time.Hour)
+		}
+		if tc.key {
+			cfg.GossipKeys = [][]byte{peerauth.GenerateKey()}
+		}
+		n, err := node.New(cfg)
+		if err == nil {
+			n.Close()
+		}
+		if !errors.Is(err, node.ErrConfig) || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: %v; want a config error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
