@@ -22,6 +22,12 @@ import (
 	"github.com/weirlimit/weir/ring"
 )
 
+// Config.GossipUpgrade values.
+const (
+	GossipUpgradePlain   = "plain"
+	GossipUpgradeEncrypt = "encrypt"
+)
+
 // ErrConfig reports an invalid Config.
 var ErrConfig = errors.New("node: invalid config")
 
@@ -91,6 +97,12 @@ type Config struct {
 	// written later (an operator who updated the file after a rotation the
 	// node missed). Zero: the persisted keyring wins.
 	GossipKeysWritten time.Time
+	// GossipUpgrade, only while a running keyless TLS cluster moves onto a
+	// gossip key with rolling restarts (docs/operations.md): "plain" holds
+	// the key but gossips in plaintext, "encrypt" gossips encrypted; both
+	// still accept plaintext gossip and members without a key proof. Empty
+	// (the default): encrypted gossip only, members with a proof only.
+	GossipUpgrade string
 	// HTTPReadTimeout bounds reading one HTTP request, body included
 	// (default 30 s).
 	HTTPReadTimeout time.Duration

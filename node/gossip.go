@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -96,14 +97,24 @@ func (n *Node) signalChanged() {
 // slogWriter adapts memberlist's *log.Logger output to slog (debug level;
 // memberlist's own "[WARN]" lines become warnings, "[ERR]" errors, except
 // "Conflicting address": a member that came back at another address, which
-// it logs on every gossip round until the old address is declared dead).
-type slogWriter struct{ n *Node }
+// it logs on every gossip round until the old address is declared dead,
+// and "Decrypt packet failed": a packet without this cluster's key, which
+// anyone may send as often as they like, logged at most every 10 s).
+type slogWriter struct {
+	n             *Node
+	undecryptable *atomic.Int64 // unix ns an undecryptable packet was last logged
+}
 
 func (w slogWriter) Write(p []byte) (int, error) {
 	s := strings.TrimSpace(string(p))
 	switch {
 	case strings.Contains(s, "Conflicting address"):
 		w.n.log.Debug(s, "component", "gossip")
+	case strings.Contains(s, "Decrypt packet failed"):
+		now := time.Now().UnixNano()
+		if last := w.undecryptable.Load(); now-last > int64(10*time.Second) && w.undecryptable.CompareAndSwap(last, now) {
+			w.n.log.Warn(s+" (gossip without this cluster's key, dropped; logged at most every 10 s)", "component", "gossip")
+		}
 	case strings.Contains(s, "[ERR]"):
 		w.n.log.Error(s, "component", "gossip")
 	case strings.Contains(s, "[WARN]"):
@@ -143,11 +154,17 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	mc.Delegate = delegate{n}
 	mc.Events = delegate{n}
 	mc.Conflict = delegate{n}
-	mc.Logger = log.New(slogWriter{n}, "", 0)
+	mc.Logger = log.New(slogWriter{n: n, undecryptable: new(atomic.Int64)}, "", 0)
 	mc.Label = n.cfg.ClusterName // gossip from another cluster is dropped
 	if n.keyring != nil {
 		mc.Keyring = n.keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+		switch n.cfg.GossipUpgrade { // moving a keyless cluster onto the key
+		case GossipUpgradePlain:
+			mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = false, false
+		case GossipUpgradeEncrypt:
+			mc.GossipVerifyIncoming = false
+		}
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 	if err != nil {

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -23,6 +21,7 @@ import (
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/authz"
 )
 
 // Gossip key rotation (weir keyring). An admin asks any node; it checks
@@ -81,7 +80,7 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 			writeKeyringJSON(w, http.StatusOK, KeyringAnswer{Members: []KeyringMember{n.localKeyring()}})
 			return
 		}
-		if err := n.authorizeAdmin(r); err != nil {
+		if err := n.authorizeAdmin(r, "keyring lists"); err != nil {
 			writeKeyringError(w, err)
 			return
 		}
@@ -97,8 +96,8 @@ func (n *Node) handleKeyring(mux *http.ServeMux) {
 			n.memberKeyringChange(w, r, op)
 			return
 		}
-		// An admin: the token first, the body after.
-		if err := n.authorizeAdmin(r); err != nil {
+		// An admin: the role first, the body after.
+		if err := n.authorizeAdmin(r, "keyring changes"); err != nil {
 			writeKeyringError(w, err)
 			return
 		}
@@ -193,22 +192,28 @@ func readKeyringBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// authorizeAdmin admits an admin: the admin token, or, on a node without
-// one, a caller on loopback only (whoever may change the keyring may let
-// any process into the cluster).
-func (n *Node) authorizeAdmin(r *http.Request) error {
-	if n.cfg.AdminToken == "" {
-		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && isLoopbackHost(host) {
-			return nil
-		}
-		return limit.Errorf(limit.ErrUnauthenticated, "keyring changes need the admin token; this node has none, so only callers on its own machine may make them")
-	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(n.cfg.AdminToken)) == 1 {
+// authorizeAdmin admits the admin role only, from any address: an admin
+// certificate or the admin token, as node/authz found them in the request
+// (whoever may change the keyring may let any process into the cluster).
+// A node with neither TLS nor a token admits nobody. what names the call
+// in the error ("keyring changes", "keyring lists").
+func (n *Node) authorizeAdmin(r *http.Request, what string) error {
+	c := authz.FromContext(r.Context())
+	switch {
+	case c.Admin:
 		return nil
+	case n.tls == nil && n.cfg.AdminToken == "":
+		return limit.Errorf(limit.ErrUnauthenticated, "%s need the admin role, and this node has no admin credential: start it with --admin-token-file (or with TLS, and use an admin certificate)", what)
+	case c.Any():
+		return errForbidden{fmt.Errorf("%s need the admin role: an admin certificate or the admin token (caller: %s)", what, c)}
+	case n.tls != nil:
+		return limit.Errorf(limit.ErrUnauthenticated, "%s need the admin role: an admin certificate or the admin token", what)
 	}
-	return limit.Errorf(limit.ErrUnauthenticated, "keyring changes need the admin token: send \"Authorization: Bearer <token>\"")
+	return limit.Errorf(limit.ErrUnauthenticated, "%s need the admin token: send \"Authorization: Bearer <token>\"", what)
 }
+
+// errForbidden is a caller with a role, but not the one asked for (403).
+type errForbidden struct{ error }
 
 func (n *Node) localKeyring() KeyringMember {
 	m := KeyringMember{Node: n.cfg.ID, Primary: KeyFingerprint(n.keyring.GetPrimaryKey())}
@@ -384,6 +389,9 @@ func (n *Node) keyringCall(ctx context.Context, addr, method, path string, body 
 
 func writeKeyringError(w http.ResponseWriter, err error) {
 	code, name := api.HTTPStatus(err)
+	if errors.As(err, new(errForbidden)) {
+		code, name = http.StatusForbidden, "forbidden"
+	}
 	writeKeyringJSON(w, code, KeyringAnswer{Members: []KeyringMember{}, Error: err.Error(), Code: name})
 }
 

@@ -50,7 +50,25 @@ func (c Config) validateSecurity() error {
 	if c.HTTPReadTimeout < 0 {
 		return fmt.Errorf("%w: http read timeout must be >= 0", ErrConfig)
 	}
+	switch c.GossipUpgrade {
+	case "":
+	case GossipUpgradePlain, GossipUpgradeEncrypt:
+		if !c.TLS.Set() {
+			return fmt.Errorf("%w: gossip upgrade %q is for a TLS cluster moving onto a gossip key (without TLS, keyless nodes gossip on loopback only)", ErrConfig, c.GossipUpgrade)
+		}
+	default:
+		return fmt.Errorf("%w: gossip upgrade %q: want %q or %q", ErrConfig, c.GossipUpgrade, GossipUpgradePlain, GossipUpgradeEncrypt)
+	}
 	return nil
+}
+
+// errNoGossipKey is a node told to gossip on an address other hosts reach
+// without a gossip key: anyone who can send it a UDP packet could forge
+// membership (declare members dead, split the cluster).
+func errNoGossipKey(addr string) error {
+	return fmt.Errorf("%w: gossip on %s (not loopback) needs a gossip key, or anyone who reaches the port can forge membership: "+
+		"make one with `weir keyring generate --out FILE` (`weir tls cert create --node ...` writes DIR/gossip-keyring too) "+
+		"and start every node with --gossip-key-file FILE, or bind --gossip to 127.0.0.1", ErrConfig, addr)
 }
 
 // peersAuthenticated reports whether the node's peers prove they are nodes
@@ -59,8 +77,10 @@ func (c Config) peersAuthenticated() bool { return len(c.GossipKeys) > 0 || c.TL
 
 // setupKeys loads the keyring (the one persisted in the data dir wins
 // over cfg.GossipKeys unless they were written later) and, when peers cannot prove who they are, binds the
-// peer-facing listeners (gossip, Raft) to loopback. It returns the
-// adjusted config and the keyring (nil without a gossip key).
+// peer-facing listeners (gossip, Raft) to loopback. With TLS and no key,
+// gossip must bind loopback: it refuses another address (errNoGossipKey).
+// It returns the adjusted config and the keyring (nil without a gossip
+// key).
 func setupKeys(cfg Config, log *slog.Logger) (Config, *memberlist.Keyring, error) {
 	path := filepath.Join(cfg.DataDir, keyringFile)
 	switch keys, err := peerauth.ReadKeyringFile(path); {
@@ -97,7 +117,13 @@ func setupKeys(cfg Config, log *slog.Logger) (Config, *memberlist.Keyring, error
 		}
 		return cfg, nil, nil
 	}
-	if len(cfg.GossipKeys) == 0 { // TLS without a gossip key: certificates prove who is a node
+	if len(cfg.GossipKeys) == 0 { // TLS without a gossip key: only on loopback (certificates cannot sign UDP gossip)
+		if host, _, err := net.SplitHostPort(cfg.GossipAddr); err != nil || !isLoopbackHost(host) {
+			return cfg, nil, errNoGossipKey(cfg.GossipAddr)
+		}
+		if cfg.GossipUpgrade != "" {
+			return cfg, nil, fmt.Errorf("%w: gossip upgrade %q needs the gossip key (--gossip-key-file)", ErrConfig, cfg.GossipUpgrade)
+		}
 		return cfg, nil, nil
 	}
 	kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])
@@ -185,6 +211,9 @@ func (n *Node) memberProof() string {
 func (n *Node) provenMember(id string, mm memberMeta) bool {
 	if n.auth == nil {
 		return true
+	}
+	if mm.Proof == "" && n.cfg.GossipUpgrade != "" {
+		return true // a keyless member of a TLS cluster moving onto the key: its certificate admits it (security.go)
 	}
 	p, err := base64.RawStdEncoding.DecodeString(mm.Proof)
 	if err == nil && n.auth.VerifyMember(id, mm.Boot, p) {

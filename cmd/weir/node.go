@@ -45,6 +45,7 @@ type nodeFlags struct {
 	logLevel                                              slog.Level
 	adminTokenFile                                        string
 	rlsTrust, gatewayTokenFile                            string
+	gossipUpgrade                                         string
 	tls                                                   tlsFlags
 	region                                                regionFlags
 	logFormat                                             *logFormat
@@ -79,7 +80,9 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "the cluster's `name`: gossip from a cluster of another name is dropped, so two clusters never merge; the trust domain of its certificates (spiffe://<name>/...)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the token required for rule writes (instead of --admin-token, which shows in ps)")
-	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "`file` holding the gossip keyring: base64 32-byte keys, one a line, the first the primary (weir keyring generate); encrypts gossip and proves peers are nodes. Without it (and without TLS), gossip and Raft bind loopback only")
+	fs.StringVar(&f.gossipKeyFile, "gossip-key-file", "", "`file` holding the gossip keyring: base64 32-byte keys, one a line, the first the primary (weir keyring generate); encrypts gossip and proves peers are nodes. Without it, gossip must bind loopback (without TLS, gossip and Raft are moved there; with TLS, another address is refused)")
+	fs.StringVar(&f.gossipUpgrade, "gossip-upgrade", "", "only while moving a running keyless TLS cluster onto --gossip-key-file with rolling restarts: plain, then encrypt (docs/operations.md); both also accept plaintext gossip")
+	withEnv(fs, "gossip-upgrade")
 	fs.StringVar(&f.headerStyle, "header-style", string(headers.Default), "rate-limit `fields` of /v1/forward-auth and the Envoy rate limit service: a comma-separated list of ietf (RateLimit, RateLimit-Policy), draft (RateLimit-Limit/-Remaining/-Reset) and x (X-RateLimit-*)")
 	hn := reqmatch.DefaultHeaderNames()
 	fs.StringVar(&f.apiKeyHeader, "api-key-header", hn.APIKey, "header /v1/forward-auth reads the API key from (as weir gateway's)")
@@ -130,6 +133,7 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 			cfg.GossipKeysWritten = st.ModTime()
 		}
 	}
+	cfg.GossipUpgrade = f.gossipUpgrade
 	cfg.Shards = f.shards
 	cfg.MaxKeys = f.maxKeys
 	style, err := headers.Parse(f.headerStyle)
@@ -317,11 +321,14 @@ func (c *cli) devCmd() *cobra.Command {
 			if f.tls.files().Set() {
 				return usageErr(cmd, "--tls makes its own certificates; leave out --tls-cert, --tls-key and --tls-ca")
 			}
-			nodeFiles, gw, admin, err := devTLS(f.dataDir, f.id)
+			nodeFiles, gw, admin, keyring, err := devTLS(f.dataDir, f.id)
 			if err != nil {
 				return fmt.Errorf("dev certificates: %w", err)
 			}
 			f.tls = tlsFlags{cert: nodeFiles.Cert, key: nodeFiles.Key, ca: nodeFiles.CA}
+			if f.gossipKeyFile == "" {
+				f.gossipKeyFile = keyring
+			}
 			f.clusterName = "weir"
 			gwFiles, adminFiles = gw, admin
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/tlsconf"
 )
 
@@ -96,7 +97,9 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 		Short: "Issue certificates from DIR's CA for nodes, gateways and admins",
 		Long: "Issue a certificate (ECDSA P-256, for server and client use) from the CA in DIR for\n" +
 			"each name given, naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
-			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them)."}
+			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them).\n" +
+			"With --node, also the gossip keyring every node needs (--gossip-key-file):\n" +
+			"DIR/" + gossipKeyringFile + ", written once (mode 0600) and kept on later runs."}
 	fs := cmd.Flags()
 	dir := fs.String("dir", "", "`directory` holding ca.pem and ca-key.pem (required)")
 	nodes := fs.StringSlice("node", nil, "nodes' `ids` (their --id), comma-separated or repeated")
@@ -144,14 +147,44 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 			}
 			fmt.Fprintf(c.stdout, "wrote %s and %s (%s)\n", cert, key, id)
 		}
+		if len(trimAll(*nodes)) == 0 {
+			return nil
+		}
+		path, made, err := gossipKeyring(*dir)
+		if err != nil {
+			return err
+		}
+		if made {
+			fmt.Fprintf(c.stdout, "wrote %s (the gossip key: give every node --gossip-key-file %s)\n", path, path)
+		} else {
+			fmt.Fprintf(c.stdout, "kept the gossip keyring %s\n", path)
+		}
 		return nil
 	}
 	return cmd
 }
 
-// devTLS makes a CA and the dev node's, gateway's and an admin's
-// certificates under dir/tls (kept across runs with the same --data-dir).
-func devTLS(dir, nodeID string) (nodeFiles, gwFiles, adminFiles tlsconf.Files, err error) {
+// gossipKeyringFile is the gossip keyring `weir tls cert create --node`
+// and `weir dev --tls` write beside the certificates.
+const gossipKeyringFile = "gossip-keyring"
+
+// gossipKeyring writes a new gossip keyring to dir/gossip-keyring unless
+// that already holds a valid one, and reports whether it wrote one.
+func gossipKeyring(dir string) (path string, made bool, err error) {
+	path = filepath.Join(dir, gossipKeyringFile)
+	if _, err := peerauth.ReadKeyringFile(path); err == nil {
+		return path, false, nil
+	}
+	if err := peerauth.WriteKeyringFile(path, peerauth.GenerateKey(), nil); err != nil {
+		return path, false, err
+	}
+	return path, true, nil
+}
+
+// devTLS makes a CA, the dev node's, gateway's and an admin's
+// certificates and a gossip keyring under dir/tls (kept across runs with
+// the same --data-dir).
+func devTLS(dir, nodeID string) (nodeFiles, gwFiles, adminFiles tlsconf.Files, keyring string, err error) {
 	tdir := filepath.Join(dir, "tls")
 	ca, err := tlsconf.LoadCA(tdir)
 	if err != nil {
@@ -172,7 +205,10 @@ func devTLS(dir, nodeID string) (nodeFiles, gwFiles, adminFiles tlsconf.Files, e
 	if gwFiles, err = issue(tlsconf.RoleGateway, "dev-gateway"); err != nil {
 		return
 	}
-	adminFiles, err = issue(tlsconf.RoleAdmin, "dev")
+	if adminFiles, err = issue(tlsconf.RoleAdmin, "dev"); err != nil {
+		return
+	}
+	keyring, _, err = gossipKeyring(tdir)
 	return
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -56,8 +57,16 @@ func TestTLSCommands(t *testing.T) {
 		}
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 4 {
-		t.Errorf("%d files in the directory, want 4 (no leftovers from refused commands)", len(entries))
+	if len(entries) != 5 {
+		t.Errorf("%d files in the directory, want 5 (no leftovers from refused commands)", len(entries))
+	}
+	keyring := filepath.Join(dir, "gossip-keyring")
+	first, err := os.ReadFile(keyring)
+	if st, serr := os.Stat(keyring); err != nil || serr != nil || st.Mode().Perm() != 0o600 || !strings.Contains(r.stdout, "--gossip-key-file "+keyring) {
+		t.Fatalf("cert create --node: gossip keyring %v %v (stdout %q); want it written, mode 0600", err, serr, r.stdout)
+	}
+	if _, err := peerauth.ReadKeyringFile(keyring); err != nil {
+		t.Fatal(err)
 	}
 	// A whole set in one run (what a one-shot container does).
 	r = runCLI(t, "", nil, "tls", "cert", "create", "--dir", dir, "--node", "n2,n3", "--gateway", "gw", "--admin", "ops")
@@ -68,6 +77,17 @@ func TestTLSCommands(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	if again, _ := os.ReadFile(keyring); string(again) != string(first) || !strings.Contains(r.stdout, "kept the gossip keyring") {
+		t.Errorf("a second cert create replaced the gossip keyring (stdout %q)", r.stdout)
+	}
+	// A TLS node told to gossip beyond loopback without the key refuses
+	// to start and says how to make one.
+	r = runCLI(t, "", nil, "node", "--id", "n1", "--data-dir", t.TempDir(), "--cluster-name", "prod",
+		"--tls-cert", filepath.Join(dir, "node-n1.pem"), "--tls-key", filepath.Join(dir, "node-n1-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem"),
+		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--gossip", "0.0.0.0:0")
+	if r.code == exitOK || !strings.Contains(r.stderr, "needs a gossip key") || !strings.Contains(r.stderr, "weir keyring generate") {
+		t.Errorf("TLS node gossiping on 0.0.0.0 without a key: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -107,6 +127,10 @@ func TestDevTLS(t *testing.T) {
 	env := map[string]string{"WEIR_TLS_CERT": m[3], "WEIR_TLS_KEY": m[4], "WEIR_TLS_CA": m[5]}
 	if r := runCLI(t, "", env, "rules", "list", "--addr", httpAddr); r.code != exitOK || !strings.Contains(r.stdout, "login.ip") {
 		t.Errorf("rules list with the admin certificate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// weir dev --tls gossips with a key, which the admin certificate lists.
+	if r := runCLI(t, "", env, "keyring", "list", "--addr", httpAddr); r.code != exitOK || !regexp.MustCompile(`\n\S+\s+[0-9a-f]{16}\s`).MatchString(r.stdout) {
+		t.Errorf("keyring list with the admin certificate: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, "", nil, "rules", "list", "--addr", httpAddr, "--timeout", "3s"); r.code == exitOK {
 		t.Errorf("rules list without a certificate succeeded: %q", r.stdout)

@@ -154,6 +154,7 @@ const (
 	checks                // like open, and refunds need a node
 	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
 	reports               // gateway reports: the gateway role once the node has gateway credentials
+	keyring               // HTTP /v1/keyring...: under TLS admin or node; the handler admits admins and key-proven members only
 )
 
 func grpcClass(method string) class {
@@ -202,6 +203,12 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 	case reports:
 		if _, err := GatewayOwnerOf(c); err != nil {
 			return err
+		}
+	case keyring:
+		// Without TLS the handler decides: a member's call carries a key
+		// proof bound to the request, which only it can check.
+		if a.cfg.TLS && !c.Writer() {
+			return status.Errorf(codes.PermissionDenied, "authz: the gossip keyring needs the admin role: an admin certificate or the admin token (caller: %s)", c)
 		}
 	case read:
 		if a.guarded() && !c.Any() {
@@ -307,6 +314,9 @@ func httpClass(r *http.Request) class {
 	}
 	if (p == "/healthz" || p == "/readyz") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		return probe
+	}
+	if p == "/v1/keyring" || strings.HasPrefix(p, "/v1/keyring/") {
+		return keyring
 	}
 	rules := p == "/v1/rules" || strings.HasPrefix(p, "/v1/rules/") || strings.HasPrefix(p, "/v1/rules:")
 	overrides := p == "/v1/overrides"

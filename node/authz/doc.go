@@ -27,6 +27,9 @@
 //     anyone otherwise. GatewayOwnerOf binds the gateway ids of reports
 //     and Rules.Watch to the caller's credential (or connection) and
 //     bounds the ids one may hold.
+//   - the gossip keyring (HTTP /v1/keyring...): under TLS admin or node
+//     here; node/keyring.go then admits the admin role alone, or a
+//     member's call carrying a key proof bound to the request.
 //   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
 //     client certificate (load balancers, kubelet probes); the HTTP
 //     listener asks for a certificate but does not require one, and a

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/peerauth"
 )
 
 // composeProjectLabel is the label Compose puts on what it creates.
@@ -118,6 +120,19 @@ func TestCompose(t *testing.T) {
 	// its 5 ms timeout passes on a busy machine: at most five 200s, then 429.
 	if ok := strings.Count(codes, "200"); ok == 0 || ok > 5 {
 		t.Errorf("gateway /v1/login answered %s; want at most five 200 (login.ip: 5 per minute) then 429", codes)
+	}
+	// Live gossip key rotation from the host with the admin certificate, as
+	// the compose file says (the node sees Docker's gateway address, not
+	// loopback): install reaches all three members.
+	key := `{"key":"` + peerauth.EncodeKey(peerauth.GenerateKey()) + `"}`
+	resp, err := admin.Post("https://127.0.0.1:"+ports["WEIR_N1_HTTP"]+"/v1/keyring/install", "application/json", strings.NewReader(key))
+	if err != nil {
+		t.Fatalf("keyring install with the admin certificate: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Count(string(body), `"node":"n`) != 3 {
+		t.Errorf("keyring install with the admin certificate: %d %s; want 200 from n1, n2 and n3", resp.StatusCode, body)
 	}
 	t.Logf("compose: checks through n1, n2, n3 and the gateway (%s) after %v", strings.TrimSpace(codes), time.Since(start).Round(time.Millisecond))
 }
