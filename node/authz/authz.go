@@ -171,14 +171,14 @@ func bearer(auth []string, token string) bool {
 type class int
 
 const (
-	open     class = iota // any caller (any role under TLS)
-	peerOnly              // nodes only
-	write                 // admin or node
-	read                  // any role or the token
-	checks                // like open, and refunds need a node
-	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
-	keys                  // events, hot keys, the ops snapshot: a reader (Caller.Reads)
-	keyLimits             // a key's limits: a reader, or a gateway certificate
+	open      class = iota // any caller (any role under TLS)
+	peerOnly               // nodes only
+	write                  // admin or node
+	read                   // any role or the token
+	checks                 // like open, and refunds need a node
+	probe                  // HTTP /healthz and /readyz: anyone, even without a certificate
+	keys                   // events, hot keys, the ops snapshot: a reader (Caller.Reads)
+	keyLimits              // a key's limits: a reader, or a gateway certificate
 )
 
 func grpcClass(method string) class {
