@@ -171,14 +171,14 @@ func bearer(auth []string, token string) bool {
 type class int
 
 const (
-	open      class = iota // any caller (any role under TLS)
-	peerOnly               // nodes only
-	write                  // admin or node
-	read                   // any role or the token
-	checks                 // like open, and refunds need a node
-	probe                  // HTTP /healthz and /readyz: anyone, even without a certificate
-	keys                   // events, hot keys, the ops snapshot: a reader (Caller.Reads)
-	keyLimits              // a key's limits: a reader, or a gateway certificate
+	open     class = iota // any caller (any role under TLS)
+	peerOnly              // nodes only
+	write                 // admin or node
+	read                  // any role or the token
+	checks                // like open, and refunds need a node
+	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
+	keys                  // events, hot keys, the ops snapshot: a reader (Caller.Reads)
+	limits                // a key's limits: a reader, or a gateway certificate
 )
 
 func grpcClass(method string) class {
@@ -228,8 +228,8 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 		if a.guarded() && !c.Any() {
 			return status.Error(codes.Unauthenticated, "authz: reading rules, overrides and history needs a role: a gateway, admin or node certificate, or the admin token")
 		}
-	case keys, keyLimits:
-		if !a.readsGuarded() || c.Reads() || (cl == keyLimits && c.Gateway) {
+	case keys, limits:
+		if !a.readsGuarded() || c.Reads() || (cl == limits && c.Gateway) {
 			return nil
 		}
 		const what = "authz: events, hot keys, the ops snapshot and a key's limits show keys: they need the read role: \"Authorization: Bearer <token>\" with the read token (--read-token-file) or the admin token, or an admin or node certificate"
@@ -338,7 +338,7 @@ func httpClass(r *http.Request) class {
 	case p == "/v1/events" || p == "/v1/hotkeys" || p == "/v1/ops/snapshot":
 		return keys
 	case get && strings.HasPrefix(p, "/v1/limits/"):
-		return keyLimits
+		return limits
 	}
 	rules := p == "/v1/rules" || strings.HasPrefix(p, "/v1/rules/") || strings.HasPrefix(p, "/v1/rules:")
 	overrides := p == "/v1/overrides"
