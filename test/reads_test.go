@@ -284,7 +284,9 @@ func TestEventsFollowersBounded(t *testing.T) {
 		t.Errorf("follower 65: %d, want 429", f.code)
 	}
 	ops := weirv1.NewOpsClient(grpcConn(t, n.GRPCAddr(), insecure.NewCredentials()))
-	st, err := ops.Events(ctx, &weirv1.EventsRequest{Follow: true})
+	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer gcancel()
+	st, err := ops.Events(gctx, &weirv1.EventsRequest{Follow: true})
 	if err == nil {
 		_, err = st.Recv()
 	}
