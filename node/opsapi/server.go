@@ -139,7 +139,7 @@ func (s *Server) Close() {
 }
 
 // follow counts a follower in, or reports false when MaxFollowers are
-// served already; done counts it out.
+// served already; unfollow counts it out.
 func (s *Server) follow() bool {
 	if s.followers.Add(1) > int64(s.cfg.MaxFollowers) {
 		s.followers.Add(-1)
