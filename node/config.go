@@ -72,6 +72,15 @@ type Config struct {
 	// without it and without TLS, reports and watches are bounded per
 	// connection (docs/security.md).
 	GatewayToken string
+	// ReadToken, when set, is a credential for reads that show keys
+	// (events, hot keys, the ops snapshot, a key's limits): with it or the
+	// admin token set, those need it, the admin token or an admin or node
+	// certificate (node/authz, docs/security.md).
+	ReadToken string
+	// IdleTimeout closes a client connection idle that long: a gRPC
+	// connection without a call, an HTTP keep-alive connection between
+	// requests (0: DefaultIdleTimeout).
+	IdleTimeout time.Duration
 
 	// ClusterName names the cluster: the trust domain of its certificates,
 	// spiffe://<ClusterName>/<role>/<name>, the label of its gossip
@@ -212,7 +221,19 @@ func DefaultConfig(id string) Config {
 		GRPCReflection:       true,
 		ClusterName:          "weir",
 		HTTPReadTimeout:      30 * time.Second,
+		IdleTimeout:          DefaultIdleTimeout,
 	}
+}
+
+// DefaultIdleTimeout is Config.IdleTimeout's default.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// idleTimeout is IdleTimeout or its default.
+func (c Config) idleTimeout() time.Duration {
+	if c.IdleTimeout > 0 {
+		return c.IdleTimeout
+	}
+	return DefaultIdleTimeout
 }
 
 // Validate reports the first problem with c.
@@ -245,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateSecurity(); err != nil {
 		return err
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("%w: idle timeout must be >= 0", ErrConfig)
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("%w: bootstrap-expect must be >= 0", ErrConfig)

@@ -229,8 +229,9 @@ func (n *Node) provenMember(id string, mm memberMeta) bool {
 
 // newHTTPServer bounds what a client may hold: the headers within 10 s,
 // the whole request (body included) within HTTPReadTimeout, an idle
-// keep-alive connection for 2 min. A slow client that never sends its
-// body is dropped at the read timeout. (Answers are not bounded: a rules
+// keep-alive connection for IdleTimeout. A slow client that never sends its
+// body is dropped at the read timeout. The keep-alive idle time is
+// Config.IdleTimeout. (Answers are not bounded: a rules
 // long poll waits up to a minute by design; the timeout covers reading
 // only, and does not end a handler that is still waiting.)
 func (n *Node) newHTTPServer(h http.Handler) *http.Server {
@@ -242,7 +243,7 @@ func (n *Node) newHTTPServer(h http.Handler) *http.Server {
 		Handler:           h,
 		ReadHeaderTimeout: min(10*time.Second, rt),
 		ReadTimeout:       rt,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       n.cfg.idleTimeout(),
 		MaxHeaderBytes:    64 << 10,
 	}
 }

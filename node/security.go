@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node/authz"
@@ -42,6 +43,8 @@ func (n *Node) setupSecurity() error {
 		TLS:          n.tls != nil,
 		AdminToken:   n.cfg.AdminToken,
 		GatewayToken: n.cfg.GatewayToken,
+		ReadToken:    n.cfg.ReadToken,
+		ReadProof:    n.opsReadProof,
 		NodeProof:    proof,
 		Logger:       n.log.With("component", "authz"),
 	})
@@ -52,13 +55,14 @@ func (n *Node) setupSecurity() error {
 // secured reports whether any of TLS, a token, a gossip key or a node
 // proof is on.
 func (n *Node) secured() bool {
-	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil || n.auth != nil || n.cfg.GatewayToken != ""
+	return n.tls != nil || n.cfg.AdminToken != "" || n.cfg.NodeProof != nil || n.auth != nil || n.cfg.GatewayToken != "" || n.cfg.ReadToken != ""
 }
 
 // grpcServerOptions are the gRPC server's credentials and authorization
 // interceptors (none when nothing is configured: today's open node).
 func (n *Node) grpcServerOptions() []grpc.ServerOption {
-	var opts []grpc.ServerOption
+	// A connection without a call for IdleTimeout is closed (GOAWAY).
+	opts := []grpc.ServerOption{grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: n.cfg.idleTimeout()})}
 	if n.secured() {
 		opts = append(opts, grpc.ChainUnaryInterceptor(n.authz.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.authz.StreamInterceptor()))
 	}

@@ -46,6 +46,8 @@ type nodeFlags struct {
 	adminTokenFile                                        string
 	rlsTrust, gatewayTokenFile                            string
 	gossipUpgrade                                         string
+	readTokenFile                                         string
+	idleTimeout                                           time.Duration
 	tls                                                   tlsFlags
 	region                                                regionFlags
 	logFormat                                             *logFormat
@@ -96,6 +98,9 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 		"admin-token", "log-level", "shards", "max-keys", "replication-interval", "leave-timeout", "grpc-reflection",
 		"cluster-name", "gossip-key-file", "admin-token-file",
 		"header-style", "rls-each-descriptor", "api-key-header", "user-header", "plan-header")
+	fs.StringVar(&f.readTokenFile, "read-token-file", "", "`file` holding a token for reads that show keys (events, hot keys, the ops snapshot, a key's limits); with it or an admin token set, those reads need it, the admin token or an admin or node certificate")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", node.DefaultIdleTimeout, "close a client connection idle this long (gRPC: no call; HTTP: between requests)")
+	withEnv(fs, "read-token-file", "idle-timeout")
 	f.tls.register(fs)
 	f.region.register(fs)
 	f.logFormat = logFormatFlag(fs)
@@ -121,6 +126,14 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		}
 		cfg.AdminToken = tok
 	}
+	if f.readTokenFile != "" {
+		tok, err := readTokenFile(f.readTokenFile)
+		if err != nil {
+			return cfg, usageErr(cmd, "--read-token-file: %v", err)
+		}
+		cfg.ReadToken = tok
+	}
+	cfg.IdleTimeout = f.idleTimeout
 	cfg.ClusterName = f.clusterName
 	cfg.TLS = f.tls.files()
 	if f.gossipKeyFile != "" {

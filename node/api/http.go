@@ -16,9 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/events"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -60,7 +63,13 @@ func (s *Server) routes() http.Handler {
 		return nil
 	})
 	prom := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})
+	// A caller that may not see keys gets key labels as their hash.
+	promHidden := promhttp.HandlerFor(hideKeyLabels{s.cfg.Registry}, promhttp.HandlerOpts{})
 	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if authz.FromContext(r.Context()).KeysHidden {
+			promHidden.ServeHTTP(w, r)
+			return nil
+		}
 		prom.ServeHTTP(w, r)
 		return nil
 	})
@@ -924,4 +933,23 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// hideKeyLabels gathers g with every "key" label value replaced by its
+// events.Redact hash (weir_hot_key_rate carries keys): /metrics for a
+// caller without the read role once reads are guarded.
+type hideKeyLabels struct{ g prometheus.Gatherer }
+
+func (h hideKeyLabels) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := h.g.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "key" {
+					l.Value = proto.String(events.Redact(l.GetValue()))
+				}
+			}
+		}
+	}
+	return mfs, err
 }

@@ -29,6 +29,13 @@ type Config struct {
 	// GatewayToken, when set, grants the gateway role to a caller that
 	// sends it as "Authorization: Bearer <token>".
 	GatewayToken string
+	// ReadToken, when set, grants the reader role to a caller that sends
+	// it as "Authorization: Bearer <token>".
+	ReadToken string
+	// ReadProof, when set, checks the ReadProofHeader of an HTTP request:
+	// ok grants the reader role (a node reading another member's part
+	// without TLS, with its gossip key's proof).
+	ReadProof func(proof string) bool
 	// NodeProof, when set, is asked for callers without a node
 	// certificate: ok grants the node role (nodeID names the node).
 	NodeProof func(ctx context.Context) (nodeID string, ok bool)
@@ -56,10 +63,23 @@ type Caller struct {
 	// gatewayCreds: the node has gateway credentials (TLS or a gateway
 	// token), so acting as a gateway needs the role (GatewayOwnerOf).
 	gatewayCreds bool
+	// Reader: the read token or a node's read proof.
+	Reader bool
+	// KeysHidden: reads of keys are guarded and the caller may not see
+	// them: an endpoint that redacts instead of refusing (/metrics)
+	// redacts.
+	KeysHidden bool
 }
 
+// ReadProofHeader is the HTTP header of Config.ReadProof.
+const ReadProofHeader = "Weir-Node-Proof"
+
 // Any reports whether the caller holds any role.
-func (c Caller) Any() bool { return c.Node || c.Admin || c.Gateway }
+func (c Caller) Any() bool { return c.Node || c.Admin || c.Gateway || c.Reader }
+
+// Reads reports whether the caller may see keys (events, hot keys, the
+// ops snapshot, a key's limits): a node, an admin or a reader.
+func (c Caller) Reads() bool { return c.Node || c.Admin || c.Reader }
 
 // Writer reports whether the caller may write rules and overrides.
 func (c Caller) Writer() bool { return c.Node || c.Admin }
@@ -75,6 +95,8 @@ func (c Caller) String() string {
 		return "admin token"
 	case c.GatewayToken:
 		return "gateway token"
+	case c.Reader:
+		return "reader"
 	}
 	return "anonymous"
 }
@@ -109,7 +131,12 @@ func (a *Authorizer) nodesOnly() bool { return a.cfg.TLS || a.cfg.NodeProof != n
 // guarded: writes need admin, and reads of rules need a role.
 func (a *Authorizer) guarded() bool { return a.cfg.TLS || a.cfg.AdminToken != "" }
 
-// caller combines the certificate, the node proof and the token.
+// readsGuarded: reads that show keys need a reader (Caller.Reads).
+func (a *Authorizer) readsGuarded() bool {
+	return a.cfg.TLS || a.cfg.AdminToken != "" || a.cfg.ReadToken != ""
+}
+
+// caller combines the certificate, the node proof and the tokens.
 func (a *Authorizer) caller(ctx context.Context, id tlsconf.Identity, hasCert bool, auth []string) Caller {
 	c := Caller{Identity: id, HasCert: hasCert}
 	if hasCert {
@@ -128,19 +155,32 @@ func (a *Authorizer) caller(ctx context.Context, id tlsconf.Identity, hasCert bo
 		}
 	}
 	c.gatewayCreds = a.gatewayCreds()
-	if !c.Gateway && a.cfg.GatewayToken != "" && hasBearer(auth, a.cfg.GatewayToken) {
+	if !c.Gateway && bearer(auth, a.cfg.GatewayToken) {
 		c.Gateway, c.GatewayToken = true, true
 	}
-	if !c.Admin && a.cfg.AdminToken != "" {
-		for _, v := range auth {
-			tok, ok := strings.CutPrefix(v, "Bearer ")
-			if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(a.cfg.AdminToken)) == 1 {
-				c.Admin = true
-				break
-			}
+	if !c.Admin && bearer(auth, a.cfg.AdminToken) {
+		c.Admin = true
+	}
+	if !c.Reads() && bearer(auth, a.cfg.ReadToken) {
+		c.Reader = true
+	}
+	c.KeysHidden = a.readsGuarded() && !c.Reads()
+	return c
+}
+
+// bearer reports whether auth holds "Bearer <token>" (token not empty),
+// compared in constant time.
+func bearer(auth []string, token string) bool {
+	if token == "" {
+		return false
+	}
+	for _, v := range auth {
+		tok, ok := strings.CutPrefix(v, "Bearer ")
+		if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(token)) == 1 {
+			return true
 		}
 	}
-	return c
+	return false
 }
 
 // class is what an endpoint needs.
@@ -155,6 +195,8 @@ const (
 	probe                 // HTTP /healthz and /readyz: anyone, even without a certificate
 	reports               // gateway reports: the gateway role once the node has gateway credentials
 	keyring               // HTTP /v1/keyring...: under TLS admin or node; the handler admits admins and key-proven members only
+	keys                  // events, hot keys, the ops snapshot: a reader (Caller.Reads)
+	limits                // a key's limits: a reader, or a gateway certificate
 )
 
 func grpcClass(method string) class {
@@ -165,6 +207,8 @@ func grpcClass(method string) class {
 		return checks
 	case method == weirv1.Ops_Report_FullMethodName:
 		return reports
+	case method == weirv1.Ops_Events_FullMethodName, method == weirv1.Ops_HotKeys_FullMethodName:
+		return keys
 	}
 	switch method {
 	case weirv1.Rules_ApplyRules_FullMethodName, weirv1.Rules_DeleteRule_FullMethodName,
@@ -183,7 +227,7 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 	if cl == probe {
 		return nil
 	}
-	if a.cfg.TLS && !c.Any() {
+	if a.cfg.TLS && !c.Node && !c.Admin && !c.Gateway { // the read token alone does not open TLS
 		// Unreachable through a TLS listener (every verified certificate
 		// names a role), but never open by mistake.
 		return status.Error(codes.Unauthenticated, "authz: a client certificate from the cluster CA is required")
@@ -214,6 +258,15 @@ func (a *Authorizer) decide(c Caller, cl class) error {
 		if a.guarded() && !c.Any() {
 			return status.Error(codes.Unauthenticated, "authz: reading rules, overrides and history needs a role: a gateway, admin or node certificate, or the admin token")
 		}
+	case keys, limits:
+		if !a.readsGuarded() || c.Reads() || (cl == limits && c.Gateway) {
+			return nil
+		}
+		const what = "authz: events, hot keys, the ops snapshot and a key's limits show keys: they need the read role: \"Authorization: Bearer <token>\" with the read token (--read-token-file) or the admin token, or an admin or node certificate"
+		if !c.Any() {
+			return status.Error(codes.Unauthenticated, what)
+		}
+		return status.Errorf(codes.PermissionDenied, "%s (caller: %s)", what, c)
 	}
 	return nil
 }
@@ -309,14 +362,19 @@ func (s *stream) RecvMsg(m any) error {
 // httpClass is what an HTTP request needs.
 func httpClass(r *http.Request) class {
 	p := r.URL.Path
-	if p == "/v1/gateways/report" {
-		return reports
-	}
-	if (p == "/healthz" || p == "/readyz") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if (p == "/healthz" || p == "/readyz") && get {
 		return probe
 	}
-	if p == "/v1/keyring" || strings.HasPrefix(p, "/v1/keyring/") {
+	switch {
+	case p == "/v1/gateways/report":
+		return reports
+	case p == "/v1/keyring" || strings.HasPrefix(p, "/v1/keyring/"):
 		return keyring
+	case p == "/v1/events" || p == "/v1/hotkeys" || p == "/v1/ops/snapshot":
+		return keys
+	case get && strings.HasPrefix(p, "/v1/limits/"):
+		return limits
 	}
 	rules := p == "/v1/rules" || strings.HasPrefix(p, "/v1/rules/") || strings.HasPrefix(p, "/v1/rules:")
 	overrides := p == "/v1/overrides"
@@ -342,6 +400,11 @@ func (a *Authorizer) Middleware(next http.Handler) http.Handler {
 		}
 		c := a.caller(r.Context(), id, hasCert, r.Header.Values("Authorization"))
 		c.Remote = r.RemoteAddr
+		if !c.Reads() && a.cfg.ReadProof != nil {
+			if p := r.Header.Get(ReadProofHeader); p != "" && a.cfg.ReadProof(p) {
+				c.Reader, c.KeysHidden = true, false
+			}
+		}
 		if err := a.decide(c, httpClass(r)); err != nil {
 			_ = a.refused(err, r.Method+" "+r.URL.Path, r.RemoteAddr, c)
 			st := status.Convert(err)

@@ -127,3 +127,88 @@ func TestNodeProof(t *testing.T) {
 		}
 	}
 }
+
+// TestReadPolicy: reads that show keys need the read role once TLS or a
+// token is set; /metrics stays open but marks the caller KeysHidden.
+func TestReadPolicy(t *testing.T) {
+	type req struct {
+		method, path string
+		certs        []*x509.Certificate
+		auth, proof  string
+	}
+	proof := func(p string) bool { return p == "good" }
+	tlsOn := New(Config{TLS: true})
+	tokens := New(Config{AdminToken: "adm", ReadToken: "rd", ReadProof: proof})
+	readOnly := New(Config{ReadToken: "rd"})
+	off := New(Config{})
+	gw, adm, nd := cert(tlsconf.RoleGateway, "g"), cert(tlsconf.RoleAdmin, "a"), cert(tlsconf.RoleNode, "n1")
+	for _, tc := range []struct {
+		a      *Authorizer
+		r      req
+		want   int
+		hidden bool
+	}{
+		{tokens, req{"GET", "/v1/events", nil, "", ""}, 401, false},
+		{tokens, req{"GET", "/v1/events", nil, "Bearer wrong", ""}, 401, false},
+		{tokens, req{"GET", "/v1/events", nil, "Bearer rd", ""}, 200, false},
+		{tokens, req{"GET", "/v1/events", nil, "Bearer adm", ""}, 200, false},
+		{tokens, req{"GET", "/v1/hotkeys", nil, "", ""}, 401, false},
+		{tokens, req{"GET", "/v1/ops/snapshot", nil, "", ""}, 401, false},
+		{tokens, req{"GET", "/v1/ops/snapshot", nil, "", "good"}, 200, false},
+		{tokens, req{"GET", "/v1/ops/snapshot", nil, "", "bad"}, 401, false},
+		{tokens, req{"GET", "/v1/limits/apikey:a", nil, "", ""}, 401, false},
+		{tokens, req{"GET", "/v1/limits/apikey:a", nil, "Bearer rd", ""}, 200, false},
+		{tokens, req{"GET", "/v1/rules", nil, "Bearer rd", ""}, 200, false},
+		{tokens, req{"PUT", "/v1/rules/x", nil, "Bearer rd", ""}, 403, false},
+		{tokens, req{"PUT", "/v1/rules/x", nil, "", "good"}, 403, false}, // a read proof never writes
+		{tokens, req{"GET", "/metrics", nil, "", ""}, 200, true},
+		{tokens, req{"GET", "/metrics", nil, "Bearer rd", ""}, 200, false},
+		{tokens, req{"POST", "/v1/limits/check", nil, "", ""}, 200, true},
+		{readOnly, req{"GET", "/v1/events", nil, "", ""}, 401, false},
+		{readOnly, req{"GET", "/v1/events", nil, "Bearer rd", ""}, 200, false},
+		{tlsOn, req{"GET", "/v1/events", gw, "", ""}, 403, false},
+		{tlsOn, req{"GET", "/v1/events", adm, "", ""}, 200, false},
+		{tlsOn, req{"GET", "/v1/hotkeys", nd, "", ""}, 200, false},
+		{tlsOn, req{"GET", "/v1/ops/snapshot", gw, "", ""}, 403, false},
+		{tlsOn, req{"GET", "/v1/limits/apikey:a", gw, "", ""}, 200, true},
+		{tlsOn, req{"GET", "/metrics", gw, "", ""}, 200, true},
+		{tlsOn, req{"GET", "/metrics", adm, "", ""}, 200, false},
+		{off, req{"GET", "/v1/events", nil, "", ""}, 200, false},
+		{off, req{"GET", "/metrics", nil, "", ""}, 200, false},
+	} {
+		r := httptest.NewRequest(tc.r.method, tc.r.path, nil)
+		if tc.r.certs != nil {
+			r.TLS = &tls.ConnectionState{PeerCertificates: tc.r.certs}
+		}
+		if tc.r.auth != "" {
+			r.Header.Set("Authorization", tc.r.auth)
+		}
+		if tc.r.proof != "" {
+			r.Header.Set(ReadProofHeader, tc.r.proof)
+		}
+		w := httptest.NewRecorder()
+		var seen Caller
+		tc.a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = FromContext(r.Context()) })).ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%+v %s %s %q: %d, want %d (%s)", tc.a.cfg, tc.r.method, tc.r.path, tc.r.auth, w.Code, tc.want, w.Body)
+		}
+		if w.Code == 200 && seen.KeysHidden != tc.hidden {
+			t.Errorf("%s %s %q: KeysHidden %v, want %v", tc.r.method, tc.r.path, tc.r.auth, seen.KeysHidden, tc.hidden)
+		}
+	}
+	// gRPC Ops reads: the same rule.
+	for _, tc := range []struct {
+		auth string
+		want codes.Code
+	}{{"", codes.Unauthenticated}, {"Bearer rd", codes.OK}, {"Bearer adm", codes.OK}} {
+		ctx := context.Background()
+		if tc.auth != "" {
+			ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", tc.auth))
+		}
+		_, err := tokens.UnaryInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: weirv1.Ops_HotKeys_FullMethodName},
+			func(context.Context, any) (any, error) { return nil, nil })
+		if status.Code(err) != tc.want {
+			t.Errorf("Ops.HotKeys %q: %v, want %v", tc.auth, err, tc.want)
+		}
+	}
+}

@@ -10,6 +10,9 @@
 //     when it answers ok, the caller is a node;
 //   - the admin token ("Authorization: Bearer <token>", compared in
 //     constant time): admin.
+//   - the read token (likewise) or, on HTTP, Config.ReadProof over the
+//     Weir-Node-Proof header (a node reading another member's part with
+//     its gossip key's proof): reader, which reads and never writes.
 //
 // The policy (docs/security.md):
 //   - Peer (Forward, Replicate, Handoff and their streams): node only,
@@ -30,6 +33,12 @@
 //   - the gossip keyring (HTTP /v1/keyring...): under TLS admin or node
 //     here; node/keyring.go then admits the admin role alone, or a
 //     member's call carrying a key proof bound to the request.
+//   - reads that show keys (HTTP /v1/events, /v1/hotkeys,
+//     /v1/ops/snapshot, GET /v1/limits/{key}; gRPC Ops.Events,
+//     Ops.HotKeys): the read role (Caller.Reads: node, admin or reader),
+//     once TLS, the admin token or a read token is set; a gateway
+//     certificate reads a key's limits only. /metrics stays as below but
+//     marks such a caller KeysHidden, and node/api hashes key labels.
 //   - HTTP GET /healthz and /readyz: anyone, also over HTTPS without a
 //     client certificate (load balancers, kubelet probes); the HTTP
 //     listener asks for a certificate but does not require one, and a

@@ -2,8 +2,6 @@ package authz
 
 import (
 	"context"
-	"crypto/subtle"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -71,16 +69,4 @@ func GatewayOwnerFrom(ctx context.Context, remote string) (GatewayOwner, error) 
 		}
 	}
 	return GatewayOwnerOf(c)
-}
-
-// hasBearer reports whether one of the Authorization values is
-// "Bearer <token>" (compared in constant time).
-func hasBearer(auth []string, token string) bool {
-	for _, v := range auth {
-		tok, ok := strings.CutPrefix(v, "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(token)) == 1 {
-			return true
-		}
-	}
-	return false
 }

@@ -42,8 +42,7 @@ type tableColumn struct {
 // anyone send no credential to a node with an admin token and a gossip
 // key but no TLS (under TLS they cannot connect).
 //
-// No reader credential exists yet, so a reader is anyone: when one is
-// added, give its Caller here and update the table's reader column.
+// A reader holds the read token (--read-token-file).
 func tableColumns() []tableColumn {
 	proof := func(context.Context) (string, bool) { return "", false }
 	tls := New(Config{TLS: true, AdminToken: "t", NodeProof: proof})
@@ -52,7 +51,7 @@ func tableColumns() []tableColumn {
 		{"node", tls, Caller{HasCert: true, Node: true, NodeID: "n2"}},
 		{"gateway", tls, Caller{HasCert: true, Gateway: true}},
 		{"admin", tls, Caller{HasCert: true, Admin: true}},
-		{"reader", token, Caller{}},
+		{"reader", token, Caller{Reader: true}},
 		{"anyone", token, Caller{}},
 	}
 }

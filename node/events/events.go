@@ -2,6 +2,10 @@
 // buffer that keeps the newest Capacity events, whatever the rate or the
 // number of distinct keys, and wakes followers when new ones arrive.
 //
+// Bounds: an event's key is at most MaxKeyLen bytes: a longer one is held
+// as its Redact hash, so what a buffer holds is bounded in bytes, not only
+// in events, whatever a gateway reports.
+//
 // Concurrency: a Buffer is safe for concurrent use. One small mutex guards
 // the ring; Add copies the event in and never blocks on readers (a
 // follower that falls more than Capacity events behind skips what was
@@ -73,6 +77,19 @@ func Sampled(rate float64, u uint64) bool {
 // DefaultCapacity is the events a Buffer keeps when New is given 0.
 const DefaultCapacity = 4096
 
+// MaxKeyLen is the longest key a Buffer holds as given (limit.MaxKeyLen,
+// the longest key a check may name); a longer key is held as its Redact
+// hash.
+const MaxKeyLen = 256
+
+// boundKey is key, or its hash when it is longer than MaxKeyLen.
+func boundKey(key string) string {
+	if len(key) > MaxKeyLen {
+		return Redact(key)
+	}
+	return key
+}
+
 // Buffer is the ring of the newest events.
 type Buffer struct {
 	mu     sync.Mutex
@@ -94,13 +111,23 @@ func New(capacity int) *Buffer {
 func (b *Buffer) Capacity() int { return len(b.ring) }
 
 // Add appends e, stamping its Seq, and wakes followers.
-func (b *Buffer) Add(e Event) {
+func (b *Buffer) Add(e Event) { b.add(e, true) }
+
+// Relay appends e keeping the Seq it has (another node's: a buffer that
+// mirrors other members' events), and wakes followers. Since's after and
+// next still count this buffer's positions.
+func (b *Buffer) Relay(e Event) { b.add(e, false) }
+
+func (b *Buffer) add(e Event, stamp bool) {
+	e.Key = boundKey(e.Key)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return
 	}
-	e.Seq = b.next
+	if stamp {
+		e.Seq = b.next
+	}
 	b.ring[b.next%uint64(len(b.ring))] = e
 	b.next++
 	w := b.wake
@@ -136,6 +163,32 @@ func (b *Buffer) Since(after uint64, f Filter, limit int) (out []Event, next uin
 		out = out[len(out)-limit:]
 	}
 	return out, b.next - 1, b.wake
+}
+
+// Page returns the held events with Seq > after that match f, oldest
+// first, at most n of them (n <= 0: all), the Seq to pass next time (the
+// last one looked at), and whether more held events follow it: a reader
+// that pages with it sees every event still held, in bounded answers. An
+// after beyond the newest Seq (the node restarted) answers nothing and the
+// newest Seq, so the reader starts over.
+func (b *Buffer) Page(after uint64, f Filter, n int) (out []Event, next uint64, more bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if after >= b.next {
+		return nil, b.next - 1, false
+	}
+	oldest := uint64(1)
+	if b.next > uint64(len(b.ring)) {
+		oldest = b.next - uint64(len(b.ring))
+	}
+	s := max(after+1, oldest)
+	for ; s < b.next && (n <= 0 || len(out) < n); s++ {
+		e := &b.ring[s%uint64(len(b.ring))]
+		if f.Match(e) {
+			out = append(out, *e)
+		}
+	}
+	return out, s - 1, s < b.next
 }
 
 // Close wakes every follower for good; later Adds are dropped.

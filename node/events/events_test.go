@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,5 +74,55 @@ func TestSampledAndRedact(t *testing.T) {
 	}
 	if !ValidDecision("") || !ValidDecision(Denied) || ValidDecision("nope") {
 		t.Fatal("ValidDecision")
+	}
+}
+
+func TestBufferBoundsKeys(t *testing.T) {
+	b := New(4)
+	long := strings.Repeat("k", MaxKeyLen+1)
+	b.Add(Event{Rule: "r", Key: long, Decision: Denied})
+	b.Relay(Event{Seq: 77, Rule: "r", Key: strings.Repeat("k", MaxKeyLen), Decision: Denied})
+	got, _, _ := b.Since(0, Filter{}, 0)
+	if len(got) != 2 || got[0].Key != Redact(long) || len(got[1].Key) != MaxKeyLen {
+		t.Fatalf("held = %v, want the long key as its hash and the other as given", got)
+	}
+	if got[0].Seq != 1 || got[1].Seq != 77 {
+		t.Fatalf("seqs = %d, %d: Add stamps, Relay keeps", got[0].Seq, got[1].Seq)
+	}
+}
+
+func TestBufferPage(t *testing.T) {
+	b := New(8)
+	for i := range 12 { // seqs 5..12 held
+		b.Add(Event{Rule: "r", Key: fmt.Sprint(i), Decision: Denied})
+	}
+	var (
+		seen  []string
+		after uint64
+	)
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		evs, next, more := b.Page(after, Filter{}, 3)
+		if len(evs) > 3 {
+			t.Fatalf("page of %d, want at most 3", len(evs))
+		}
+		for _, e := range evs {
+			seen = append(seen, e.Key)
+		}
+		after = next
+		if !more {
+			break
+		}
+	}
+	if strings.Join(seen, ",") != "4,5,6,7,8,9,10,11" || after != 12 {
+		t.Fatalf("paged %v to %d, want every held event once, to 12", seen, after)
+	}
+	if evs, next, more := b.Page(40, Filter{}, 3); len(evs) != 0 || next != 12 || more {
+		t.Fatalf("after a restart: %v %d %v, want nothing and 12", evs, next, more)
+	}
+	if evs, next, _ := b.Page(4, Filter{Key: "9"}, 3); len(evs) != 1 || next != 12 {
+		t.Fatalf("filtered page: %v %d", evs, next)
 	}
 }

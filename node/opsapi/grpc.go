@@ -38,6 +38,12 @@ func (o opsService) Events(req *weirv1.EventsRequest, stream grpc.ServerStreamin
 	if !events.ValidDecision(f.Decision) {
 		return status.Errorf(codes.InvalidArgument, "decision %q: want allowed, denied or error", f.Decision)
 	}
+	if req.GetFollow() {
+		if !o.s.follow() {
+			return status.Error(codes.ResourceExhausted, o.s.tooManyFollowers())
+		}
+		defer o.s.unfollow()
+	}
 	buf := o.s.src.Events()
 	evs, next, wake := buf.Since(0, f, int(req.GetLimit()))
 	for {

@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirlimit/weir/node/events"
@@ -45,6 +47,13 @@ const (
 	DefaultPeerTimeout = time.Second
 	DefaultFollowPoll  = time.Second
 	DefaultEventsLimit = 100
+	// DefaultMaxFollowers bounds the events followers (HTTP and gRPC) one
+	// node serves at once.
+	DefaultMaxFollowers = 64
+	// maxPeerAnswer is the largest answer read from another member: far
+	// above what a bounded part holds (events.MaxKeyLen, PeerPage), so an
+	// answer over it is an error, never a cut one.
+	maxPeerAnswer = 8 << 20
 )
 
 // Config configures a Server.
@@ -56,6 +65,15 @@ type Config struct {
 	FollowPoll  time.Duration
 	// Now is the clock of snapshots; nil is time.Now.
 	Now func() time.Time
+	// MaxFollowers bounds the events followers served at once
+	// (0: DefaultMaxFollowers); one more is refused with 429.
+	MaxFollowers int
+	// PeerTLS, when set, is the TLS client configuration (this node's
+	// certificate) of reading other members' parts, over https.
+	PeerTLS *tls.Config
+	// PeerAuth, when set, adds this node's credential to a read of
+	// another member's part (without TLS).
+	PeerAuth func(*http.Request)
 }
 
 // Server serves the operators' HTTP endpoints and the gRPC Ops service.
@@ -64,7 +82,10 @@ type Server struct {
 	src  Source
 	http *http.Client
 	// intake admits gateway reports (report.go).
-	intake *Intake
+	intake    *Intake
+	scheme    string // of other members' HTTP APIs
+	feed      *feed
+	followers atomic.Int64 // events followers being served
 }
 
 // New returns a Server over src.
@@ -84,7 +105,18 @@ func New(cfg Config, src Source) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, src: src, http: &http.Client{Timeout: cfg.PeerTimeout}, intake: NewIntake()}
+	if cfg.MaxFollowers <= 0 {
+		cfg.MaxFollowers = DefaultMaxFollowers
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // members are reached directly
+	s := &Server{cfg: cfg, src: src, http: &http.Client{Timeout: cfg.PeerTimeout, Transport: tr}, scheme: "http", intake: NewIntake()}
+	if cfg.PeerTLS != nil {
+		tr.TLSClientConfig = cfg.PeerTLS
+		s.scheme = "https"
+	}
+	s.feed = &feed{s: s}
+	return s
 }
 
 //go:embed ui
@@ -101,8 +133,28 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/gateways/report", s.postReport)
 }
 
-// Close releases idle peer connections.
-func (s *Server) Close() { s.http.CloseIdleConnections() }
+// Close waits for the events feed (the Server's context must be done) and
+// releases idle peer connections.
+func (s *Server) Close() {
+	s.feed.wg.Wait()
+	s.http.CloseIdleConnections()
+}
+
+// follow counts a follower in, or reports false when MaxFollowers are
+// served already; unfollow counts it out.
+func (s *Server) follow() bool {
+	if s.followers.Add(1) > int64(s.cfg.MaxFollowers) {
+		s.followers.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Server) unfollow() { s.followers.Add(-1) }
+
+func (s *Server) tooManyFollowers() string {
+	return fmt.Sprintf("this node already streams events to %d followers, the most it serves at once: retry later, or read without follow", s.cfg.MaxFollowers)
+}
 
 type errorBody struct {
 	Error string `json:"error"`
@@ -137,6 +189,7 @@ var errBadQuery = errors.New("opsapi: bad query")
 type eventsQuery struct {
 	filter events.Filter
 	limit  int
+	first  int // > 0: a page, the oldest first events after after
 	after  uint64
 	local  bool
 	follow bool
@@ -164,6 +217,11 @@ func readEventsQuery(r *http.Request) (eventsQuery, error) {
 			return eq, fmt.Errorf("%w: limit=%q: want a whole number >= 0 (0: all held)", errBadQuery, v)
 		}
 	}
+	if v := q.Get("first"); v != "" {
+		if eq.first, err = strconv.Atoi(v); err != nil || eq.first <= 0 || eq.first > PeerPage {
+			return eq, fmt.Errorf("%w: first=%q: want a whole number from 1 to %d", errBadQuery, v, PeerPage)
+		}
+	}
 	if v := q.Get("after"); v != "" {
 		if eq.after, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return eq, fmt.Errorf("%w: after=%q: want an event seq", errBadQuery, v)
@@ -180,8 +238,11 @@ func readEventsQuery(r *http.Request) (eventsQuery, error) {
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		eq.follow = true
 	}
-	if eq.after > 0 && !eq.local {
-		return eq, fmt.Errorf("%w: after is a seq of one node's buffer: use it with scope=local", errBadQuery)
+	if (eq.after > 0 || eq.first > 0) && !eq.local {
+		return eq, fmt.Errorf("%w: after and first page one node's buffer: use them with scope=local", errBadQuery)
+	}
+	if eq.first > 0 && eq.follow {
+		return eq, fmt.Errorf("%w: first pages a read: not with follow", errBadQuery)
 	}
 	return eq, nil
 }
@@ -194,16 +255,27 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if eq.follow {
+		if !s.follow() {
+			w.Header().Set("Retry-After", "10")
+			writeJSON(w, http.StatusTooManyRequests, errorBody{Error: s.tooManyFollowers(), Code: "resource_exhausted"})
+			return
+		}
+		defer s.unfollow()
 		s.followEvents(w, r, eq)
 		return
 	}
-	evs, next, _ := s.src.Events().Since(eq.after, eq.filter, eq.limit)
 	out := struct {
 		Events   []events.Event `json:"events"`
 		Next     uint64         `json:"next"`
+		More     bool           `json:"more,omitempty"`
 		Answered []string       `json:"answered"`
 		Failed   []string       `json:"failed,omitempty"`
-	}{Events: evs, Next: next, Answered: []string{s.src.Self()}}
+	}{Answered: []string{s.src.Self()}}
+	if eq.first > 0 {
+		out.Events, out.Next, out.More = s.src.Events().Page(eq.after, eq.filter, eq.first)
+	} else {
+		out.Events, out.Next, _ = s.src.Events().Since(eq.after, eq.filter, eq.limit)
+	}
 	if !eq.local {
 		q := r.URL.Query()
 		q.Set("scope", "local")
@@ -236,12 +308,39 @@ func sortEvents(evs []events.Event) {
 
 // followEvents streams events as server-sent events: first the buffered
 // ones (up to limit), then new ones; with cluster scope, other members'
-// events are polled every FollowPoll.
+// events come from the feed all followers share.
 func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQuery) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "streaming is not supported on this connection", Code: "internal"})
 		return
+	}
+	ctx := r.Context()
+	buf := s.src.Events()
+	backlog, next, wake := buf.Since(eq.after, eq.filter, eq.limit)
+	var (
+		mirror *events.Buffer
+		mnext  uint64
+		mwake  <-chan struct{} // nil with local scope: never ready
+	)
+	if !eq.local {
+		fr := s.feed.join()
+		defer s.feed.leave()
+		select {
+		case <-fr.ready:
+		case <-ctx.Done():
+			return
+		case <-s.cfg.Ctx.Done():
+			return
+		}
+		mirror = fr.mirror
+		var peers []events.Event
+		peers, mnext, mwake = mirror.Since(0, eq.filter, eq.limit)
+		backlog = append(backlog, peers...)
+		sortEvents(backlog)
+		if eq.limit > 0 && len(backlog) > eq.limit {
+			backlog = backlog[len(backlog)-eq.limit:]
+		}
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -256,30 +355,15 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQ
 		fl.Flush()
 		return true
 	}
-	buf := s.src.Events()
-	backlog, next, wake := buf.Since(eq.after, eq.filter, eq.limit)
-	peerNext := map[string]uint64{} // peer id → its last seq seen
-	if !eq.local {
-		backlog = append(backlog, s.pollPeers(r.Context(), eq, peerNext)...)
-		sortEvents(backlog)
-		if eq.limit > 0 && len(backlog) > eq.limit {
-			backlog = backlog[len(backlog)-eq.limit:]
-		}
-	}
 	if !send(backlog) {
 		return
-	}
-	var tick <-chan time.Time
-	if !eq.local {
-		t := time.NewTicker(s.cfg.FollowPoll)
-		defer t.Stop()
-		tick = t.C
 	}
 	keep := time.NewTicker(15 * time.Second)
 	defer keep.Stop()
 	for {
+		var evs []events.Event
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-s.cfg.Ctx.Done():
 			return
@@ -288,96 +372,46 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQ
 				return
 			}
 			fl.Flush()
-		case <-tick:
-			if !send(s.pollPeers(r.Context(), eq, peerNext)) {
-				return
-			}
+			continue
+		case <-mwake:
+			evs, mnext, mwake = mirror.Since(mnext, eq.filter, 0)
 		case <-wake:
 			if buf.Closed() {
 				return
 			}
-			var evs []events.Event
 			evs, next, wake = buf.Since(next, eq.filter, 0)
-			if !send(evs) {
-				return
-			}
+		}
+		if !send(evs) {
+			return
 		}
 	}
-}
-
-// pollPeers fetches the other members' events after the seq last seen of
-// each; from a member not polled before, its buffered events (the newest
-// eq.limit, 0: all).
-func (s *Server) pollPeers(ctx context.Context, eq eventsQuery, peerNext map[string]uint64) []events.Event {
-	var (
-		mu  sync.Mutex
-		out []events.Event
-		wg  sync.WaitGroup
-	)
-	for id, addr := range s.src.Peers() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := url.Values{"scope": {"local"}}
-			if eq.filter.Rule != "" {
-				q.Set("rule", eq.filter.Rule)
-			}
-			if eq.filter.Key != "" {
-				q.Set("key", eq.filter.Key)
-			}
-			if eq.filter.Decision != "" {
-				q.Set("decision", eq.filter.Decision)
-			}
-			mu.Lock()
-			after, seen := peerNext[id]
-			mu.Unlock()
-			if seen {
-				q.Set("after", strconv.FormatUint(after, 10))
-				q.Set("limit", "0")
-			} else {
-				q.Set("limit", strconv.Itoa(eq.limit))
-			}
-			body, err := s.get(ctx, addr, "/v1/events?"+q.Encode())
-			if err != nil {
-				return
-			}
-			var part struct {
-				Events []events.Event `json:"events"`
-				Next   uint64         `json:"next"`
-			}
-			if json.Unmarshal(body, &part) != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			peerNext[id] = part.Next
-			out = append(out, part.Events...)
-		}()
-	}
-	wg.Wait()
-	sortEvents(out)
-	return out
 }
 
 // get fetches path from a member's HTTP API.
 func (s *Server) get(ctx context.Context, addr, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.PeerTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.scheme+"://"+addr+path, nil)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.PeerAuth != nil {
+		s.cfg.PeerAuth(req)
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerAnswer+1))
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	if len(b) > maxPeerAnswer {
+		return nil, fmt.Errorf("%s: answer over %d bytes", path, maxPeerAnswer)
 	}
 	return b, nil
 }
