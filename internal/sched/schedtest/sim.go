@@ -198,7 +198,8 @@ func (s *Sim) after(d, every time.Duration, fire func()) *wait {
 	return w
 }
 
-// NewTimer fires once when the clock reaches d from now.
+// NewTimer fires once when the clock reaches d from now (d <= 0: at the
+// next Advance, Advance(0) included).
 func (s *Sim) NewTimer(d time.Duration) sched.Timer {
 	return simTimer{s, s.after(d, 0, nil)}
 }
@@ -216,6 +217,10 @@ func (s *Sim) NewTicker(d time.Duration) sched.Ticker {
 func (s *Sim) WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	inner, cancel := context.WithCancelCause(ctx)
 	c := &deadlineCtx{Context: inner, at: s.Now().Add(d)}
+	if d <= 0 {
+		cancel(context.DeadlineExceeded) // already past, as context.WithTimeout
+		return c, func() { cancel(context.Canceled) }
+	}
 	w := s.after(d, 0, func() { cancel(context.DeadlineExceeded) })
 	return c, func() {
 		s.stop(w)

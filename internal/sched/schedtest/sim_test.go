@@ -140,6 +140,11 @@ func TestWithTimeoutCancelAndParent(t *testing.T) {
 	if _, ok := s.Next(); ok {
 		t.Error("a cancelled deadline is still scheduled")
 	}
+	past, cancelPast := s.WithTimeout(context.Background(), 0)
+	defer cancelPast()
+	if !errors.Is(past.Err(), context.DeadlineExceeded) {
+		t.Errorf("no time left: Err = %v, want DeadlineExceeded at once", past.Err())
+	}
 	parent, pc := context.WithCancel(context.Background())
 	ctx, cancel = s.WithTimeout(parent, time.Hour)
 	defer cancel()
