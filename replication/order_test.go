@@ -159,3 +159,40 @@ func TestAsksInAFixedOrder(t *testing.T) {
 		waitState(t, h, p, PartReady) // nobody answered: fresh counters
 	}
 }
+
+// hangingPeers answers an ask only when its context ends.
+type hangingPeers struct{ asked chan string }
+
+func (p hangingPeers) Handoff(ctx context.Context, addr string, _ HandoffRequest) (HandoffReply, error) {
+	p.asked <- addr
+	<-ctx.Done()
+	return HandoffReply{}, ctx.Err()
+}
+
+// An ask's deadline runs on the seam's clock: with an hour to answer, a
+// holder that hangs is given up on once the simulated hour has passed,
+// not on the wall clock.
+func TestAskDeadlineOnTheSeamsClock(t *testing.T) {
+	sim := schedtest.New(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sim.SetGo(schedtest.Spawn)
+	cfg := DefaultHandoffConfig("n", 2)
+	cfg.Sched, cfg.AskTimeout = sim, time.Hour
+	peers := hangingPeers{asked: make(chan string, 1)}
+	h := runHandoff(t, cfg, newMemCounters(), peers, NewStore())
+	live := map[string]string{"n": "n", "a": "a"}
+	if err := h.ChangeRing(context.Background(), RingChanged{
+		Place: placeAll(2, "n"), Members: []string{"n"}, Live: live, Base: placeAll(2, "a"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-peers.asked; got != "a" {
+		t.Fatalf("asked %q, want the previous owner a", got)
+	}
+	sim.Advance(time.Hour - time.Nanosecond)
+	if st, _ := h.Routes().State(0); st != PartPending {
+		t.Fatalf("p0 %s before the ask's deadline, want pending", st)
+	}
+	sim.Advance(time.Nanosecond)
+	waitState(t, h, 0, PartReady) // nobody else to ask: fresh counters
+	waitState(t, h, 1, PartReady)
+}
