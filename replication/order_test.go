@@ -95,6 +95,15 @@ func TestSendsInAFixedOrder(t *testing.T) {
 		t.Errorf("sends\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
 	}
 	waitFor(t, "the sends' results", func() bool { return r.Stats().Sent == uint64(sent) })
+	if n := len(r.Stats().LastSuccess); n != 7 {
+		t.Fatalf("%d destinations with a success, want 7", n)
+	}
+	// A destination idle for forgetAfter is forgotten at a flush.
+	sim.Advance(forgetAfter)
+	waitFor(t, "idle destinations forgotten", func() bool {
+		sim.Advance(cfg.Interval)
+		return len(r.Stats().LastSuccess) == 0
+	})
 }
 
 // asks records hand-off asks in order and answers none of them.

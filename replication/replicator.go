@@ -259,20 +259,19 @@ func (r *Replicator) flush() (sends []outgoing) {
 		r.dropped.Add(dropped)
 	}
 
-	r.ids = slices.DeleteFunc(r.ids, func(id string) bool {
+	kept := r.ids[:0]
+	for _, id := range r.ids {
 		d := r.dests[id]
-		if d.inflight > 0 {
-			return false
+		if d.inflight == 0 && len(d.pending) == 0 && now-d.lastActive > int64(forgetAfter) {
+			delete(r.dests, id)
+			r.statsMu.Lock()
+			delete(r.lastSuccess, id)
+			r.statsMu.Unlock()
+			continue
 		}
-		if len(d.pending) == 0 {
-			if now-d.lastActive > int64(forgetAfter) {
-				delete(r.dests, id)
-				r.statsMu.Lock()
-				delete(r.lastSuccess, id)
-				r.statsMu.Unlock()
-				return true
-			}
-			return false
+		kept = append(kept, id)
+		if d.inflight > 0 || len(d.pending) == 0 {
+			continue
 		}
 		batch := make([]State, 0, len(d.pending))
 		for _, st := range d.pending {
@@ -287,8 +286,9 @@ func (r *Replicator) flush() (sends []outgoing) {
 			d.inflight, d.inflightOldest = len(batch), oldest
 			sends = append(sends, outgoing{d: d, batch: batch})
 		}
-		return false
-	})
+	}
+	clear(r.ids[len(kept):])
+	r.ids = kept
 	r.publish()
 	r.flushOldest.Store(0)
 	r.flushLen.Store(0)
