@@ -83,6 +83,7 @@ type Replicator struct {
 	dests   map[string]*dest
 	ids     []string            // the keys of dests, sorted: the order of sends
 	places  map[uint32][]string // per-flush Placement cache
+	sends   []outgoing          // what flush returns, reused
 	results chan result
 	wg      sync.WaitGroup
 }
@@ -199,6 +200,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 			})
 		}
 		inflight += len(sends)
+		clear(sends) // the batches are the sends' now
 	}
 	for {
 		select {
@@ -224,8 +226,8 @@ func (r *Replicator) Run(ctx context.Context) error {
 // for every destination that has none in flight and states waiting, in
 // the order of the destinations' ids, each batch in the order of its
 // counters' first change (the caller starts them; each one's result goes
-// to finish).
-func (r *Replicator) flush() (sends []outgoing) {
+// to finish). The slice is valid until the next flush.
+func (r *Replicator) flush() []outgoing {
 	now := r.now().UnixNano()
 	r.flushMu.Lock()
 	r.mu.Lock()
@@ -259,7 +261,7 @@ func (r *Replicator) flush() (sends []outgoing) {
 		r.dropped.Add(dropped)
 	}
 
-	kept := r.ids[:0]
+	sends, kept := r.sends[:0], r.ids[:0]
 	for _, id := range r.ids {
 		d := r.dests[id]
 		if d.inflight == 0 && len(d.pending) == 0 && now-d.lastActive > int64(forgetAfter) {
@@ -292,6 +294,7 @@ func (r *Replicator) flush() (sends []outgoing) {
 	r.publish()
 	r.flushOldest.Store(0)
 	r.flushLen.Store(0)
+	r.sends = sends
 	return sends
 }
 
