@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/client/reqmatch"
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node/rls"
@@ -194,6 +195,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the owner's clock in unix ns (tests may pass a fake).
 	Now func() int64
+	// Sched is the seam through which the hand-off, the replicator and
+	// the shard engine start work and make timers, and Boot is drawn.
+	// Nil: production (sched.Real).
+	Sched sched.Sched
 }
 
 // DefaultConfig returns a config for one node on loopback with the given id.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
@@ -124,6 +124,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Now == nil {
 		cfg.Now = func() int64 { return time.Now().UnixNano() }
 	}
+	cfg.Sched = sched.Or(cfg.Sched)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
@@ -200,6 +201,7 @@ func New(cfg Config) (*Node, error) {
 	sc.MaxKeys = cfg.MaxKeys
 	sc.AutoLeaseRate, sc.AutoLeaseGateways = cfg.AutoLeaseRate, cfg.AutoLeaseGateways
 	sc.Now = cfg.Now
+	sc.Sched = cfg.Sched
 	sc.OnChange = func(states []replication.State) { n.repl.Enqueue(states) }
 	n.engine, err = shard.New(sc)
 	if err != nil {
@@ -208,6 +210,7 @@ func New(cfg Config) (*Node, error) {
 	rcfg := replication.DefaultConfig()
 	rcfg.Self = cfg.ID
 	rcfg.Interval = cfg.ReplicationInterval
+	rcfg.Sched = cfg.Sched
 	rcfg.Logger = n.log.With("component", "replication")
 	n.replTransport = newPeerTransport(n)
 	n.repl, err = replication.NewReplicator(rcfg, n.replTransport, n.replicaPlacement)
@@ -218,6 +221,7 @@ func New(cfg Config) (*Node, error) {
 	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now
+	hc.Sched = cfg.Sched
 	hc.Logger = n.log.With("component", "handoff")
 	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{pool: n.peers, now: cfg.Now}, n.replicas, n.repl)
 	if err != nil {
@@ -272,7 +276,7 @@ func New(cfg Config) (*Node, error) {
 	n.secureHTTP(n.httpSrv)
 
 	n.meta = memberMeta{
-		Boot: rand.Uint64() | 1,
+		Boot: cfg.Sched.Uint64() | 1,
 		GRPC: adv.addr(n.grpcLis.Addr().String()),
 		HTTP: adv.addr(n.httpLis.Addr().String()),
 		Raft: n.store.Addr(),

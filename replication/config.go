@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/weirlimit/weir/internal/sched"
 )
 
 // Config tunes a Replicator. Start from DefaultConfig and set Self.
@@ -30,8 +32,11 @@ type Config struct {
 	// transition, not per attempt). Nil discards.
 	Logger *slog.Logger
 	// Now is the clock used to age unshipped changes (Stats().Lag) and to
-	// stamp successes. Nil means time.Now.
+	// stamp successes. Nil means Sched's.
 	Now func() time.Time
+	// Sched runs the flush ticker, the sends (as concurrent work) and
+	// their deadlines. Nil means production (sched.Real).
+	Sched sched.Sched
 }
 
 // DefaultConfig returns the defaults: flush every 5ms, at most 4096 states per
@@ -43,12 +48,12 @@ func DefaultConfig() Config {
 		QueueLen:    65536,
 		SendTimeout: time.Second,
 		Logger:      slog.New(slog.DiscardHandler),
-		Now:         time.Now,
+		Sched:       sched.Real{},
 	}
 }
 
 // Validate reports the first field out of range, wrapping ErrInvalidConfig.
-// Nil Logger and Now are allowed and defaulted by NewReplicator.
+// Nil Logger, Now and Sched are allowed and defaulted by NewReplicator.
 func (c Config) Validate() error {
 	switch {
 	case c.Self == "":

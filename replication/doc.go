@@ -30,8 +30,8 @@
 //   - Handoff: the hand-off protocol around Partitions. Its Run goroutine
 //     is the machine's one owner: events arrive on one channel, it
 //     publishes an immutable Routes snapshot after each (the check path
-//     reads it without locks), and runs the effects: pulls and resyncs on
-//     goroutines it joins, dropping counters and copies inline. Serve is
+//     reads it without locks), and runs the effects: pulls and resyncs as
+//     work it joins, dropping counters and copies inline. Serve is
 //     the holder's side (a peer's ask), on the caller's goroutine. It
 //     talks to the shard engine through Counters (export, import, drop)
 //     and to peers through Peers, both defined here.
@@ -48,13 +48,22 @@
 // Run is the single goroutine that owns everything else: the spare inbox
 // generation (swapped with the current one under the mutex in O(1) at each
 // flush), the per-destination queues and the Placement cache. It starts at
-// most one send goroutine per destination; each reports its result back to
+// most one send per destination (flush returns them, Run starts them through
+// the seam); each reports its result back to
 // Run on a channel and is joined (WaitGroup) before Run returns, so no
 // goroutine outlives Run. Stats reads atomics that Run publishes, plus the
 // inbox under the mutex. Store guards its map with its own mutex (it is not
 // on a check's path). Lock order: flushMu (held by a flush's swap and by
 // Resync) before the Replicator's mutex; that mutex and the stats mutex are
 // never held together.
+//
+// Goroutines, tickers, timers, deadlines and the clock come from the seam
+// (Config.Sched, HandoffConfig.Sched; internal/sched): production passes
+// sched.Real, a test or simulation a deterministic schedtest.Sim. No
+// message order follows map iteration: a pull asks its sources, each ask
+// round and the broadcast to live members in id order; a flush sends to
+// destinations in id order, each batch in the order of its counters'
+// first change.
 //
 // # Invariants
 //

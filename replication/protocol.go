@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirlimit/weir/internal/sched"
 )
 
 // Counters is what the hand-off needs of the shard engine: the live
@@ -86,8 +88,11 @@ type HandoffConfig struct {
 	// ResyncRetry is the wait before retrying a resync the replication
 	// queue had no room for (about the replication interval).
 	ResyncRetry time.Duration
-	// Now is the clock in unix ns; nil is the wall clock.
-	Now    func() int64
+	// Now is the clock in unix ns; nil is Sched's.
+	Now func() int64
+	// Sched starts the pulls and resyncs and runs the ticker and the
+	// asks' deadlines; nil is production (sched.Real).
+	Sched  sched.Sched
 	Logger *slog.Logger
 }
 
@@ -121,8 +126,8 @@ type HandoffStats struct {
 // ring changes, arrivals, asks and hand-backs reach it as events on one
 // channel, and it publishes an immutable Routes snapshot after each, which
 // the check path reads without locks. Run starts the pulls and resyncs the
-// machine asks for on goroutines of its own and joins them before it
-// returns.
+// machine asks for as work of their own (HandoffConfig.Sched) and joins
+// them before it returns.
 //
 // Checks that decide a partition locally hold it with Pin (a read lock of
 // the partition's fence) from routing until their decision is made; a
@@ -195,8 +200,10 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 	case counters == nil || peers == nil || replicas == nil:
 		return nil, ErrNilDependency
 	}
+	cfg.Sched = sched.Or(cfg.Sched)
 	if cfg.Now == nil {
-		cfg.Now = func() int64 { return time.Now().UnixNano() }
+		clock := cfg.Sched
+		cfg.Now = func() int64 { return clock.Now().UnixNano() }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -251,12 +258,12 @@ func (h *Handoff) Run(ctx context.Context) error {
 	}()
 	goFunc := func(f func()) {
 		wg.Add(1)
-		go func() {
+		h.cfg.Sched.Go(func() {
 			defer wg.Done()
 			f()
-		}()
+		})
 	}
-	t := time.NewTicker(h.cfg.TickEvery)
+	t := h.cfg.Sched.NewTicker(h.cfg.TickEvery)
 	defer t.Stop()
 	for {
 		var r request
@@ -264,7 +271,7 @@ func (h *Handoff) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case r = <-h.reqs:
-		case <-t.C:
+		case <-t.C():
 			r = request{ev: Tick{Now: h.cfg.Now()}}
 		}
 		old := h.routes.Load()
@@ -466,7 +473,8 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		}
 		bySource[src] = append(bySource[src], g.Partition)
 	}
-	for src, parts := range bySource {
+	for _, src := range slices.Sorted(maps.Keys(bySource)) { // a fixed order of asks
+		parts := bySource[src]
 		f := h.fetch(ctx, src, parts)
 		if h.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 			h.cfg.Logger.Debug("pulled", "source", src, "back", pl.Back, "keep", pl.Keep, "parts", parts,
@@ -601,7 +609,8 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 	broadcast := false
 	for len(ask) > 0 {
 		next := map[string][]uint32{}
-		for dest, ps := range ask {
+		for _, dest := range slices.Sorted(maps.Keys(ask)) { // a fixed order of asks
+			ps := ask[dest]
 			for _, p := range ps {
 				asked[p] = append(asked[p], dest)
 			}
@@ -633,7 +642,7 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 		if len(next) == 0 && len(unnamed) > 0 && !broadcast {
 			// Nobody said where these went: ask everyone not asked yet.
 			broadcast = true
-			for id := range h.Routes().live {
+			for _, id := range slices.Sorted(maps.Keys(h.Routes().live)) {
 				if id == h.cfg.Self {
 					continue
 				}
@@ -656,7 +665,7 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	if !ok || addr == "" {
 		return HandoffReply{}, fmt.Errorf("member %q is not live", id)
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.AskTimeout)
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
 	defer cancel()
 	return h.peers.Handoff(ctx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
 }
@@ -665,7 +674,7 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 // them is from an earlier time this node served them, and older than what
 // the previous holder sent), then imports states.
 func (h *Handoff) install(ctx context.Context, parts []uint32, states []State) error {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
 	defer cancel()
 	if err := h.counters.Drop(ctx, parts); err != nil {
 		return err
@@ -674,7 +683,7 @@ func (h *Handoff) install(ctx context.Context, parts []uint32, states []State) e
 }
 
 func (h *Handoff) dropCounters(ctx context.Context, parts []uint32) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
 	defer cancel()
 	if err := h.counters.Drop(ctx, parts); err != nil && ctx.Err() == nil {
 		h.cfg.Logger.Warn("drop counters of partitions let go", "err", err)
@@ -694,18 +703,18 @@ func (h *Handoff) resyncReplicas(ctx context.Context, parts []uint32) {
 			if r := h.Routes(); r.owner[p] != h.cfg.Self || r.state[p] != PartReady {
 				break
 			}
-			rctx, cancel := context.WithTimeout(ctx, h.cfg.InstallTimeout)
+			rctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
 			k, err := h.resync.Resync(rctx, func(ctx context.Context) ([]State, error) {
 				return h.counters.Export(ctx, []uint32{p})
 			})
 			cancel()
 			if errors.Is(err, ErrQueueFull) && attempt < 100 {
-				t := time.NewTimer(h.cfg.ResyncRetry)
+				t := h.cfg.Sched.NewTimer(h.cfg.ResyncRetry)
 				select {
 				case <-ctx.Done():
 					t.Stop()
 					return
-				case <-t.C:
+				case <-t.C():
 				}
 				continue
 			}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirlimit/weir/internal/sched"
 )
 
 // Transport ships states to one peer. The node implements it with the peer
@@ -79,7 +81,9 @@ type Replicator struct {
 	// Owned by the goroutine in Run.
 	spare   *inbox
 	dests   map[string]*dest
+	ids     []string            // the keys of dests, sorted: the order of sends
 	places  map[uint32][]string // per-flush Placement cache
+	sends   []outgoing          // what flush returns, reused
 	results chan result
 	wg      sync.WaitGroup
 }
@@ -87,7 +91,8 @@ type Replicator struct {
 // dest is one destination's queue; owned by Run.
 type dest struct {
 	id             string
-	pending        map[uint64]State // newest state per id, not yet sent
+	pending        []State        // newest state per id, not yet sent, in order of first change
+	at             map[uint64]int // counter id -> index in pending
 	pendingOldest  int64
 	inflight       int // states in the one outstanding send; 0 when none
 	inflightOldest int64
@@ -103,6 +108,13 @@ type result struct {
 	err    error
 }
 
+// outgoing is one send a flush decided on: batch for d, which has no
+// other send in flight.
+type outgoing struct {
+	d     *dest
+	batch []State
+}
+
 // NewReplicator checks cfg and returns a Replicator; call Run to ship.
 func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
 	if err := cfg.Validate(); err != nil {
@@ -114,8 +126,9 @@ func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Sched = sched.Or(cfg.Sched)
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Sched.Now
 	}
 	return &Replicator{
 		cfg:         cfg,
@@ -175,9 +188,20 @@ func (r *Replicator) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer r.running.Store(false)
-	tick := time.NewTicker(r.cfg.Interval)
+	tick := r.cfg.Sched.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	inflight := 0
+	start := func(sends []outgoing) {
+		for _, o := range sends {
+			r.wg.Add(1)
+			r.cfg.Sched.Go(func() {
+				defer r.wg.Done()
+				r.results <- r.send(ctx, o)
+			})
+		}
+		inflight += len(sends)
+		clear(sends) // the batches are the sends' now
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,10 +211,10 @@ func (r *Replicator) Run(ctx context.Context) error {
 			r.wg.Wait()
 			r.publish()
 			return nil
-		case <-tick.C:
-			inflight += r.flush(ctx)
+		case <-tick.C():
+			start(r.flush())
 		case <-r.kick:
-			inflight += r.flush(ctx)
+			start(r.flush())
 		case res := <-r.results:
 			inflight--
 			r.finish(res)
@@ -198,9 +222,12 @@ func (r *Replicator) Run(ctx context.Context) error {
 	}
 }
 
-// flush moves the inbox into the destinations' queues and starts a send to
-// every destination that has none in flight. It returns the sends started.
-func (r *Replicator) flush(ctx context.Context) (started int) {
+// flush moves the inbox into the destinations' queues and returns a send
+// for every destination that has none in flight and states waiting, in
+// the order of the destinations' ids, each batch in the order of its
+// counters' first change (the caller starts them; each one's result goes
+// to finish). The slice is valid until the next flush.
+func (r *Replicator) flush() []outgoing {
 	now := r.now().UnixNano()
 	r.flushMu.Lock()
 	r.mu.Lock()
@@ -218,8 +245,10 @@ func (r *Replicator) flush(ctx context.Context) (started int) {
 		for _, to := range r.placement(sl.st.Partition) {
 			d := r.dests[to]
 			if d == nil {
-				d = &dest{id: to, pending: make(map[uint64]State)}
+				d = &dest{id: to, at: make(map[uint64]int)}
 				r.dests[to] = d
+				i, _ := slices.BinarySearch(r.ids, to)
+				r.ids = slices.Insert(r.ids, i, to)
 			}
 			d.lastActive = now
 			if !d.add(sl.st, sl.since, r.cfg.QueueLen) {
@@ -232,17 +261,18 @@ func (r *Replicator) flush(ctx context.Context) (started int) {
 		r.dropped.Add(dropped)
 	}
 
-	for id, d := range r.dests {
-		if d.inflight > 0 {
+	sends, kept := r.sends[:0], r.ids[:0]
+	for _, id := range r.ids {
+		d := r.dests[id]
+		if d.inflight == 0 && len(d.pending) == 0 && now-d.lastActive > int64(forgetAfter) {
+			delete(r.dests, id)
+			r.statsMu.Lock()
+			delete(r.lastSuccess, id)
+			r.statsMu.Unlock()
 			continue
 		}
-		if len(d.pending) == 0 {
-			if now-d.lastActive > int64(forgetAfter) {
-				delete(r.dests, id)
-				r.statsMu.Lock()
-				delete(r.lastSuccess, id)
-				r.statsMu.Unlock()
-			}
+		kept = append(kept, id)
+		if d.inflight > 0 || len(d.pending) == 0 {
 			continue
 		}
 		batch := make([]State, 0, len(d.pending))
@@ -253,20 +283,19 @@ func (r *Replicator) flush(ctx context.Context) (started int) {
 			batch = append(batch, st)
 		}
 		oldest := d.pendingOldest
-		clear(d.pending)
-		d.pendingOldest, d.retried = 0, false
-		if len(batch) == 0 {
-			continue
+		d.reset()
+		if len(batch) > 0 {
+			d.inflight, d.inflightOldest = len(batch), oldest
+			sends = append(sends, outgoing{d: d, batch: batch})
 		}
-		d.inflight, d.inflightOldest = len(batch), oldest
-		r.wg.Add(1)
-		go r.send(ctx, d, batch)
-		started++
 	}
+	clear(r.ids[len(kept):])
+	r.ids = kept
 	r.publish()
 	r.flushOldest.Store(0)
 	r.flushLen.Store(0)
-	return started
+	r.sends = sends
+	return sends
 }
 
 // placement returns the partition's destinations without Self, cached for
@@ -292,25 +321,45 @@ func (r *Replicator) placedAt(p uint32, id string) bool {
 	return false
 }
 
-// add queues st unless the queue is full of other ids.
+// add queues st (replacing a waiting state of its id, which keeps its
+// place) unless the queue is full of other ids.
 func (d *dest) add(st State, since int64, maxLen int) bool {
-	if _, ok := d.pending[st.ID]; !ok && len(d.pending) >= maxLen {
+	if i, ok := d.at[st.ID]; ok {
+		d.pending[i] = st
+	} else if len(d.pending) >= maxLen {
 		return false
+	} else {
+		d.at[st.ID] = len(d.pending)
+		d.pending = append(d.pending, st)
 	}
-	d.pending[st.ID] = st
 	d.pendingOldest = minTime(d.pendingOldest, since)
 	return true
 }
 
-// send runs in its own goroutine, one per destination at a time, and
-// reports to Run. It reads only d.id, which never changes.
-func (r *Replicator) send(ctx context.Context, d *dest, batch []State) {
-	defer r.wg.Done()
-	res := result{d: d}
+// waiting reports whether a state of counter id waits for d.
+func (d *dest) waiting(id uint64) bool {
+	_, ok := d.at[id]
+	return ok
+}
+
+// reset empties d's queue, keeping its memory.
+func (d *dest) reset() {
+	clear(d.pending)
+	d.pending = d.pending[:0]
+	clear(d.at)
+	d.pendingOldest, d.retried = 0, false
+}
+
+// send ships one flush's batch to its destination, at most MaxBatch
+// states a call, and returns the outcome for finish. Run starts it as
+// concurrent work, one per destination at a time; it reads only o.d.id,
+// which never changes.
+func (r *Replicator) send(ctx context.Context, o outgoing) result {
+	res, batch := result{d: o.d}, o.batch
 	for len(batch) > 0 {
 		n := min(len(batch), r.cfg.MaxBatch)
-		sctx, cancel := context.WithTimeout(ctx, r.cfg.SendTimeout)
-		err := r.t.Replicate(sctx, d.id, r.cfg.Self, batch[:n])
+		sctx, cancel := r.cfg.Sched.WithTimeout(ctx, r.cfg.SendTimeout)
+		err := r.t.Replicate(sctx, o.d.id, r.cfg.Self, batch[:n])
 		cancel()
 		if err != nil {
 			res.err, res.failed = err, batch
@@ -319,7 +368,7 @@ func (r *Replicator) send(ctx context.Context, d *dest, batch []State) {
 		res.sent += n
 		batch = batch[n:]
 	}
-	r.results <- res
+	return res
 }
 
 // finish records a send's outcome; refused states go back to the queue
@@ -348,7 +397,7 @@ func (r *Replicator) finish(res result) {
 	}
 	var dropped uint64
 	for _, st := range res.failed {
-		if _, newer := d.pending[st.ID]; newer {
+		if d.waiting(st.ID) {
 			continue
 		}
 		if !d.add(st, since, r.cfg.QueueLen) {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/replication"
 )
 
@@ -13,7 +14,8 @@ import (
 // New; Validate rejects negative or otherwise unusable values.
 type Config struct {
 	// Shards is the number of shard goroutines. Partition p belongs to
-	// shard p % Shards. Default GOMAXPROCS.
+	// shard p % Shards. Default GOMAXPROCS (a test that depends on how
+	// items split over shards sets it).
 	Shards int
 	// QueueLen is the capacity of each shard's request channel. Default 1024.
 	QueueLen int
@@ -21,8 +23,17 @@ type Config struct {
 	// one go (one clock read, one OnChange call). Default 256.
 	MaxBatch int
 	// Now returns the owner's clock in unix nanoseconds. It is the only
-	// place the engine reads a clock. Default time.Now().UnixNano.
+	// place the engine reads a clock. Default Sched's clock.
 	Now func() int64
+	// Sched starts the shard and releaser goroutines and runs their
+	// tickers and timers. Default production (sched.Real).
+	Sched sched.Sched
+	// Inline makes an engine that starts no goroutine: each call is
+	// decided on the caller's goroutine (a shard's work one call at a
+	// time, under a lock), the sweep runs when the caller calls Tick, and
+	// freed memory is left to the Go runtime. A simulation drives it
+	// step by step.
+	Inline bool
 	// OnChange, if not nil, is called by a shard goroutine after each
 	// batch with the states that batch changed (decisions, refunds,
 	// imports), and after each sweep step with the fresh states
@@ -78,7 +89,7 @@ func DefaultConfig() Config {
 		Shards:      runtime.GOMAXPROCS(0),
 		QueueLen:    1024,
 		MaxBatch:    256,
-		Now:         func() int64 { return time.Now().UnixNano() },
+		Sched:       sched.Real{},
 		SweepEvery:  time.Second,
 		SweepBudget: 16384,
 		ImportIdle:  24 * time.Hour,
@@ -101,8 +112,10 @@ func (c Config) withDefaults() Config {
 	c.Shards = cmp.Or(c.Shards, d.Shards)
 	c.QueueLen = cmp.Or(c.QueueLen, d.QueueLen)
 	c.MaxBatch = cmp.Or(c.MaxBatch, d.MaxBatch)
+	c.Sched = sched.Or(c.Sched)
 	if c.Now == nil {
-		c.Now = d.Now
+		clock := c.Sched
+		c.Now = func() int64 { return clock.Now().UnixNano() }
 	}
 	c.SweepEvery = cmp.Or(c.SweepEvery, d.SweepEvery)
 	c.SweepBudget = cmp.Or(c.SweepBudget, d.SweepBudget)
@@ -127,8 +140,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: QueueLen %d < 1", ErrInvalidConfig, c.QueueLen)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalidConfig, c.MaxBatch)
-	case c.Now == nil:
-		return fmt.Errorf("%w: Now is nil", ErrInvalidConfig)
 	case c.SweepEvery <= 0:
 		return fmt.Errorf("%w: SweepEvery %v <= 0", ErrInvalidConfig, c.SweepEvery)
 	case c.SweepBudget < 1:

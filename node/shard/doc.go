@@ -100,6 +100,15 @@
 //
 // # Time and cancellation
 //
+// Everything nondeterministic goes through Config.Sched (internal/sched):
+// the shard and releaser goroutines start there, the sweep ticker and the
+// release timer run on its clock, and Config.Now defaults to it. A sweep
+// pass walks partitions in order, and sliding logs are exported and
+// expired in id order, so what OnChange and Export report never depends
+// on map iteration. An engine with Config.Inline starts no goroutine: the
+// caller's goroutine decides each call (as the shard would, a batch of
+// one) and Tick runs the sweep, so a simulation steps it by hand.
+//
 // Close stops and joins every shard goroutine and the releaser; calls made
 // afterwards, and calls still waiting, return ErrClosed. A Check whose ctx
 // ends returns ctx.Err(); a shard skips a request whose ctx already ended,

@@ -112,27 +112,53 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Start starts the shard goroutines. Calling it again, or after Close, does
-// nothing.
+// Start starts the shard goroutines (through Config.Sched; none when
+// Config.Inline). Calling it again, or after Close, does nothing.
 func (e *Engine) Start() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started.Load() || e.closed.Load() {
 		return
 	}
-	for _, s := range e.shards {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			s.run(e.quit)
-		}()
+	if !e.cfg.Inline {
+		for _, s := range e.shards {
+			e.goFunc(func() { s.run(e.quit) })
+		}
+		e.goFunc(func() { e.rel.run(e.quit) })
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.rel.run(e.quit)
-	}()
 	e.started.Store(true)
+}
+
+// goFunc starts f through the seam as work Close joins.
+func (e *Engine) goFunc(f func()) {
+	e.wg.Add(1)
+	e.cfg.Sched.Go(func() {
+		defer e.wg.Done()
+		f()
+	})
+}
+
+// Tick runs, in an Inline engine, what the sweep ticker runs in a shard
+// goroutine: on every shard one sweep step and the further steps it
+// schedules (as an idle shard runs them back to back), on the caller's
+// goroutine. An engine with goroutines sweeps on its own; there Tick does
+// nothing.
+func (e *Engine) Tick() error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if !e.cfg.Inline {
+		return nil
+	}
+	for _, s := range e.shards {
+		s.mu.Lock()
+		s.tick()
+		for ; s.steps > 0; s.steps-- {
+			s.sweepStep()
+		}
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // Close stops the shards and waits for their goroutines to return. A shard
@@ -181,6 +207,10 @@ func (e *Engine) putReq(r *request) {
 }
 
 func (e *Engine) send(ctx context.Context, s *shard, r *request) error {
+	if e.cfg.Inline {
+		s.decideNow(r)
+		return nil
+	}
 	select {
 	case s.in <- r:
 		return nil

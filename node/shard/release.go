@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/weirlimit/weir/internal/sched"
 )
 
 // releaser hands memory the sweep freed back to the operating system.
@@ -17,6 +19,7 @@ import (
 type releaser struct {
 	threshold int64
 	every     time.Duration
+	sched     sched.Sched
 	release   func()
 	pending   atomic.Int64  // bytes freed since the last release
 	kick      chan struct{} // capacity 1: a release is wanted
@@ -27,6 +30,7 @@ func newReleaser(cfg *Config) *releaser {
 	return &releaser{
 		threshold: cfg.ReleaseBytes,
 		every:     cfg.ReleaseEvery,
+		sched:     cfg.Sched,
 		release:   debug.FreeOSMemory,
 		kick:      make(chan struct{}, 1),
 	}
@@ -53,18 +57,18 @@ func (r *releaser) run(quit <-chan struct{}) {
 			return
 		case <-r.kick:
 		}
-		if wait := r.every - time.Since(last); !last.IsZero() && wait > 0 {
-			t := time.NewTimer(wait)
+		if wait := r.every - r.sched.Now().Sub(last); !last.IsZero() && wait > 0 {
+			t := r.sched.NewTimer(wait)
 			select {
 			case <-quit:
 				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 		}
 		r.pending.Store(0)
 		r.release()
 		r.done.Add(1)
-		last = time.Now()
+		last = r.sched.Now()
 	}
 }

@@ -2,10 +2,14 @@ package shard
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/replication"
 )
 
@@ -73,6 +77,7 @@ type tentative struct {
 
 type shard struct {
 	in          chan *request
+	sched       sched.Sched
 	now         func() int64
 	onChange    func([]replication.State)
 	maxBatch    int
@@ -83,6 +88,10 @@ type shard struct {
 	rel         *releaser
 	maxKeys     int64 // Config.MaxKeys
 	nShards     int64
+
+	// mu is taken only in an Inline engine, where callers' goroutines
+	// take turns at what the shard goroutine owns otherwise.
+	mu sync.Mutex
 
 	// Owned by the shard goroutine only.
 	parts     map[uint32]*part
@@ -97,7 +106,8 @@ type shard struct {
 	cursor    int      // index in order of the partition being swept
 	slotPos   int      // next slot of that partition's table to examine
 	emptyLog  []int64
-	steps     int // sweep steps still due before the next tick
+	expiredID []uint64 // scratch of sweepLogs
+	steps     int      // sweep steps still due before the next tick
 	tags      ruleTags
 	passSlots int64 // slots and logs the tables had when the current pass began
 	hot       hotKeys
@@ -115,6 +125,7 @@ type shard struct {
 func newShard(cfg *Config) *shard {
 	return &shard{
 		in:          make(chan *request, cfg.QueueLen),
+		sched:       cfg.Sched,
 		now:         cfg.Now,
 		onChange:    cfg.OnChange,
 		maxBatch:    cfg.MaxBatch,
@@ -131,8 +142,9 @@ func newShard(cfg *Config) *shard {
 }
 
 func (s *shard) run(quit <-chan struct{}) {
-	t := time.NewTicker(s.sweepEvery)
-	defer t.Stop()
+	tk := s.sched.NewTicker(s.sweepEvery)
+	defer tk.Stop()
+	tc := tk.C()
 	for {
 		if s.steps > 0 {
 			// Sweep steps are due: one step, then at most one batch, so
@@ -145,7 +157,7 @@ func (s *shard) run(quit <-chan struct{}) {
 				return
 			case r := <-s.in:
 				s.take(r)
-			case <-t.C:
+			case <-tc:
 				s.tick()
 			default:
 			}
@@ -156,10 +168,19 @@ func (s *shard) run(quit <-chan struct{}) {
 			return
 		case r := <-s.in:
 			s.take(r)
-		case <-t.C:
+		case <-tc:
 			s.tick()
 		}
 	}
+}
+
+// decideNow decides r on the caller's goroutine (an Inline engine).
+func (s *shard) decideNow(r *request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batch = append(s.batch[:0], r)
+	s.process(s.batch)
+	clear(s.batch)
 }
 
 // take decides r and whatever else is queued, up to maxBatch requests.
@@ -586,8 +607,8 @@ func (s *shard) export(r *request) {
 				out = append(out, replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C})
 			}
 		}
-		for id, le := range p.logs {
-			out = append(out, replication.State{Partition: pid, ID: id, Log: append([]int64{}, le.log...)})
+		for _, id := range slices.Sorted(maps.Keys(p.logs)) {
+			out = append(out, replication.State{Partition: pid, ID: id, Log: append([]int64{}, p.logs[id].log...)})
 		}
 	}
 	r.states = out
@@ -659,6 +680,7 @@ func (s *shard) sweep(now int64) {
 				s.order = append(s.order, pid)
 				s.passSlots += int64(len(p.t.slots) + len(p.logs))
 			}
+			slices.Sort(s.order) // a pass walks partitions in order, not as the map comes
 			s.cursor, s.slotPos = 0, 0
 			if len(s.order) == 0 {
 				return
@@ -711,13 +733,18 @@ func (s *shard) sweepSlots(pid uint32, p *part, now int64, budget int) int {
 
 func (s *shard) sweepLogs(pid uint32, p *part, now int64) int {
 	n := len(p.logs)
+	s.expiredID = s.expiredID[:0]
 	for id, le := range p.logs {
 		if le.idle <= now {
-			s.expired(replication.State{Partition: pid, ID: id, Log: s.emptyLog})
-			s.tags.dec(le.tag)
-			delete(p.logs, id)
-			s.live--
+			s.expiredID = append(s.expiredID, id)
 		}
+	}
+	slices.Sort(s.expiredID) // reported in id order, not as the map comes
+	for _, id := range s.expiredID {
+		s.expired(replication.State{Partition: pid, ID: id, Log: s.emptyLog})
+		s.tags.dec(p.logs[id].tag)
+		delete(p.logs, id)
+		s.live--
 	}
 	if len(p.logs) == 0 {
 		p.logs = nil
