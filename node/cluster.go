@@ -51,7 +51,7 @@ func (v *clusterView) addr(id string) (string, bool) {
 func (n *Node) clusterLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	policy := &clusterview.Policy{Self: n.cfg.ID, Ring: n.cfg.Ring, Departures: n.book, Leader: raftLeadership{n}}
+	policy := &clusterview.Policy{Self: n.cfg.ID, Ring: n.cfg.Ring, Departures: n.gossiped, Leader: raftLeadership{n}}
 	var gateways uint32
 	for {
 		n.refreshView(policy)

@@ -77,6 +77,7 @@
 //     windows; opsState.mu guards the sketches, rates and gateway reports
 //     (the check path takes it once per batch, for sampled items only);
 //     the events buffer has its own small lock.
-//   - membersMu guards the member maps the gossip callbacks fill; fwdMu the
+//   - the member book the gossip callbacks fill (clusterview.Book, the
+//     ring-view policy's source) has its own lock; fwdMu guards the
 //     forwarder map. Neither is held while calling out.
 package node

@@ -20,13 +20,13 @@ func (n *Node) memberCount() int {
 // readMembers returns the live members (alive or suspect) by id, from the
 // copies the event delegate keeps (memberlist's own Node structs may change
 // under a reader).
-func (n *Node) readMembers() map[string]member { return n.book.Live() }
+func (n *Node) readMembers() map[string]member { return n.gossiped.Live() }
 
 // departedMember reports whether gossip saw id die or leave (a node this
 // node has not heard of yet is not departed).
-func (n *Node) departedMember(id string) bool { return n.book.IsDeparted(id) }
+func (n *Node) departedMember(id string) bool { return n.gossiped.IsDeparted(id) }
 
-// remember copies a member's address, state and metadata into the book.
+// remember copies a member's address, state and metadata into n.gossiped.
 // Called from memberlist callbacks, which hold memberlist's lock while m
 // is stable. memberlist does not fill in m.State (its own record of the
 // state is elsewhere), so the state is derived: a member that gossip drops
@@ -38,7 +38,7 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 		_ = json.Unmarshal(m.Meta, &meta)
 	}
 	if !n.provenMember(m.Name, meta) {
-		n.book.Drop(m.Name)
+		n.gossiped.Drop(m.Name)
 		return
 	}
 	st := memberlist.StateAlive
@@ -48,7 +48,7 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 			st = memberlist.StateLeft
 		}
 	}
-	n.book.Report(member{
+	n.gossiped.Report(member{
 		ID: m.Name, Gossip: m.Address(), State: stateName(st),
 		GRPC: meta.GRPC, HTTP: meta.HTTP, Raft: meta.Raft, Leaving: meta.Leaving,
 		Gateways: meta.Gateways, Boot: meta.Boot, Proof: meta.Proof,
@@ -76,12 +76,12 @@ func (n *Node) reconnectLoop() {
 			conflictAt = time.Unix(0, at)
 		}
 		if clusterview.Reannounce(time.Now(), conflictAt) {
-			if addrs := n.book.PeerGossipAddrs(); len(addrs) > 0 {
+			if addrs := n.gossiped.PeerGossipAddrs(); len(addrs) > 0 {
 				k, err := n.ml.Join(addrs)
 				n.log.Info("gossip has this node at another address; re-announced", "contacted", k, "err", err)
 			}
 		}
-		if addrs := n.book.LostDue(time.Now()); len(addrs) > 0 {
+		if addrs := n.gossiped.LostDue(time.Now()); len(addrs) > 0 {
 			if k, err := n.ml.Join(addrs); err != nil && k == 0 {
 				n.log.Debug("reconnect to dead members failed", "members", len(addrs), "err", err)
 			} else {
@@ -96,13 +96,13 @@ func (n *Node) reconnectLoop() {
 // dials it instead of the configured one: see rulesraft.Config.PeerAddr).
 // A member that died keeps its last address, so Raft keeps dialling where
 // it was.
-func (n *Node) raftAddrOf(id string) (string, bool) { return n.book.RaftAddr(id) }
+func (n *Node) raftAddrOf(id string) (string, bool) { return n.gossiped.RaftAddr(id) }
 
 // departedMembers returns the members gossip saw die or leave recently,
 // with how they went.
 func (n *Node) departedMembers() map[string]memberlist.NodeStateType {
 	out := map[string]memberlist.NodeStateType{}
-	for id, st := range n.book.Departed() {
+	for id, st := range n.gossiped.Departed() {
 		out[id] = memberlist.StateDead
 		if st == clusterview.Left {
 			out[id] = memberlist.StateLeft

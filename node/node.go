@@ -85,7 +85,7 @@ type Node struct {
 	joined        atomic.Bool // gossip join done (when Join is configured)
 	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
-	book *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
+	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
 
 	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
 	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
@@ -133,7 +133,7 @@ func New(cfg Config) (*Node, error) {
 		now:      cfg.Now,
 		changed:  make(chan struct{}, 1),
 		fwd:      map[string]*forwarder{},
-		book:     clusterview.NewBook(cfg.ID),
+		gossiped: clusterview.NewBook(cfg.ID),
 		keyring:  keyring,
 	}
 	if keyring != nil {
@@ -480,7 +480,7 @@ func (h leaveHandoff) Moved(p uint32) bool {
 	st, _ := h.routes.State(p)
 	return st == replication.PartMoved
 }
-func (h leaveHandoff) OthersInRing() bool { return h.n.book.OthersInRing() }
+func (h leaveHandoff) OthersInRing() bool { return h.n.gossiped.OthersInRing() }
 func (h leaveHandoff) PeersAnswer() bool  { return h.n.peerAnswers(h.ctx) }
 
 // peerAnswers reports whether any other member in the ring answers a gRPC

@@ -44,7 +44,7 @@ func (n *Node) manageRaft() {
 		}
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
-	gone := n.book.LeftMembers()
+	gone := n.gossiped.LeftMembers()
 	if err := n.store.Reconcile(n.ctx, alive, gone); err != nil && n.ctx.Err() == nil {
 		n.log.Warn("raft reconcile", "err", err)
 	}
