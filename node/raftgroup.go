@@ -65,7 +65,8 @@ func (n *Node) watchQuorum() {
 		id, _ := n.store.Leader()
 		probe, regained := q.Step(time.Now(), id != "")
 		if probe {
-			regained = q.Answered(n.peerAnswers(n.ctx))
+			answers := n.peerAnswers(n.ctx)
+			regained = q.Answered(time.Now(), answers)
 		}
 		n.leaderlessFor.Store(int64(q.LeaderlessFor()))
 		if regained {

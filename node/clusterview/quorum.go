@@ -55,10 +55,12 @@ func (q *Quorum) Step(now time.Time, leader bool) (probe, regained bool) {
 	return false, false
 }
 
-// Answered takes the outcome of the probe Step asked for: whether any peer
-// answered. It reports regained for the first answer after a probe no peer
-// answered.
-func (q *Quorum) Answered(answers bool) (regained bool) {
+// Answered takes the outcome of the probe Step asked for, known at now:
+// whether any peer answered. The next probe is due ProbeEvery after it (a
+// probe that waited out its timeout is not followed at once by another).
+// It reports regained for the first answer after a probe no peer answered.
+func (q *Quorum) Answered(now time.Time, answers bool) (regained bool) {
+	q.next = now.Add(ProbeEvery)
 	switch {
 	case !answers:
 		q.cut = true

@@ -186,7 +186,7 @@ func (s *scenario) step(t *testing.T, line string) string {
 				if !ok {
 					t.Fatalf("%s: a probe at %v and no answers= given", line, now.Sub(epoch))
 				}
-				regained = s.quorum.Answered(ans == "yes")
+				regained = s.quorum.Answered(now, ans == "yes")
 				out = append(out, fmt.Sprintf("%v probe answered=%s", now.Sub(epoch), ans))
 			}
 			if regained {
