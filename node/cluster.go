@@ -72,6 +72,8 @@ func (n *Node) clusterLoop() {
 // raftLeadership is what watchQuorum last saw of Raft leadership.
 type raftLeadership struct{ n *Node }
 
+var _ clusterview.Leadership = raftLeadership{}
+
 func (l raftLeadership) LeaderlessFor() time.Duration {
 	return time.Duration(l.n.leaderlessFor.Load())
 }

@@ -476,6 +476,8 @@ type leaveHandoff struct {
 	routes *replication.Routes
 }
 
+var _ clusterview.Handoff = leaveHandoff{}
+
 func (h leaveHandoff) Moved(p uint32) bool {
 	st, _ := h.routes.State(p)
 	return st == replication.PartMoved
