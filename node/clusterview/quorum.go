@@ -21,17 +21,18 @@ const ProbeEvery = 500 * time.Millisecond
 // network split, the side that spent it without a leader had no quorum,
 // and the other side may have served its partitions meanwhile (see
 // Policy). A long election among reachable peers is not a cut: they answer
-// throughout.
+// throughout (no probe marks it regained; a leader known again after
+// QuorumLostAfter or more still does, as before: testdata/quorum.txt).
 //
 // The caller samples the leader (Step) and runs the probes it asks for
 // (Answered); Quorum keeps no clock of its own.
 type Quorum struct {
-	seen  bool      // a leader was known once (startup is not a loss)
-	since time.Time // when a leader was last known
-	run   time.Duration
-	cut   bool      // in this stretch, no peer answered
-	done  bool      // regained already reported in this stretch
-	next  time.Time // the next probe
+	seen  bool          // a leader was known once (startup is not a loss)
+	since time.Time     // when a leader was last known
+	run   time.Duration // the current stretch without a leader, at the last Step
+	cut   bool          // in this stretch, no peer answered
+	done  bool          // regained already reported in this stretch
+	next  time.Time     // the next probe
 }
 
 // Step records whether this node knows a Raft leader at now. It reports
