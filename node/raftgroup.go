@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"sort"
-	"time"
 
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/rulesraft"
@@ -52,23 +51,22 @@ func (n *Node) manageRaft() {
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
 
-// watchQuorum samples every 100 ms whether this node knows a Raft leader
-// and feeds it to a clusterview.Quorum, which keeps how long it has known
-// none (published as Node.leaderlessFor for the ring-view policy) and
-// tells when this node comes back from being cut off: it then marks the
-// quorum regained (Node.regained) and wakes the cluster loop. The probes
-// of the peers it asks for (after clusterview.QuorumLostAfter without a
-// leader) run here, one at a time.
+// watchQuorum samples every clusterview.QuorumSample whether this node
+// knows a Raft leader and feeds it to a clusterview.Quorum, which keeps how
+// long it has known none (published as Node.leaderlessFor for the
+// ring-view policy) and tells when this node comes back from being cut
+// off: it then marks the quorum regained (Node.regained) and wakes the
+// cluster loop. The probes of the peers it asks for (after
+// clusterview.QuorumLostAfter without a leader) run here, one at a time.
 func (n *Node) watchQuorum() {
 	var q clusterview.Quorum
-	n.every(100*time.Millisecond, func() bool {
+	n.every(clusterview.QuorumSample, func() bool {
 		id, _ := n.store.Leader()
-		probe, regained := q.Step(time.Now(), id != "")
-		if probe {
-			answers := n.peerAnswers(n.ctx)
-			regained = q.Answered(time.Now(), answers)
-		}
+		probe, regained := q.Tick(id != "")
 		n.leaderlessFor.Store(int64(q.LeaderlessFor()))
+		if probe {
+			regained = q.Answered(n.peerAnswers(n.ctx))
+		}
 		if regained {
 			n.regained.Store(true)
 			n.signalChanged()

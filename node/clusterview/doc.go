@@ -13,7 +13,8 @@
 //   - Leave and Join: the graceful leave (until the partitions are pulled
 //     or no peer answers) and the join's backoff.
 //
-// Every call that needs the time takes it as an argument; what a part
+// Every call that needs the time takes it as an argument (Quorum counts
+// the samples it is given, one per QuorumSample); what a part
 // asks of the rest (departures, leader knowledge, the hand-off's routes, a
 // probe of the peers) comes through the small interfaces defined here. The
 // node is the shell: it feeds memberlist events and Raft observations in

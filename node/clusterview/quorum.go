@@ -12,6 +12,9 @@ const QuorumLostAfter = 2 * time.Second
 // how long it waits for an answer.
 const ProbeEvery = 500 * time.Millisecond
 
+// QuorumSample is how often the node samples Raft's leader for Quorum.
+const QuorumSample = 100 * time.Millisecond
+
 // Quorum watches how long this node has known no Raft leader and tells
 // when it comes back from being cut off (regained): after QuorumLostAfter
 // without a leader, it asks for a probe of the peers every ProbeEvery, and
@@ -24,44 +27,39 @@ const ProbeEvery = 500 * time.Millisecond
 // throughout (no probe marks it regained; a leader known again after
 // QuorumLostAfter or more still does, as before: testdata/quorum.txt).
 //
-// The caller samples the leader (Step) and runs the probes it asks for
-// (Answered); Quorum keeps no clock of its own.
+// Its time is the samples it is given, one every QuorumSample (Tick), as
+// the node's watch always counted it: a sample a starved process missed
+// (a probe in flight, a loaded machine) counts for nothing, so slowness of
+// its own is not taken for a lost quorum. The caller runs the probes it
+// asks for (Answered); Quorum reads no clock.
 type Quorum struct {
-	seen  bool          // a leader was known once (startup is not a loss)
-	since time.Time     // when a leader was last known
-	run   time.Duration // the current stretch without a leader, at the last Step
-	cut   bool          // in this stretch, no peer answered
-	done  bool          // regained already reported in this stretch
-	next  time.Time     // the next probe
+	seen bool          // a leader was known once (startup is not a loss)
+	run  time.Duration // the current stretch without a leader, in samples
+	cut  bool          // in this stretch, no peer answered
+	done bool          // regained already reported in this stretch
 }
 
-// Step records whether this node knows a Raft leader at now. It reports
-// probe when the caller should ask the peers whether they answer (and
-// report it with Answered), and regained when this node comes back from
-// being cut off.
-func (q *Quorum) Step(now time.Time, leader bool) (probe, regained bool) {
+// Tick takes one sample: whether this node knows a Raft leader. It
+// reports probe when the caller should ask the peers whether they answer
+// (and report it with Answered), and regained when this node comes back
+// from being cut off.
+func (q *Quorum) Tick(leader bool) (probe, regained bool) {
 	if leader {
 		regained = q.run >= QuorumLostAfter && !q.done
-		q.seen, q.since, q.run, q.cut, q.done, q.next = true, now, 0, false, false, time.Time{}
+		q.seen, q.run, q.cut, q.done = true, 0, false, false
 		return false, regained
 	}
 	if !q.seen {
 		return false, false
 	}
-	q.run = now.Sub(q.since)
-	if q.run >= QuorumLostAfter && !q.done && !now.Before(q.next) {
-		q.next = now.Add(ProbeEvery)
-		return true, false
-	}
-	return false, false
+	q.run += QuorumSample
+	return q.run >= QuorumLostAfter && !q.done && q.run%ProbeEvery == 0, false
 }
 
-// Answered takes the outcome of the probe Step asked for, known at now:
-// whether any peer answered. The next probe is due ProbeEvery after it (a
-// probe that waited out its timeout is not followed at once by another).
-// It reports regained for the first answer after a probe no peer answered.
-func (q *Quorum) Answered(now time.Time, answers bool) (regained bool) {
-	q.next = now.Add(ProbeEvery)
+// Answered takes the outcome of the probe Tick asked for: whether any peer
+// answered. It reports regained for the first answer after a probe no peer
+// answered.
+func (q *Quorum) Answered(answers bool) (regained bool) {
 	switch {
 	case !answers:
 		q.cut = true
@@ -72,6 +70,6 @@ func (q *Quorum) Answered(now time.Time, answers bool) (regained bool) {
 	return false
 }
 
-// LeaderlessFor is how long this node had known no Raft leader at the
-// last Step (0 while it knows one, and before it first knew one).
+// LeaderlessFor is how long this node has known no Raft leader, counted in
+// samples (0 while it knows one, and before it first knew one).
 func (q *Quorum) LeaderlessFor() time.Duration { return q.run }

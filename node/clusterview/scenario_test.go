@@ -31,7 +31,7 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/*
 //	new self=c [partitions=4] [replicas=2] [join]
 //	member now=T id=a [boot=1] [state=alive|suspect|dead|left] [leaving] [grpc=addr] [unproven]
 //	view now=T [joined] [leaving]
-//	leader now=T [id=a] [until=T every=D] [answers=yes|no]
+//	leader now=T [until=T] [id=a] [answers=yes|no]
 //	rejoin now=T [conflict=T]
 //	left
 //	raftaddr id=a
@@ -42,8 +42,9 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/*
 //
 // view steps the Policy over the book's live members and, when it decides
 // a change, publishes it (as the node does once the hand-off took it).
-// leader steps the Quorum (every D from now to until, with the same
-// leader); the probes it asks for are answered with answers. leave takes
+// leader feeds the Quorum one sample every QuorumSample from now to until,
+// each with the same leader (none without id); the probes it asks for are
+// answered with answers, and a run of them is printed on one line. leave takes
 // this node's partitions in the published ring unless owned is given.
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
@@ -174,30 +175,27 @@ func (s *scenario) step(t *testing.T, line string) string {
 		s.ring, s.members = c.Ring, c.Members
 		return changeString(c)
 	case "leader":
-		until, every := now, time.Duration(0)
+		until := now
 		if u, ok := a["until"]; ok {
-			until, every = at(t, u), dur(t, a["every"])
+			until = at(t, u)
 		}
-		var out []string
-		for ; !now.After(until); now = now.Add(every) {
-			probe, regained := s.quorum.Step(now, a["id"] != "")
+		var events []string
+		for ; !now.After(until); now = now.Add(QuorumSample) {
+			probe, regained := s.quorum.Tick(a["id"] != "")
 			if probe {
 				ans, ok := a["answers"]
 				if !ok {
 					t.Fatalf("%s: a probe at %v and no answers= given", line, now.Sub(epoch))
 				}
-				regained = s.quorum.Answered(now, ans == "yes")
-				out = append(out, fmt.Sprintf("%v probe answered=%s", now.Sub(epoch), ans))
+				regained = s.quorum.Answered(ans == "yes")
+				events = append(events, fmt.Sprintf("probe answered=%s at %v", ans, now.Sub(epoch)))
 			}
 			if regained {
 				s.lead.regained = true
-				out = append(out, fmt.Sprintf("%v regained", now.Sub(epoch)))
-			}
-			if every == 0 {
-				break
+				events = append(events, fmt.Sprintf("regained at %v", now.Sub(epoch)))
 			}
 		}
-		return strings.Join(append(out, fmt.Sprintf("leaderless %v", s.quorum.LeaderlessFor())), "\n")
+		return strings.Join(append(collapse(events), fmt.Sprintf("leaderless %v", s.quorum.LeaderlessFor())), "\n")
 	case "rejoin":
 		var out []string
 		if c, ok := a["conflict"]; ok && Reannounce(now, at(t, c)) {
@@ -237,6 +235,30 @@ func (s *scenario) step(t *testing.T, line string) string {
 		t.Fatalf("unknown command %q", verb)
 	}
 	return ""
+}
+
+// collapse prints a run of like events ("probe answered=no at 2s", ...)
+// as one line: "probe answered=no at 2s..4.5s (6)".
+func collapse(events []string) []string {
+	var out []string
+	for i := 0; i < len(events); {
+		what, first, _ := strings.Cut(events[i], " at ")
+		j, last := i+1, first
+		for ; j < len(events); j++ {
+			w, at, _ := strings.Cut(events[j], " at ")
+			if w != what {
+				break
+			}
+			last = at
+		}
+		if j-i == 1 {
+			out = append(out, events[i])
+		} else {
+			out = append(out, fmt.Sprintf("%s at %s..%s (%d)", what, first, last, j-i))
+		}
+		i = j
+	}
+	return out
 }
 
 // fakeHandoff is what a leave watches, as the test sets it.
