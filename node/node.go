@@ -442,11 +442,11 @@ func (n *Node) Leave(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	l := clusterview.NewLeave(owned, time.Now())
+	l := clusterview.NewLeave(owned, time.Now)
 wait:
 	for {
 		h := leaveHandoff{n: n, ctx: ctx, routes: n.handoff.Routes()}
-		out, left := l.Step(time.Now(), h)
+		out, left := l.Step(h)
 		if out == clusterview.HandedOff {
 			break
 		}

@@ -40,19 +40,22 @@ func (o LeaveOutcome) String() string {
 // steps it on every route change and on a tick (such changes change no
 // route), and bounds it with its own deadline.
 type Leave struct {
+	now        func() time.Time
 	owned      []uint32
 	lastAnswer time.Time
 	nextProbe  time.Time
 }
 
-// NewLeave starts a leave at now of a node that owned partitions owned.
-func NewLeave(owned []uint32, now time.Time) *Leave {
-	return &Leave{owned: owned, lastAnswer: now, nextProbe: now}
+// NewLeave starts a leave of a node that owned partitions owned; now is
+// its clock (read again after a probe, which may wait ProbeEvery).
+func NewLeave(owned []uint32, now func() time.Time) *Leave {
+	t := now()
+	return &Leave{now: now, owned: owned, lastAnswer: t, nextProbe: t}
 }
 
-// Step looks at h at now and reports the outcome and how many owned
-// partitions are not handed off yet.
-func (l *Leave) Step(now time.Time, h Handoff) (LeaveOutcome, int) {
+// Step looks at h and reports the outcome and how many owned partitions
+// are not handed off yet.
+func (l *Leave) Step(h Handoff) (LeaveOutcome, int) {
 	left := 0
 	for _, p := range l.owned {
 		if !h.Moved(p) {
@@ -62,13 +65,13 @@ func (l *Leave) Step(now time.Time, h Handoff) (LeaveOutcome, int) {
 	if left == 0 {
 		return HandedOff, 0
 	}
-	if !now.Before(l.nextProbe) {
+	if now := l.now(); !now.Before(l.nextProbe) {
 		if h.PeersAnswer() {
 			l.lastAnswer = now
 		}
 		l.nextProbe = now.Add(ProbeEvery)
 	}
-	if !h.OthersInRing() || now.Sub(l.lastAnswer) > LeaveNoAnswer {
+	if !h.OthersInRing() || l.now().Sub(l.lastAnswer) > LeaveNoAnswer {
 		return NoPeers, left
 	}
 	return StillLeaving, left

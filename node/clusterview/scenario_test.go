@@ -36,7 +36,7 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/*
 //	left
 //	raftaddr id=a
 //	leave now=T [owned=0,1]
-//	leave-step now=T [moved=0,1] [others=yes|no] [answers=yes|no]
+//	leave-step now=T [moved=0,1] [others=yes|no] [answers=yes|no] [probe=D]
 //	join now=T
 //	join-step now=T [alone=yes|no] [fail]
 //
@@ -45,7 +45,8 @@ var update = flag.Bool("update", false, "rewrite the golden output of testdata/*
 // leader feeds the Quorum one sample every QuorumSample from now to until,
 // each with the same leader (none without id); the probes it asks for are
 // answered with answers, and a run of them is printed on one line. leave takes
-// this node's partitions in the published ring unless owned is given.
+// this node's partitions in the published ring unless owned is given; a
+// leave-step's probe, if one is due, takes D of the leave's clock.
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -111,6 +112,7 @@ type scenario struct {
 	ring    *ring.Ring // published
 	members map[string]Member
 	leave   *Leave
+	clock   time.Time // the leave's
 	joiner  *Join
 }
 
@@ -212,11 +214,17 @@ func (s *scenario) step(t *testing.T, line string) string {
 		if _, ok := a["owned"]; !ok && s.ring != nil {
 			owned = s.ring.OwnedBy(s.self)
 		}
-		s.leave = NewLeave(owned, now)
+		s.clock = now
+		s.leave = NewLeave(owned, func() time.Time { return s.clock })
 		return fmt.Sprintf("owned %v", owned)
 	case "leave-step":
-		h := &fakeHandoff{moved: parts(t, a["moved"]), others: a["others"] != "no", answers: a["answers"] == "yes"}
-		out, left := s.leave.Step(now, h)
+		s.clock = now
+		h := &fakeHandoff{moved: parts(t, a["moved"]), others: a["others"] != "no", answers: a["answers"] == "yes",
+			clock: &s.clock}
+		if d, ok := a["probe"]; ok {
+			h.takes = dur(t, d)
+		}
+		out, left := s.leave.Step(h)
 		probed := ""
 		if h.probed {
 			probed = " (probed)"
@@ -267,12 +275,15 @@ type fakeHandoff struct {
 	others  bool
 	answers bool
 	probed  bool
+	clock   *time.Time
+	takes   time.Duration // how long a probe waits for its answers
 }
 
 func (h *fakeHandoff) Moved(p uint32) bool { return slices.Contains(h.moved, p) }
 func (h *fakeHandoff) OthersInRing() bool  { return h.others }
 func (h *fakeHandoff) PeersAnswer() bool {
 	h.probed = true
+	*h.clock = h.clock.Add(h.takes)
 	return h.answers
 }
 
