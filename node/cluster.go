@@ -2,13 +2,12 @@ package node
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/ring"
 )
 
@@ -52,9 +51,10 @@ func (v *clusterView) addr(id string) (string, bool) {
 func (n *Node) clusterLoop() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	policy := &clusterview.Policy{Self: n.cfg.ID, Ring: n.cfg.Ring, Departures: n.gossiped, Leader: raftLeadership{n}}
 	var gateways uint32
 	for {
-		n.refreshView()
+		n.refreshView(policy)
 		n.manageRaft()
 		if g := n.api.Gateways(); g != gateways {
 			gateways = g
@@ -69,162 +69,73 @@ func (n *Node) clusterLoop() {
 	}
 }
 
-// refreshView builds a new ring when the member set changed, hands it to
-// the hand-off (which marks the partitions this node gains pending and
-// pulls them) and only then publishes it to the check path.
-func (n *Node) refreshView() {
+// raftLeadership is what watchQuorum last saw of Raft leadership.
+type raftLeadership struct{ n *Node }
+
+var _ clusterview.Leadership = raftLeadership{}
+
+func (l raftLeadership) LeaderlessFor() time.Duration {
+	return time.Duration(l.n.leaderlessFor.Load())
+}
+
+func (l raftLeadership) TakeRegained() bool { return l.n.regained.Swap(false) }
+
+// refreshView asks the ring-view policy (clusterview.Policy) whether the
+// ring or the member set changed; if so it hands the new ring to the
+// hand-off (which marks the partitions this node gains pending and pulls
+// them) and only then publishes it to the check path.
+func (n *Node) refreshView(policy *clusterview.Policy) {
 	members, wait := n.admitted(n.readMembers())
 	if wait {
 		return // a new member is proving who it is (security.go)
 	}
-	if len(n.cfg.Join) > 0 && !n.joined.Load() && n.view.Load() == nil {
-		// Not joined yet: a solo ring would claim every partition.
-		return
-	}
-	if n.leaving.Load() {
-		m := members[n.cfg.ID]
-		m.Leaving = true
-		members[n.cfg.ID] = m
+	in := clusterview.Input{
+		Now:     n.now(),
+		Members: members,
+		Leaving: n.leaving.Load(),
+		Joining: len(n.cfg.Join) > 0 && !n.joined.Load(),
 	}
 	old := n.view.Load()
-	regained := n.regained.Swap(false)
-	if old != nil && sameRing(old.members, members) {
-		// Metadata-only changes (addresses) still need a new view.
-		if sameMeta(old.members, members) && !regained {
-			return
-		}
-		if n.changeRing(old.ring, members, old.ring.Members(), regained) {
-			n.view.Store(&clusterView{version: old.version, ring: old.ring, members: members, peers: old.peers})
-		}
-		return
+	if old != nil {
+		in.Ring, in.Published = old.ring, old.members
 	}
-	r, err := ring.New(ringMembers(members, ""), n.cfg.Ring)
+	c, ok, err := policy.Step(in)
 	if err != nil {
 		n.log.Error("ring rebuild failed", "err", err)
 		return
 	}
-	var side []string // this node's side of the cluster before this ring
-	if old != nil {
-		side = old.ring.Members()
-	}
-	if !n.changeRing(r, members, side, regained) {
+	if !ok {
 		return
 	}
+	switch c.Base {
+	case clusterview.BaseRegained:
+		n.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", c.BaseOf)
+	case clusterview.BaseSplit:
+		n.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters", "base", c.BaseOf)
+	}
+	if err := n.handoff.ChangeRing(n.ctx, c.Event); err != nil {
+		if n.ctx.Err() == nil {
+			n.log.Error("hand-off did not take the ring", "err", err)
+		}
+		return
+	}
+	if !c.Rebuilt {
+		n.view.Store(&clusterView{version: old.version, ring: old.ring, members: c.Members, peers: old.peers})
+		return
+	}
+	r := c.Ring
 	version := ringVersion(r)
-	n.view.Store(&clusterView{version: version, ring: r, members: members,
+	n.view.Store(&clusterView{version: version, ring: r, members: c.Members,
 		peers: replicaPeers(r, n.cfg.ID)})
 	if n.region != nil {
 		// Keys that moved here: their ledger is on its way (region.Agent.RingChanged).
 		n.region.RingChanged()
 	}
-	n.pruneForwarders(members)
-	n.met.members.Set(float64(len(members)))
+	n.pruneForwarders(c.Members)
+	n.met.members.Set(float64(len(c.Members)))
 	n.met.ringVersion.Set(float64(version))
 	n.met.partitionsOwned.Set(float64(len(r.OwnedBy(n.cfg.ID))))
-	n.log.Info("ring changed", "version", version, "members", len(members))
-}
-
-// ringMembers lists the members that are in the ring (not leaving), less
-// the one named except.
-func ringMembers(members map[string]member, except string) []string {
-	ids := make([]string, 0, len(members))
-	for id, m := range members {
-		if !m.Leaving && id != except {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
-// changeRing tells the hand-off about ring r over the live members; side
-// lists the members of this node's previous ring (nil before its first).
-// A cluster that went on without this node gives the hand-off its ring as
-// the base to pull from: on this node's first ring (the ring of the other
-// members), and when this node comes back from the side of a network split
-// that had no Raft quorum: regained (this node knows a Raft leader again
-// after a long time without one; see watchQuorum), or ring r brings back
-// members from the other side (see splitBase). The base is then the ring of
-// every member but this node. It reports false when the hand-off did not
-// take the ring (closing).
-func (n *Node) changeRing(r *ring.Ring, members map[string]member, side []string, regained bool) bool {
-	ev := replication.RingChanged{
-		Now:     n.now(),
-		Place:   assignments(r),
-		Members: r.Members(),
-		Live:    make(map[string]string, len(members)),
-	}
-	for id, m := range members {
-		ev.Live[id] = m.GRPC
-	}
-	for id := range n.departedMembers() {
-		ev.Departed = append(ev.Departed, id)
-	}
-	var base []string
-	switch others := ringMembers(members, n.cfg.ID); {
-	case side == nil && len(others) > 0:
-		base = others
-	case regained && len(others) > 0:
-		base = slices.DeleteFunc(slices.Clone(ev.Members), func(id string) bool { return id == n.cfg.ID })
-		n.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", base)
-	case side != nil:
-		base = n.splitBase(side, ev)
-	}
-	if base != nil {
-		b, err := ring.New(base, n.cfg.Ring)
-		if err != nil {
-			n.log.Error("ring rebuild failed", "err", err)
-			return false
-		}
-		ev.Base = assignments(b)
-	}
-	if err := n.handoff.ChangeRing(n.ctx, ev); err != nil {
-		if n.ctx.Err() == nil {
-			n.log.Error("hand-off did not take the ring", "err", err)
-		}
-		return false
-	}
-	return true
-}
-
-// splitBase returns the members of the ring the rest of the cluster had
-// when ring ev ends a network split that this node is on the side without
-// a quorum of: ev brings back members gossip had declared dead that come
-// back with the same Boot (they lived through the split), and this node
-// has known no Raft leader for quorumLostAfter or more. At most one side of
-// a split has a Raft quorum, so the side with it keeps its counters and the
-// other gives way, whatever each side's partial gossip view says. The ring
-// the others had is taken as every member but this node (exact for one
-// node cut off; for a larger cut-off side, its other members answer for
-// what they held). Otherwise it returns nil.
-func (n *Node) splitBase(side []string, ev replication.RingChanged) []string {
-	var other []string
-	for _, id := range ev.Members {
-		if !slices.Contains(side, id) {
-			other = append(other, id)
-		}
-	}
-	if len(other) == 0 {
-		return nil
-	}
-	rejoined := n.takeRejoined()
-	if !slices.ContainsFunc(other, func(id string) bool { return rejoined[id] }) {
-		return nil // members that joined or restarted: an ordinary ring change
-	}
-	if cut := time.Duration(n.leaderlessFor.Load()); cut < quorumLostAfter {
-		return nil // this side has a Raft leader: it keeps its counters
-	}
-	base := slices.DeleteFunc(slices.Clone(ev.Members), func(id string) bool { return id == n.cfg.ID })
-	n.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters", "base", base)
-	return base
-}
-
-// assignments lists where r puts every partition.
-func assignments(r *ring.Ring) []replication.Assignment {
-	out := make([]replication.Assignment, r.PartitionCount())
-	for p := range out {
-		out[p] = replication.Assignment{Owner: r.PartitionOwner(uint32(p)), Replicas: r.PartitionReplicas(uint32(p))}
-	}
-	return out
+	n.log.Info("ring changed", "version", version, "members", len(c.Members))
 }
 
 // ringVersion identifies a ring by what it is built from: a 32-bit hash of
@@ -244,27 +155,4 @@ func ringVersion(r *ring.Ring) uint64 {
 	c := r.Config()
 	_, _ = fmt.Fprintf(&d, "%d/%d/%g/%d", c.PartitionCount, c.ReplicationFactor, c.Load, c.Replicas)
 	return d.Sum64() & 0xffffffff
-}
-
-// sameRing reports whether a and b put the same members in the ring.
-func sameRing(a, b map[string]member) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for id, ma := range a {
-		mb, ok := b[id]
-		if !ok || ma.Leaving != mb.Leaving {
-			return false
-		}
-	}
-	return true
-}
-
-func sameMeta(a, b map[string]member) bool {
-	for id, m := range a {
-		if b[id] != m {
-			return false
-		}
-	}
-	return true
 }

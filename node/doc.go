@@ -14,13 +14,16 @@
 //   - gossip.go: what a node gossips about itself, the memberlist delegate
 //     (callbacks copy and signal, never block; the conflict callback notes
 //     this node being gossiped at another address) and its log adapter.
-//   - membership.go: the live, departed and lost members, the Raft address
-//     gossip last gave for each (Raft dials it), and the rejoin loop for
-//     members declared dead (which also re-announces this node while gossip
-//     holds it at an old address).
-//   - cluster.go: the cluster loop: ring rebuilds handed to the hand-off
-//     before they are published to the check path.
-//   - raftgroup.go: Raft bootstrap and voter reconciliation.
+//   - membership.go: memberlist events into the member book
+//     (node/clusterview.Book: the live, departed and lost members, the Raft
+//     address gossip last gave for each, which Raft dials), and the rejoin
+//     loop for members declared dead (which also re-announces this node
+//     while gossip holds it at an old address).
+//   - cluster.go: the cluster loop: ring changes decided by
+//     clusterview.Policy, handed to the hand-off before they are published
+//     to the check path.
+//   - raftgroup.go: Raft bootstrap, voter reconciliation and the quorum
+//     watch (clusterview.Quorum fed with Raft's leader every 100 ms).
 //   - check.go, forward.go: routing and forwarding checks.
 //   - peer.go: the Peer gRPC service and the peer side of replication and
 //     hand-off.
@@ -77,6 +80,7 @@
 //     windows; opsState.mu guards the sketches, rates and gateway reports
 //     (the check path takes it once per batch, for sampled items only);
 //     the events buffer has its own small lock.
-//   - membersMu guards the member maps the gossip callbacks fill; fwdMu the
+//   - the member book the gossip callbacks fill (clusterview.Book, the
+//     ring-view policy's source) has its own lock; fwdMu guards the
 //     forwarder map. Neither is held while calling out.
 package node

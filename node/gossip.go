@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/weirlimit/weir/node/clusterview"
 )
 
 // memberMeta is what a node gossips about itself.
@@ -31,13 +33,8 @@ type memberMeta struct {
 	Proof string `json:"p,omitempty"`
 }
 
-// member is one node as seen through gossip.
-type member struct {
-	ID     string
-	Gossip string
-	State  string
-	memberMeta
-}
+// member is one node as seen through gossip (clusterview's record).
+type member = clusterview.Member
 
 // delegate implements memberlist's Delegate and EventDelegate. Callbacks
 // never block: events only signal the cluster loop.

@@ -27,6 +27,7 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -84,15 +85,10 @@ type Node struct {
 	joined        atomic.Bool // gossip join done (when Join is configured)
 	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
-	membersMu sync.Mutex
-	departed  map[string]departure  // dead or left, by id
-	lost      map[string]lostMember // declared dead: rejoined by reconnectLoop
-	rejoined  map[string]bool       // came back from a split since the last ring change
-	known     map[string]member     // live members, copied in callbacks
-	raftSeen  map[string]string     // last Raft address gossip gave per id (live or departed)
+	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
 
 	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
-	regained       atomic.Bool  // a Raft leader again after quorumLostAfter without one (watchQuorum)
+	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
 	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
 	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
 	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
@@ -138,11 +134,7 @@ func New(cfg Config) (*Node, error) {
 		now:      cfg.Now,
 		changed:  make(chan struct{}, 1),
 		fwd:      map[string]*forwarder{},
-		departed: map[string]departure{},
-		lost:     map[string]lostMember{},
-		rejoined: map[string]bool{},
-		known:    map[string]member{},
-		raftSeen: map[string]string{},
+		gossiped: clusterview.NewBook(cfg.ID),
 		keyring:  keyring,
 	}
 	if keyring != nil {
@@ -325,13 +317,6 @@ func (n *Node) Start() error {
 	return nil
 }
 
-// Join backoff: the first retry after joinBackoffMin, doubling up to
-// joinBackoffMax.
-const (
-	joinBackoffMin = 500 * time.Millisecond
-	joinBackoffMax = 10 * time.Second
-)
-
 // join tries every Join address once (memberlist resolves host names
 // again on each call, and joins every address a name stands for). It
 // succeeds once this node knows another member: a name that resolves to
@@ -347,19 +332,18 @@ func (n *Node) join() error {
 	return err
 }
 
-// joinLoop retries the gossip join with backoff until this node has
-// company: it answered a join, or another member joined it meanwhile.
+// joinLoop retries the gossip join with backoff (clusterview.Join) until
+// this node has company: it answered a join, or another member joined it
+// meanwhile.
 func (n *Node) joinLoop() {
-	wait := joinBackoffMin
-	next := time.Now().Add(wait)
+	j := clusterview.NewJoin(time.Now())
 	n.every(100*time.Millisecond, func() bool {
-		if n.ml.NumMembers() <= 1 {
-			if time.Now().Before(next) {
-				return false
-			}
+		switch j.Step(time.Now(), n.ml.NumMembers() <= 1) {
+		case clusterview.JoinWait:
+			return false
+		case clusterview.JoinAttempt:
 			if err := n.join(); err != nil {
-				wait = min(2*wait, joinBackoffMax)
-				next = time.Now().Add(wait)
+				wait := j.Failed(time.Now())
 				n.log.Info("gossip join failed; retrying", "join", n.cfg.Join, "in", wait, "err", err)
 				return false
 			}
@@ -457,34 +441,20 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	n.signalChanged()
 	// Wait until every partition this node owned has been pulled, or no
-	// member is left to pull them: none in the ring (all gone or leaving
-	// too), or none has answered for leaveNoAnswer (killed peers that
-	// gossip has not declared dead yet, which can take up to ~9 s when no
-	// member is left to confirm the suspicion). Checked on a tick: such
-	// changes change no route.
+	// member is left to pull them (clusterview.Leave). Checked on every
+	// route change and on a tick: a member gone or silent changes no route.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var err error
-	lastAnswer, nextProbe := time.Now(), time.Now()
+	l := clusterview.NewLeave(owned, time.Now)
 wait:
 	for {
-		r := n.handoff.Routes()
-		left := 0
-		for _, p := range owned {
-			if st, _ := r.State(p); st != replication.PartMoved {
-				left++
-			}
-		}
-		if left == 0 {
+		h := leaveHandoff{n: n, ctx: ctx, routes: n.handoff.Routes()}
+		out, left := l.Step(h)
+		if out == clusterview.HandedOff {
 			break
 		}
-		if now := time.Now(); !now.Before(nextProbe) {
-			if n.peerAnswers(ctx) {
-				lastAnswer = now
-			}
-			nextProbe = now.Add(leaveProbeEvery)
-		}
-		if !n.othersInRing() || time.Since(lastAnswer) > leaveNoAnswer {
+		if out == clusterview.NoPeers {
 			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ErrNoPeers)
 			break
 		}
@@ -492,7 +462,7 @@ wait:
 		case <-ctx.Done():
 			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ctx.Err())
 			break wait
-		case <-r.Changed():
+		case <-h.routes.Changed():
 		case <-tick.C:
 		}
 	}
@@ -502,18 +472,27 @@ wait:
 	return err
 }
 
-// While leaving, the members that could take the partitions are asked
-// every leaveProbeEvery whether they answer at all; after leaveNoAnswer
-// without an answer from any, the hand-off is given up.
-const (
-	leaveProbeEvery = 500 * time.Millisecond
-	leaveNoAnswer   = 2 * time.Second
-)
+// leaveHandoff is what a leave watches: the hand-off's routes, the ring
+// and the peers' answers.
+type leaveHandoff struct {
+	n      *Node
+	ctx    context.Context
+	routes *replication.Routes
+}
+
+var _ clusterview.Handoff = leaveHandoff{}
+
+func (h leaveHandoff) Moved(p uint32) bool {
+	st, _ := h.routes.State(p)
+	return st == replication.PartMoved
+}
+func (h leaveHandoff) OthersInRing() bool { return h.n.gossiped.OthersInRing() }
+func (h leaveHandoff) PeersAnswer() bool  { return h.n.peerAnswers(h.ctx) }
 
 // peerAnswers reports whether any other member in the ring answers a gRPC
-// health check (whatever its status) within leaveProbeEvery.
+// health check (whatever its status) within clusterview.ProbeEvery.
 func (n *Node) peerAnswers(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, leaveProbeEvery)
+	ctx, cancel := context.WithTimeout(ctx, clusterview.ProbeEvery)
 	defer cancel()
 	answered := make(chan bool)
 	asked := 0

@@ -3,8 +3,8 @@ package node
 import (
 	"errors"
 	"sort"
-	"time"
 
+	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/rulesraft"
 )
 
@@ -43,7 +43,7 @@ func (n *Node) manageRaft() {
 		}
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
-	gone := n.leftMembers()
+	gone := n.gossiped.LeftMembers()
 	if err := n.store.Reconcile(n.ctx, alive, gone); err != nil && n.ctx.Err() == nil {
 		n.log.Warn("raft reconcile", "err", err)
 	}
@@ -51,59 +51,26 @@ func (n *Node) manageRaft() {
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
 
-// watchQuorum samples every 100 ms how long this node has known no Raft
-// leader (Node.leaderlessFor), and marks the quorum regained
-// (Node.regained) when this node comes back from being cut off: after
-// quorumLostAfter without a leader, it asks its peers every
-// leaveProbeEvery whether they answer, and once none did, the first answer
-// (the network is back) or a leader known again counts. Raft alone would
-// say so late: the leader backs off from a follower it could not reach, up
-// to tens of seconds. After a network split, the side that spent it
-// without a leader had no quorum, and the other side may have served its
-// partitions meanwhile (see changeRing). A long election among reachable
-// peers is not a cut: they answer throughout.
+// watchQuorum samples every clusterview.QuorumSample whether this node
+// knows a Raft leader and feeds it to a clusterview.Quorum, which keeps how
+// long it has known none (published as Node.leaderlessFor for the
+// ring-view policy) and tells when this node comes back from being cut
+// off: it then marks the quorum regained (Node.regained) and wakes the
+// cluster loop. The probes of the peers it asks for (after
+// clusterview.QuorumLostAfter without a leader) run here, one at a time.
 func (n *Node) watchQuorum() {
-	const every = 100 * time.Millisecond
-	var (
-		seen bool          // a leader was known once (startup is not a loss)
-		run  time.Duration // the current stretch without a leader
-		cut  bool          // in this stretch, no peer answered
-		done bool          // regained already marked in this stretch
-	)
-	regain := func() {
-		if !done {
+	var q clusterview.Quorum
+	n.every(clusterview.QuorumSample, func() bool {
+		id, _ := n.store.Leader()
+		probe, regained := q.Tick(id != "")
+		n.leaderlessFor.Store(int64(q.LeaderlessFor()))
+		if probe {
+			regained = q.Answered(n.peerAnswers(n.ctx))
+		}
+		if regained {
 			n.regained.Store(true)
 			n.signalChanged()
-			done = true
-		}
-	}
-	n.every(every, func() bool {
-		if id, _ := n.store.Leader(); id != "" {
-			if run >= quorumLostAfter {
-				regain()
-			}
-			seen, run, cut, done = true, 0, false, false
-			n.leaderlessFor.Store(0)
-			return false
-		}
-		if !seen {
-			return false
-		}
-		run += every
-		n.leaderlessFor.Store(int64(run))
-		if run >= quorumLostAfter && !done && run%leaveProbeEvery == 0 {
-			switch answers := n.peerAnswers(n.ctx); {
-			case !answers:
-				cut = true
-			case cut:
-				regain()
-			}
 		}
 		return false
 	})
 }
-
-// quorumLostAfter is how long without a Raft leader counts as cut off from
-// the quorum: about the time gossip takes to declare a silent member dead,
-// after which the others take over its partitions.
-const quorumLostAfter = 2 * time.Second
