@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/ring"
@@ -160,7 +161,7 @@ func TestPinReroutesPartitionsHandedOff(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := h.ChangeRing(ctx, replication.RingChanged{Place: assignments(r), Members: []string{"a"}, Live: map[string]string{"a": ""}}); err != nil {
+	if err := h.ChangeRing(ctx, replication.RingChanged{Place: clusterview.Assignments(r), Members: []string{"a"}, Live: map[string]string{"a": ""}}); err != nil {
 		t.Fatal(err)
 	}
 	const kept, lost = 3, 7

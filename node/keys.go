@@ -291,9 +291,7 @@ type raftMembers struct{ n *Node }
 // just left by a gossip round).
 func (m raftMembers) RaftAddr(id string) (string, bool) {
 	n := m.n
-	n.membersMu.Lock()
-	mm, live := n.known[id]
-	n.membersMu.Unlock()
+	mm, live := n.gossiped.Lookup(id)
 	if live && n.admittedNow(id, mm) {
 		return mm.Raft, true
 	}
@@ -377,9 +375,7 @@ func (n *Node) isMember(id string) bool {
 			return true
 		}
 	}
-	n.membersMu.Lock()
-	defer n.membersMu.Unlock()
-	_, live := n.known[id]
+	_, live := n.gossiped.Lookup(id)
 	return live
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/clusterview"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/ring"
@@ -190,7 +191,7 @@ func (n *Node) plausibleParts(asker string, parts []uint32) error {
 		m.Leaving = true
 		members[n.cfg.ID] = m
 	}
-	if r, err := ring.New(ringMembers(members, ""), n.cfg.Ring); err == nil {
+	if r, err := ring.New(clusterview.RingMembers(members, ""), n.cfg.Ring); err == nil {
 		rest = partsNotHeld(r, asker, rest)
 	}
 	if len(rest) == 0 {

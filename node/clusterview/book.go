@@ -156,6 +156,14 @@ func (b *Book) Live() map[string]Member {
 	return out
 }
 
+// Lookup returns the live member id (alive or suspect), if it is one.
+func (b *Book) Lookup(id string) (Member, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.known[id]
+	return m, ok
+}
+
 // IsDeparted reports whether gossip saw id die or leave (a member not
 // heard of yet is not departed).
 func (b *Book) IsDeparted(id string) bool {
