@@ -239,6 +239,12 @@ func (c *Cluster) Settle(ctx context.Context, maxSteps int) error {
 		}
 		if c.settled() {
 			c.logf("settled")
+			for _, id := range c.Live() {
+				n := c.nodes[id]
+				hs, rs := n.handoff.Stats(), n.repl.Stats()
+				c.logf("%s handed off %d promoted %d resynced %d unreached %d; replicated %d, holds %d copies", id,
+					hs.HandedOff, hs.Promoted, hs.Resynced, hs.Unreached, rs.Sent, n.replicas.Len())
+			}
 			return nil
 		}
 	}

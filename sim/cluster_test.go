@@ -59,6 +59,7 @@ type tally struct {
 	allowed int
 	by      map[string]int // deciding node -> checks
 	errs    []string
+	waited  int // checks decided after waiting for the pull
 }
 
 // checkRounds checks every key rounds times, each round entering at the
@@ -85,6 +86,9 @@ func checkRounds(t *testing.T, ctx context.Context, c *sim.Cluster, ks []string,
 				tl.errs = append(tl.errs, entry.ID+": "+res[0].Err)
 			}
 			tl.by[res[0].By]++
+			if res[0].Waited {
+				tl.waited++
+			}
 		}
 	}
 	return got
@@ -139,7 +143,15 @@ func joinScenario(t *testing.T, seed uint64) []string {
 	}
 	// The pulls are queued, not run: these checks forward to the old
 	// holders or wait for the pull.
-	exact(t, "spent keys during the join", checkRounds(t, ctx, c, spent, 1), 0)
+	during := checkRounds(t, ctx, c, spent, 1)
+	exact(t, "spent keys during the join", during, 0)
+	waited := 0
+	for _, tl := range during {
+		waited += tl.waited
+	}
+	if waited == 0 {
+		t.Error("no check during the join waited for n4's pull: the wait path was not taken")
+	}
 	if err := c.Settle(ctx, 60); err != nil {
 		t.Fatal(err)
 	}

@@ -214,6 +214,7 @@ type Result struct {
 	Remaining int64
 	By        string // the node that decided it ("" when unavailable)
 	Hops      int    // how many times it was forwarded
+	Waited    bool   // the deciding node waited for the partition's pull
 	Err       string // unavailable: why
 }
 
@@ -230,7 +231,7 @@ func (n *Node) Check(ctx context.Context, items []Item) ([]Result, error) {
 			return nil, err
 		}
 		out[i] = r
-		n.c.logf("check %s/%s at %s: allowed %t remaining %d by %s hops %d %s", it.Rule, it.Key, n.ID, r.Allowed, r.Remaining, r.By, r.Hops, r.Err)
+		n.c.logf("check %s/%s at %s: allowed %t remaining %d by %s hops %d waited %t %s", it.Rule, it.Key, n.ID, r.Allowed, r.Remaining, r.By, r.Hops, r.Waited, r.Err)
 	}
 	return out, nil
 }
@@ -249,14 +250,13 @@ func (n *Node) route(ctx context.Context, it Item, via replication.Via, hops int
 		if err := n.c.runUntilReady(n.handoff, p); err != nil {
 			return Result{}, err
 		}
-		to.Do = replication.Decide
 	}
-	if to.Do == replication.Decide {
+	if to.Do == replication.Decide || to.Do == replication.Wait {
 		ok, movedTo := n.handoff.Pin(p)
 		if ok {
 			r, err := n.decide(ctx, it, p)
 			n.handoff.Unpin(p)
-			r.Hops = hops
+			r.Hops, r.Waited = hops, to.Do == replication.Wait
 			return r, err
 		}
 		to = rt.Reroute(p, movedTo, via) // handed off since it was routed: follow the counters
