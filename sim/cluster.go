@@ -241,9 +241,13 @@ func (c *Cluster) Settle(ctx context.Context, maxSteps int) error {
 			c.logf("settled")
 			for _, id := range c.Live() {
 				n := c.nodes[id]
+				es, err := n.engine.Stats(ctx)
+				if err != nil {
+					return err
+				}
 				hs, rs := n.handoff.Stats(), n.repl.Stats()
-				c.logf("%s handed off %d promoted %d resynced %d unreached %d; replicated %d, holds %d copies", id,
-					hs.HandedOff, hs.Promoted, hs.Resynced, hs.Unreached, rs.Sent, n.replicas.Len())
+				c.logf("%s holds %d counters, %d copies; handed off %d promoted %d resynced %d unreached %d; replicated %d", id,
+					es.Keys, n.replicas.Len(), hs.HandedOff, hs.Promoted, hs.Resynced, hs.Unreached, rs.Sent)
 			}
 			return nil
 		}

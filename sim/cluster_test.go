@@ -156,6 +156,8 @@ func joinScenario(t *testing.T, seed uint64) []string {
 		t.Fatal(err)
 	}
 	exact(t, "spent keys after the join", checkRounds(t, ctx, c, spent, 4), 0)
+	pastGrace(t, ctx, c)
+	exact(t, "spent keys past the grace", checkRounds(t, ctx, c, spent, 4), 0)
 	spend(t, ctx, c, keys("j", 30))
 	owners := map[string]bool{}
 	for _, line := range c.Trace() {
@@ -185,11 +187,27 @@ func leaveScenario(t *testing.T, seed uint64) []string {
 		t.Fatalf("live after leave: %v", got)
 	}
 	exact(t, "spent keys after the leave", checkRounds(t, ctx, c, spent, 4), 0)
+	pastGrace(t, ctx, c)
+	exact(t, "spent keys past the grace", checkRounds(t, ctx, c, spent, 4), 0)
 	spend(t, ctx, c, keys("j", 30))
 	if _, err := c.Node("n2").Check(ctx, []sim.Item{{Rule: "r", Key: "k00", Limit: lim, Cost: 1}}); err == nil {
 		t.Error("a check entered at the node that left")
 	}
 	return c.Trace()
+}
+
+// pastGrace steps the clock past the hand-off's grace, so the old holders
+// let go of what they released (their counters dropped on a tick).
+func pastGrace(t *testing.T, ctx context.Context, c *sim.Cluster) {
+	t.Helper()
+	for range 35 {
+		if err := c.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Settle(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestSimJoinKeepsSpentKeys(t *testing.T) { joinScenario(t, 1) }
