@@ -167,10 +167,7 @@ func (c *Cluster) Leave(ctx context.Context, id string, maxSteps int) error {
 	delete(c.members, id)
 	m.State = clusterview.Left
 	c.report(m)
-	if err := n.stop(); err != nil {
-		return err
-	}
-	n.gone = true
+	n.stop()
 	c.logf("left %s", id)
 	return c.Refresh(ctx)
 }
@@ -283,14 +280,10 @@ func (c *Cluster) runUntilReady(h *replication.Handoff, parts ...uint32) error {
 }
 
 // Close stops every node's loops and engine.
-func (c *Cluster) Close() error {
-	var errs []error
+func (c *Cluster) Close() {
 	for _, id := range c.Live() {
-		n := c.nodes[id]
-		errs = append(errs, n.stop())
-		n.gone = true
+		c.nodes[id].stop()
 	}
-	return errors.Join(errs...)
 }
 
 // yield lets the loops' goroutines run while the driver waits for them.

@@ -38,11 +38,7 @@ func start(t *testing.T, seed uint64) (context.Context, *sim.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	t.Cleanup(c.Close)
 	for _, id := range []string{"n1", "n2", "n3"} {
 		if _, err := c.Join(ctx, id); err != nil {
 			t.Fatalf("join %s: %v", id, err)

@@ -109,9 +109,9 @@ func (c *Cluster) start(ctx context.Context, id string) (*Node, error) {
 	return n, nil
 }
 
-// stop cancels the node's loops and runs the work they wait for until
-// they returned.
-func (n *Node) stop() error {
+// stop cancels the node's loops, runs the work they wait for until they
+// returned, and closes the engine.
+func (n *Node) stop() {
 	n.cancel()
 	done := make(chan struct{})
 	sched.Real{}.Go(func() { n.loops.Wait(); close(done) })
@@ -119,7 +119,8 @@ func (n *Node) stop() error {
 		select {
 		case <-done:
 			n.engine.Close()
-			return nil
+			n.gone = true
+			return
 		default:
 		}
 		if !n.c.Clock.RunNext() && !n.replClock.RunNext() {
