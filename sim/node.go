@@ -100,10 +100,12 @@ func (c *Cluster) start(ctx context.Context, id string) (*Node, error) {
 	// (its seam has it), and the hand-off answers (its ticker exists).
 	for _, ok := n.replClock.Next(); !ok; _, ok = n.replClock.Next() {
 		if err := yield(ctx); err != nil {
+			n.stop()
 			return nil, err
 		}
 	}
 	if err := n.barrier(ctx); err != nil {
+		n.stop()
 		return nil, err
 	}
 	return n, nil
