@@ -26,6 +26,7 @@ var guarded = []string{
 	"replication",
 	"node/shard",
 	"node/clusterview",
+	"sim",
 }
 
 // seamDir is the one place allowed to reach the real thing.

@@ -1,0 +1,358 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/sched"
+	"github.com/weirlimit/weir/internal/sched/schedtest"
+	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/node/shard"
+	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/ring"
+)
+
+// Node is one node's parts. Its methods are the driver's (see Cluster).
+type Node struct {
+	ID string
+	c  *Cluster
+
+	book     *clusterview.Book
+	policy   *clusterview.Policy
+	engine   *shard.Engine
+	repl     *replication.Replicator
+	replicas *replication.Store
+	handoff  *replication.Handoff
+	// replClock is the replicator's own seam, advanced one Tick when it
+	// has something to ship, so its sends queue apart from the hand-offs'
+	// work and are run node by node (Cluster.Step, Node.replicate).
+	replClock *schedtest.Sim
+	// view is the ring and members published last; the replicator's loop
+	// reads it (placement), so it is swapped atomically.
+	view atomic.Pointer[view]
+
+	cancel  context.CancelFunc
+	loops   sync.WaitGroup // Handoff.Run and Replicator.Run
+	leaving bool
+	gone    bool // left (or the cluster closed): its loops are stopped
+}
+
+// view is a published ring, the router's replication.View.
+type view struct {
+	ring    *ring.Ring
+	members map[string]clusterview.Member
+}
+
+var _ replication.View = (*view)(nil)
+
+func (v *view) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
+func (v *view) Member(id string) bool          { _, ok := v.members[id]; return ok }
+
+// start builds node id's parts and starts its two loops.
+func (c *Cluster) start(ctx context.Context, id string) (*Node, error) {
+	n := &Node{ID: id, c: c, book: clusterview.NewBook(id), replicas: replication.NewStore()}
+	n.policy = &clusterview.Policy{Self: id, Ring: c.cfg.Ring, Departures: n.book, Leader: knownLeader{}}
+	n.replClock = schedtest.New(c.Clock.Uint64(), c.Clock.Now())
+
+	var err error
+	n.engine, err = shard.New(shard.Config{
+		Shards:   c.cfg.Shards,
+		Sched:    c.Clock,
+		Inline:   true,
+		OnChange: func(states []replication.State) { n.repl.Enqueue(states) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.engine.Start()
+
+	rc := replication.DefaultConfig()
+	rc.Self = id
+	rc.Interval = c.cfg.Tick
+	rc.Now = c.Clock.Now
+	rc.Sched = n.replClock
+	if n.repl, err = replication.NewReplicator(rc, transport{c}, n.placement); err != nil {
+		return nil, err
+	}
+
+	hc := replication.DefaultHandoffConfig(id, c.cfg.Ring.PartitionCount)
+	hc.TickEvery = c.cfg.Tick
+	hc.ResyncRetry = c.cfg.Tick
+	hc.Sched = c.Clock
+	if n.handoff, err = replication.NewHandoff(hc, n.engine, peers{c}, n.replicas, n.repl); err != nil {
+		return nil, err
+	}
+
+	// The two loops select over channels, so each needs a goroutine of
+	// its own: the real seam's, joined by stop.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	n.loops.Add(2)
+	sched.Real{}.Go(func() { defer n.loops.Done(); _ = n.handoff.Run(lctx) })
+	sched.Real{}.Go(func() { defer n.loops.Done(); _ = n.repl.Run(lctx) })
+	// Wait until both loops run: the replicator's flush ticker exists
+	// (its seam has it), and the hand-off answers (its ticker exists).
+	for _, ok := n.replClock.Next(); !ok; _, ok = n.replClock.Next() {
+		if err := yield(ctx); err != nil {
+			n.stop()
+			return nil, err
+		}
+	}
+	if err := n.barrier(ctx); err != nil {
+		n.stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// stop cancels the node's loops, runs the work they wait for until they
+// returned, and closes the engine.
+func (n *Node) stop() {
+	n.cancel()
+	done := make(chan struct{})
+	sched.Real{}.Go(func() { n.loops.Wait(); close(done) })
+	for {
+		select {
+		case <-done:
+			n.engine.Close()
+			n.gone = true
+			return
+		default:
+		}
+		if !n.c.Clock.RunNext() && !n.replClock.RunNext() {
+			_ = yield(context.Background())
+		}
+	}
+}
+
+// barrierPeer names no node: an empty ask from it changes nothing.
+const barrierPeer = "sim-barrier"
+
+// barrier returns once the hand-off's loop has finished the event it was
+// on and started that event's effects: an ask for no partitions (Serve
+// with none) is one more event through the same loop.
+func (n *Node) barrier(ctx context.Context) error {
+	_, err := n.handoff.Serve(ctx, replication.HandoffRequest{To: barrierPeer})
+	return err
+}
+
+// replicate ships what the replicator holds, if anything: its clock
+// moves one Tick (its loop flushes on that tick) and its sends run until
+// nothing is pending. Its clock moves only then: a tick fired while
+// nothing is pending would be taken by the loop at some later moment,
+// and flush whatever is there then. Since each tick fired is taken by
+// the flush that empties the queue, none is ever left over.
+func (n *Node) replicate(ctx context.Context) error {
+	if n.repl.Stats().Pending == 0 {
+		return nil
+	}
+	n.replClock.Advance(n.c.cfg.Tick)
+	for n.repl.Stats().Pending > 0 {
+		if n.replClock.RunNext() {
+			continue
+		}
+		if err := yield(ctx); err != nil {
+			return fmt.Errorf("%w: %s: replication not drained: %w", ErrSim, n.ID, err)
+		}
+	}
+	return nil
+}
+
+// placement lists where a partition's copies go: its ring replicas but
+// this node (node's replicaPlacement, unexported there).
+func (n *Node) placement(p uint32) []string {
+	v := n.view.Load()
+	if v == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range v.ring.PartitionReplicas(p) {
+		if id != n.ID && id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Refresh steps the node's ring-view policy over its book, as node's
+// refreshView does: a change goes to the hand-off first (partitions
+// gained are pending from then on) and is published only after it.
+func (n *Node) Refresh(ctx context.Context) error {
+	old := n.view.Load()
+	in := clusterview.Input{Now: n.c.Clock.Now().UnixNano(), Members: n.book.Live(), Leaving: n.leaving}
+	if old != nil {
+		in.Ring, in.Published = old.ring, old.members
+	}
+	ch, ok, err := n.policy.Step(in)
+	if err != nil || !ok {
+		return err
+	}
+	if err := n.handoff.ChangeRing(ctx, ch.Event); err != nil {
+		return err
+	}
+	n.view.Store(&view{ring: ch.Ring, members: ch.Members})
+	if ch.Rebuilt {
+		n.c.logf("%s ring %v owns %d base %s", n.ID, ch.Ring.Members(), len(ch.Ring.OwnedBy(n.ID)), ch.Base)
+	}
+	return nil
+}
+
+// Item is one check of a counter: Rule and Key name it (as node's
+// counter ids do), Limit is its effective limit.
+type Item struct {
+	Rule, Key string
+	Limit     bucket.Limit
+	Cost      int64
+}
+
+// Result is the answer for one Item.
+type Result struct {
+	Allowed   bool
+	Remaining int64
+	By        string // the node that decided it ("" when unavailable)
+	Hops      int    // how many times it was forwarded
+	Waited    bool   // the deciding node waited for the partition's pull
+	Err       string // unavailable: why
+}
+
+// Check decides items entering at this node, one at a time, where the
+// router says: here, at another node, after the pull, or not at all.
+func (n *Node) Check(ctx context.Context, items []Item) ([]Result, error) {
+	if n.gone {
+		return nil, fmt.Errorf("%w: %s is not a member", ErrSim, n.ID)
+	}
+	out := make([]Result, len(items))
+	for i, it := range items {
+		r, err := n.route(ctx, it, replication.Via{}, 0)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+		n.c.logf("check %s/%s at %s: allowed %t remaining %d by %s hops %d waited %t %s", it.Rule, it.Key, n.ID, r.Allowed, r.Remaining, r.By, r.Hops, r.Waited, r.Err)
+	}
+	return out, nil
+}
+
+// route obeys the router for one item that reached this node via via
+// after hops forwards.
+func (n *Node) route(ctx context.Context, it Item, via replication.Via, hops int) (Result, error) {
+	v := n.view.Load()
+	if v == nil {
+		return Result{Hops: hops, Err: "no ring yet"}, nil
+	}
+	rt := replication.Router{Self: n.ID, Leaving: n.leaving, Table: n.handoff.Routes(), View: v}
+	p := v.ring.Partition(it.Key)
+	to := rt.Route(p, via)
+	if to.Do == replication.Wait {
+		if err := n.c.runUntilReady(n.handoff, p); err != nil {
+			return Result{}, err
+		}
+	}
+	if to.Do == replication.Decide || to.Do == replication.Wait {
+		ok, movedTo := n.handoff.Pin(p)
+		if ok {
+			r, err := n.decide(ctx, it, p)
+			n.handoff.Unpin(p)
+			r.Hops, r.Waited = hops, to.Do == replication.Wait
+			return r, err
+		}
+		to = rt.Reroute(p, movedTo, via) // handed off since it was routed: follow the counters
+	}
+	switch to.Do {
+	case replication.Forward:
+		next := n.c.nodes[to.To]
+		if next == nil || next.gone {
+			return Result{Hops: hops, Err: "owner " + to.To + " unreachable"}, nil
+		}
+		fwd := replication.Via{Forwarded: true}
+		if via.Forwarded {
+			fwd.Hops = via.Hops + 1
+		}
+		return next.route(ctx, it, fwd, hops+1)
+	case replication.Unavailable:
+		return Result{Hops: hops, Err: to.Why}, nil
+	}
+	return Result{}, fmt.Errorf("%w: router said %s", ErrSim, to.Do)
+}
+
+// decide decides it on this node's engine (partition p pinned).
+func (n *Node) decide(ctx context.Context, it Item, p uint32) (Result, error) {
+	out := make([]shard.Result, 1)
+	err := n.engine.Check(ctx, []shard.Item{{ID: counterID(it.Rule, it.Key), Partition: p, Limit: it.Limit, Cost: it.Cost}}, out)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Allowed: out[0].Allowed, Remaining: out[0].Remaining, By: n.ID}, nil
+}
+
+// counterID names one (rule, key) counter as node does (its counterID is
+// unexported): xxhash64 of rule, a zero byte and key.
+func counterID(rule, key string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(rule)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(key)
+	return d.Sum64()
+}
+
+// knownLeader is Raft leadership as the simulation has it: always known.
+type knownLeader struct{}
+
+func (knownLeader) LeaderlessFor() time.Duration { return 0 }
+func (knownLeader) TakeRegained() bool           { return false }
+
+// leaveWatch is what a graceful leave watches of node n.
+type leaveWatch struct{ n *Node }
+
+var _ clusterview.Handoff = leaveWatch{}
+
+func (w leaveWatch) Moved(p uint32) bool {
+	st, _ := w.n.handoff.Routes().State(p)
+	return st == replication.PartMoved
+}
+func (w leaveWatch) OthersInRing() bool { return w.n.book.OthersInRing() }
+func (w leaveWatch) PeersAnswer() bool  { return true } // in memory, every member answers
+
+// transport delivers replication sends into the destination's Store.
+type transport struct{ c *Cluster }
+
+var _ replication.Transport = transport{}
+
+func (t transport) Replicate(ctx context.Context, to, from string, states []replication.State) error {
+	n := t.c.nodes[to]
+	if n == nil || n.gone {
+		return fmt.Errorf("%w: replica %s unreachable", ErrSim, to)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return n.replicas.Apply(from, states)
+}
+
+// peers asks another node's hand-off in memory; the address is the id.
+type peers struct{ c *Cluster }
+
+var _ replication.Peers = peers{}
+
+func (p peers) Handoff(ctx context.Context, addr string, req replication.HandoffRequest) (replication.HandoffReply, error) {
+	n := p.c.nodes[addr]
+	if n == nil || n.gone {
+		return replication.HandoffReply{}, fmt.Errorf("%w: peer %s unreachable", ErrSim, addr)
+	}
+	if err := ctx.Err(); err != nil {
+		return replication.HandoffReply{}, err
+	}
+	// Serve waits for partitions the holder is still pulling; on the
+	// driver's goroutine that wait is running the queued work.
+	if err := p.c.runUntilReady(n.handoff, req.Parts...); err != nil {
+		return replication.HandoffReply{}, err
+	}
+	return n.handoff.Serve(ctx, req)
+}
