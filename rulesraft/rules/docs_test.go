@@ -52,7 +52,8 @@ func splitRow(line string) []string {
 }
 
 // docs/rules.md documents every field of the parser's tables, no other,
-// each with the table's type and default; and every algorithm.
+// each with the table's type and default; and every key type and
+// algorithm.
 func TestRulesDoc(t *testing.T) {
 	b, err := os.ReadFile("../../docs/rules.md")
 	if err != nil {
@@ -101,6 +102,15 @@ func TestRulesDoc(t *testing.T) {
 			if !known[f.Name] {
 				t.Errorf("docs/rules.md, %q: %s is documented but the parser does not know it", c.section, f.Name)
 			}
+		}
+	}
+	keys := map[string]bool{}
+	for _, r := range rows["Keys, and a missing value"] {
+		keys[r[0]] = true
+	}
+	for _, k := range []string{KeyAPIKey, KeyUser, KeyIP, KeyGlobal, KeyHeaderPrefix + "<Name>", KeyDescriptor} {
+		if !keys[k] {
+			t.Errorf("docs/rules.md, \"Keys, and a missing value\": %s is missing", k)
 		}
 	}
 	for a := bucket.Algorithm(0); ; a++ {
