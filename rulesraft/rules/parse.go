@@ -234,7 +234,7 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.bool(v, name, &r.Unlimited)
 		default:
 			delete(lines, name)
-			p.add(k, prefix+name, "unknown field (want id, match, key, algorithm, rate, period, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events, replaces, unlimited)")
+			p.add(k, prefix+name, "unknown field (want %s)", fieldNames(RuleFields(), ""))
 		}
 	}
 	return r, lines, bad
@@ -320,7 +320,7 @@ func (d fieldDecoder) dur(n *yaml.Node, field string, dst *Duration) {
 }
 
 func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
-	d.fields(n, "match", "{route: /v1/orders, method: POST}", "route, method, plan, domain, descriptor", func(name, field string, v *yaml.Node) bool {
+	d.fields(n, "match", "{route: /v1/orders, method: POST}", fieldNames(RuleFields(), "match"), func(name, field string, v *yaml.Node) bool {
 		switch name {
 		case "route":
 			d.str(v, field, &dst.Route)
@@ -341,7 +341,7 @@ func (d fieldDecoder) match(n *yaml.Node, dst *Match) {
 
 // events reads a rule's events option: {sample: 0.01, redact: true}.
 func (d fieldDecoder) events(n *yaml.Node, dst *Events) {
-	d.fields(n, "events", "{sample: 0.01, redact: true}", "sample, redact", func(name, field string, v *yaml.Node) bool {
+	d.fields(n, "events", "{sample: 0.01, redact: true}", fieldNames(RuleFields(), "events"), func(name, field string, v *yaml.Node) bool {
 		switch name {
 		case "sample":
 			if isNull(v) {
@@ -437,7 +437,7 @@ func (d fieldDecoder) entries(n *yaml.Node, field string, dst *[]Entry) {
 			case "value":
 				d.str(v, f+".value", &e.Value)
 			default:
-				d.fail(k, f+"."+k.Value, "unknown field (want key, value)")
+				d.fail(k, f+"."+k.Value, "unknown field (want %s)", fieldNames(RuleFields(), "match.descriptor[]"))
 			}
 		}
 		*dst = append(*dst, e)
