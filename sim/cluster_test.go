@@ -219,7 +219,9 @@ func TestSimRunsOnTheDriversGoroutine(t *testing.T) {
 	if err := c.Settle(ctx, 60); err != nil {
 		t.Fatal(err)
 	}
-	if n := runtime.NumGoroutine(); n != before {
+	// Fewer is fine: the previous test's goroutines may still have been
+	// ending when before was read.
+	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines while the cluster runs, %d before it started", n, before)
 	}
 }
