@@ -98,7 +98,9 @@ type HandoffConfig struct {
 	// Serve and Tick step the machine on the caller's goroutine, one
 	// event at a time, and run its effects there; the pulls and resyncs
 	// they start go through Sched (a schedtest.Sim queues them for its
-	// driver). Close ends it. A simulation steps it this way.
+	// driver). Serve still waits for a partition the hand-off is itself
+	// pulling: such a driver runs the pull first. Close ends it. A
+	// simulation steps it this way.
 	Inline bool
 	Logger *slog.Logger
 }
