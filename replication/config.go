@@ -37,6 +37,11 @@ type Config struct {
 	// Sched runs the flush ticker, the sends (as concurrent work) and
 	// their deadlines. Nil means production (sched.Real).
 	Sched sched.Sched
+	// Inline makes a replicator with no Run and no ticker: its caller
+	// calls Flush instead (neither Interval nor the early flush at
+	// MaxBatch applies), and each send started through Sched records its
+	// own result. A simulation steps it this way.
+	Inline bool
 }
 
 // DefaultConfig returns the defaults: flush every 5ms, at most 4096 states per

@@ -65,6 +65,15 @@
 // destinations in id order, each batch in the order of its counters'
 // first change.
 //
+// A simulation also drives the two loops itself (Config.Inline,
+// HandoffConfig.Inline). An Inline Replicator has no Run: its caller
+// calls Flush, which starts the sends through the seam, and each send
+// records its own result (what Run owns is then guarded by a mutex, taken
+// before flushMu). An Inline Handoff has no Run and no ticker: ChangeRing,
+// Serve and Tick apply their event on the caller's goroutine, one at a
+// time, and the pulls and resyncs it starts go to the seam once the event
+// is done. Both run the code Run runs (flush, send, finish; apply).
+//
 // # Invariants
 //
 //   - Newest wins: for each counter id a destination is sent only the latest

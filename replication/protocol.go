@@ -58,7 +58,8 @@ type HandoffReply struct {
 // names this node, or names a partition out of range. Nothing changes.
 var ErrBadRequest = errors.New("replication: bad hand-off request")
 
-// ErrClosed is returned once the Handoff's Run has returned.
+// ErrClosed is returned once the Handoff's Run has returned (an Inline
+// one's Close was called).
 var ErrClosed = errors.New("replication: closed")
 
 // HandoffConfig tunes a Handoff.
@@ -92,7 +93,15 @@ type HandoffConfig struct {
 	Now func() int64
 	// Sched starts the pulls and resyncs and runs the ticker and the
 	// asks' deadlines; nil is production (sched.Real).
-	Sched  sched.Sched
+	Sched sched.Sched
+	// Inline makes a hand-off with no Run and no ticker: ChangeRing,
+	// Serve and Tick step the machine on the caller's goroutine, one
+	// event at a time, and run its effects there; the pulls and resyncs
+	// they start go through Sched (a schedtest.Sim queues them for its
+	// driver). Serve still waits for a partition the hand-off is itself
+	// pulling: such a driver runs the pull first. Close ends it. A
+	// simulation steps it this way.
+	Inline bool
 	Logger *slog.Logger
 }
 
@@ -127,7 +136,9 @@ type HandoffStats struct {
 // channel, and it publishes an immutable Routes snapshot after each, which
 // the check path reads without locks. Run starts the pulls and resyncs the
 // machine asks for as work of their own (HandoffConfig.Sched) and joins
-// them before it returns.
+// them before it returns. An Inline hand-off has no Run: its callers'
+// events are applied on their goroutines, one at a time, by the same
+// code (apply).
 //
 // Checks that decide a partition locally hold it with Pin (a read lock of
 // the partition's fence) from routing until their decision is made; a
@@ -147,6 +158,13 @@ type Handoff struct {
 	fence   []fence
 	stopped chan struct{}
 	running atomic.Bool
+
+	// An Inline hand-off's: mu is held while an event is applied (the
+	// machine's owner in place of Run), life is the context of the work
+	// the effects start, ended by Close.
+	mu   sync.Mutex
+	life context.Context
+	end  context.CancelFunc
 
 	handedOff, promoted, resynced, unreached atomic.Uint64
 }
@@ -215,6 +233,9 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 		fence:   make([]fence, cfg.Partitions),
 		stopped: make(chan struct{}),
 	}
+	if cfg.Inline {
+		h.life, h.end = context.WithCancel(context.Background())
+	}
 	h.routes.Store(h.snapshot(nil, nil))
 	return h, nil
 }
@@ -246,8 +267,12 @@ func (h *Handoff) Pin(p uint32) (ok bool, movedTo string) {
 func (h *Handoff) Unpin(p uint32) { h.fence[p].RUnlock() }
 
 // Run owns the machine until ctx ends, then waits for the pulls and
-// resyncs it started. It must be called once.
+// resyncs it started. It must be called once, and not on an Inline
+// hand-off (ErrRunning).
 func (h *Handoff) Run(ctx context.Context) error {
+	if h.cfg.Inline {
+		return fmt.Errorf("%w: an Inline hand-off is stepped by its callers, not Run", ErrRunning)
+	}
 	if !h.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
@@ -274,37 +299,47 @@ func (h *Handoff) Run(ctx context.Context) error {
 		case <-t.C():
 			r = request{ev: Tick{Now: h.cfg.Now()}}
 		}
-		old := h.routes.Load()
-		effects := h.m.Step(r.ev)
-		var live map[string]string
-		if rc, ok := r.ev.(RingChanged); ok {
-			live = rc.Live
-		}
-		now := h.snapshot(old, live)
-		h.routes.Store(now)
-		close(old.changed)
-		h.logTransitions(ctx, r.ev, old, now)
-		var reply Reply
-		for _, e := range effects {
-			switch e := e.(type) {
-			case Reply:
-				reply = e
-			case Pull:
-				goFunc(func() { h.pull(ctx, e) })
-			case Resync:
-				if h.resync != nil {
-					goFunc(func() { h.resyncReplicas(ctx, e.Parts) })
-				}
-			case DropCounters:
-				h.dropCounters(ctx, e.Parts)
-			case DropReplicas:
-				h.replicas.Drop(e.Parts)
-			}
-		}
+		reply := h.apply(ctx, r.ev, goFunc)
 		if r.done != nil {
 			r.done <- reply
 		}
 	}
+}
+
+// apply steps ev through the machine, publishes the routes after it and
+// runs its effects in order: drops here, pulls and resyncs handed to
+// start as work of their own, all under ctx. It returns the machine's
+// reply. Its caller owns the machine: Run, or an Inline hand-off's
+// stepInline under mu.
+func (h *Handoff) apply(ctx context.Context, ev Event, start func(func())) Reply {
+	old := h.routes.Load()
+	effects := h.m.Step(ev)
+	var live map[string]string
+	if rc, ok := ev.(RingChanged); ok {
+		live = rc.Live
+	}
+	now := h.snapshot(old, live)
+	h.routes.Store(now)
+	close(old.changed)
+	h.logTransitions(ctx, ev, old, now)
+	var reply Reply
+	for _, e := range effects {
+		switch e := e.(type) {
+		case Reply:
+			reply = e
+		case Pull:
+			start(func() { h.pull(ctx, e) })
+		case Resync:
+			if h.resync != nil {
+				start(func() { h.resyncReplicas(ctx, e.Parts) })
+			}
+		case DropCounters:
+			h.dropCounters(ctx, e.Parts)
+		case DropReplicas:
+			h.replicas.Drop(e.Parts)
+		}
+	}
+	return reply
 }
 
 // logTransitions logs, at debug level, each partition whose state, peer
@@ -360,8 +395,12 @@ func (h *Handoff) snapshot(old *Routes, live map[string]string) *Routes {
 	return r
 }
 
-// step hands ev to Run and waits until it was applied.
+// step hands ev to Run and waits until it was applied (an Inline
+// hand-off applies it here).
 func (h *Handoff) step(ctx context.Context, ev Event) (Reply, error) {
+	if h.cfg.Inline {
+		return h.stepInline(ctx, ev)
+	}
 	r := request{ev: ev, done: make(chan Reply, 1)}
 	select {
 	case h.reqs <- r:
@@ -371,6 +410,52 @@ func (h *Handoff) step(ctx context.Context, ev Event) (Reply, error) {
 		return Reply{}, ErrClosed
 	}
 	return <-r.done, nil
+}
+
+// stepInline applies ev on the caller's goroutine, one event at a time
+// (under mu). The work its effects start goes to the seam only once the
+// event is done, as Run finishes an event before it takes the next: so
+// work that the seam runs at once may step again.
+func (h *Handoff) stepInline(ctx context.Context, ev Event) (Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return Reply{}, err
+	}
+	var work []func()
+	h.mu.Lock()
+	if h.life.Err() != nil {
+		h.mu.Unlock()
+		return Reply{}, ErrClosed
+	}
+	reply := h.apply(h.life, ev, func(f func()) { work = append(work, f) })
+	h.mu.Unlock()
+	for _, f := range work {
+		h.cfg.Sched.Go(f)
+	}
+	return reply, nil
+}
+
+// Tick steps time now: partitions released and replica copies kept past
+// Grace are let go, and partitions moved away past Settle are asked back.
+// Run does this every TickEvery; an Inline hand-off's caller calls Tick.
+func (h *Handoff) Tick(ctx context.Context) error {
+	_, err := h.step(ctx, Tick{Now: h.cfg.Now()})
+	return err
+}
+
+// Close ends an Inline hand-off: every later event fails with ErrClosed
+// and the work it started sees its context end. It does not wait for
+// that work (a schedtest.Sim runs it when its driver does). A hand-off
+// with Run ends with Run's context; there Close does nothing.
+func (h *Handoff) Close() {
+	if !h.cfg.Inline {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.life.Err() == nil {
+		h.end()
+		close(h.stopped)
+	}
 }
 
 // ChangeRing applies a new ring and returns once the routes reflect it

@@ -51,7 +51,8 @@ const forgetAfter = time.Minute
 
 // Replicator ships counter states from this owner to the partitions'
 // replicas. Enqueue is safe from any goroutine; Run is the one goroutine
-// that owns the destinations' queues.
+// that owns the destinations' queues (in an Inline replicator, whoever
+// holds own: Flush, or a send recording its result).
 type Replicator struct {
 	cfg   Config
 	t     Transport
@@ -63,8 +64,10 @@ type Replicator struct {
 	mu  sync.Mutex // guards cur only; held for O(batch) in Enqueue, O(1) in flush and Stats
 	cur *inbox
 	// flushMu keeps flushes out while Resync reads and queues a snapshot.
-	// Lock order: flushMu before mu.
+	// Lock order: own before flushMu before mu.
 	flushMu sync.Mutex
+	// own is an Inline replicator's owner of what Run owns otherwise.
+	own sync.Mutex
 
 	running     atomic.Bool
 	sent        atomic.Uint64
@@ -78,7 +81,7 @@ type Replicator struct {
 	statsMu     sync.Mutex
 	lastSuccess map[string]time.Time
 
-	// Owned by the goroutine in Run.
+	// Owned by the goroutine in Run (under own in an Inline replicator).
 	spare   *inbox
 	dests   map[string]*dest
 	ids     []string            // the keys of dests, sorted: the order of sends
@@ -115,7 +118,8 @@ type outgoing struct {
 	batch []State
 }
 
-// NewReplicator checks cfg and returns a Replicator; call Run to ship.
+// NewReplicator checks cfg and returns a Replicator; call Run to ship
+// (Flush, when cfg.Inline).
 func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -182,8 +186,12 @@ func (r *Replicator) Enqueue(states []State) {
 // returns nil. Each destination has at most one send in flight, so a slow
 // or dead destination delays only itself; states it refuses are retried at
 // the next flush, replaced by any newer change to the same counter.
-// Only one Run may be active at a time (ErrRunning otherwise).
+// Only one Run may be active at a time, and none on an Inline replicator
+// (ErrRunning otherwise).
 func (r *Replicator) Run(ctx context.Context) error {
+	if r.cfg.Inline {
+		return fmt.Errorf("%w: an Inline replicator ships by Flush, not Run", ErrRunning)
+	}
 	if !r.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
@@ -192,15 +200,8 @@ func (r *Replicator) Run(ctx context.Context) error {
 	defer tick.Stop()
 	inflight := 0
 	start := func(sends []outgoing) {
-		for _, o := range sends {
-			r.wg.Add(1)
-			r.cfg.Sched.Go(func() {
-				defer r.wg.Done()
-				r.results <- r.send(ctx, o)
-			})
-		}
 		inflight += len(sends)
-		clear(sends) // the batches are the sends' now
+		r.start(ctx, sends, func(res result) { r.results <- res })
 	}
 	for {
 		select {
@@ -220,6 +221,44 @@ func (r *Replicator) Run(ctx context.Context) error {
 			r.finish(res)
 		}
 	}
+}
+
+// Flush ships what is pending now, in an Inline replicator (in place of
+// Run's ticker): it moves the inbox into the destinations' queues and
+// starts through Config.Sched, in the order of the destinations' ids, a
+// send for each one that has none in flight and states waiting. Each send
+// records its result when it returns (with a schedtest.Sim, when its
+// driver runs the queued work): what a destination refused waits for a
+// later Flush. The sends run under ctx. ErrRunning without Config.Inline.
+func (r *Replicator) Flush(ctx context.Context) error {
+	if !r.cfg.Inline {
+		return fmt.Errorf("%w: Run flushes this replicator (Flush needs Config.Inline)", ErrRunning)
+	}
+	r.own.Lock()
+	sends := slices.Clone(r.flush())
+	clear(r.sends)
+	r.own.Unlock()
+	// Started once own is free: a seam that runs work at once finishes
+	// it here.
+	r.start(ctx, sends, func(res result) {
+		r.own.Lock()
+		defer r.own.Unlock()
+		r.finish(res)
+	})
+	return nil
+}
+
+// start starts each send through the seam, as concurrent work that hands
+// its result to done; the batches are the sends' from then on.
+func (r *Replicator) start(ctx context.Context, sends []outgoing, done func(result)) {
+	for _, o := range sends {
+		r.wg.Add(1)
+		r.cfg.Sched.Go(func() {
+			defer r.wg.Done()
+			done(r.send(ctx, o))
+		})
+	}
+	clear(sends)
 }
 
 // flush moves the inbox into the destinations' queues and returns a send
@@ -351,9 +390,9 @@ func (d *dest) reset() {
 }
 
 // send ships one flush's batch to its destination, at most MaxBatch
-// states a call, and returns the outcome for finish. Run starts it as
-// concurrent work, one per destination at a time; it reads only o.d.id,
-// which never changes.
+// states a call, and returns the outcome for finish. Run (or Flush)
+// starts it as concurrent work, one per destination at a time; it reads
+// only o.d.id, which never changes.
 func (r *Replicator) send(ctx context.Context, o outgoing) result {
 	res, batch := result{d: o.d}, o.batch
 	for len(batch) > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -26,8 +25,8 @@ type Config struct {
 	// GOMAXPROCS: how items split over shards must not depend on the
 	// machine).
 	Shards int
-	// Tick is how far Step moves the clock: the hand-offs' tick and the
-	// replicators' flush interval.
+	// Tick is how far Step moves the clock: between two of the hand-offs'
+	// ticks and of the replicators' flushes.
 	Tick time.Duration
 }
 
@@ -51,8 +50,8 @@ var ErrSim = errors.New("sim")
 // Cluster is N nodes' parts in one process. All its methods are called
 // from one goroutine, the driver (see the package doc).
 type Cluster struct {
-	// Clock is the cluster's clock and the queue of the work the
-	// hand-offs start (pulls, resyncs).
+	// Clock is the cluster's clock and the queue of the work the parts
+	// start (pulls, resyncs, replication sends).
 	Clock *schedtest.Sim
 
 	cfg     Config
@@ -109,7 +108,7 @@ func (c *Cluster) Join(ctx context.Context, id string) (*Node, error) {
 	if id == "" || c.nodes[id] != nil {
 		return nil, fmt.Errorf("%w: node id %q empty or taken", ErrSim, id)
 	}
-	n, err := c.start(ctx, id)
+	n, err := c.start(id)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +130,7 @@ func (c *Cluster) Join(ctx context.Context, id string) (*Node, error) {
 // leaving (out of every ring, still deciding what it holds), the new
 // owners pull its partitions (one Step at a time, at most maxSteps, until
 // clusterview.Leave says they were all handed off), then membership
-// reports it left, its loops stop and the others refresh.
+// reports it left, its parts close and the others refresh.
 func (c *Cluster) Leave(ctx context.Context, id string, maxSteps int) error {
 	n := c.nodes[id]
 	if n == nil || n.gone {
@@ -192,23 +191,15 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 }
 
 // Step moves the clock one Tick and runs what it sets off, in a fixed
-// order: each hand-off's tick (waiting until its loop took it and started
-// its effects), the queued work, each engine's sweep, and each node's
-// replication until nothing is pending, node by node (Node.replicate).
+// order: each hand-off's tick, the queued work (pulls, resyncs), then
+// node by node the engine's sweep and a flush of the replicator, whose
+// sends run before the next node's flush. A send a replica refused stays
+// pending for the next Step.
 func (c *Cluster) Step(ctx context.Context) error {
-	live := c.Live()
-	before := make([]*replication.Routes, len(live))
-	for i, id := range live {
-		before[i] = c.nodes[id].handoff.Routes()
-	}
 	c.Clock.Advance(c.cfg.Tick)
-	for i, id := range live {
-		select {
-		case <-before[i].Changed(): // the loop took its tick
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if err := c.nodes[id].barrier(ctx); err != nil {
+	live := c.Live()
+	for _, id := range live {
+		if err := c.nodes[id].handoff.Tick(ctx); err != nil {
 			return err
 		}
 	}
@@ -218,9 +209,10 @@ func (c *Cluster) Step(ctx context.Context) error {
 		if err := n.engine.Tick(); err != nil {
 			return err
 		}
-		if err := n.replicate(ctx); err != nil {
+		if err := n.repl.Flush(ctx); err != nil {
 			return err
 		}
+		c.Clock.RunAll()
 	}
 	return nil
 }
@@ -279,15 +271,11 @@ func (c *Cluster) runUntilReady(h *replication.Handoff, parts ...uint32) error {
 	return nil
 }
 
-// Close stops every node's loops and engine.
+// Close closes every node's parts and runs the work still queued (it
+// sees them closed).
 func (c *Cluster) Close() {
 	for _, id := range c.Live() {
 		c.nodes[id].stop()
 	}
-}
-
-// yield lets the loops' goroutines run while the driver waits for them.
-func yield(ctx context.Context) error {
-	runtime.Gosched()
-	return ctx.Err()
+	c.Clock.RunAll()
 }

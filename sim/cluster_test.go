@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -203,6 +204,25 @@ func pastGrace(t *testing.T, ctx context.Context, c *sim.Cluster) {
 	}
 	if err := c.Settle(ctx, 5); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The cluster runs on the driver's goroutine alone: joins, checks, steps
+// and a leave leave no goroutine behind (no part has a loop of its own).
+func TestSimRunsOnTheDriversGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ctx, c := start(t, 1)
+	spend(t, ctx, c, keys("k", 10))
+	if err := c.Leave(ctx, "n2", 60); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Settle(ctx, 60); err != nil {
+		t.Fatal(err)
+	}
+	// Fewer is fine: the previous test's goroutines may still have been
+	// ending when before was read.
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines while the cluster runs, %d before it started", n, before)
 	}
 }
 

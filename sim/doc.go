@@ -10,9 +10,11 @@
 //
 //   - a shard engine in Inline mode (decides on the caller's goroutine,
 //     sweeps on Step) that is the hand-off's Counters (Export, Import, Drop);
-//   - a replication.Replicator whose Transport applies the states to the
-//     destination node's replication.Store;
-//   - a replication.Handoff whose Peers call the holder's Serve in memory;
+//   - an Inline replication.Replicator (ships on Flush) whose Transport
+//     applies the states to the destination node's replication.Store;
+//   - an Inline replication.Handoff (each event applied on the caller's
+//     goroutine, ticked by Step) whose Peers call the holder's Serve in
+//     memory;
 //   - a clusterview.Book fed by the cluster's membership (Report), and a
 //     clusterview.Policy that turns the live members into a ring change
 //     for the hand-off, published only once the hand-off took it;
@@ -32,19 +34,14 @@
 //
 // One goroutine drives the simulation (the test's): it calls Check, Join,
 // Leave, Step and Settle, and runs the queued work (pulls, resyncs,
-// replication sends) itself, in the order it was queued. The clock moves
-// only in Step, by the hand-off's tick interval. Two loops still need a
-// goroutine of their own, because they are select loops over channels:
-// each node's Handoff.Run and Replicator.Run (started through the real
-// seam, joined by Close). The driver keeps them in step: after each
-// Advance it waits until every hand-off took its tick (its Routes
-// changed) and ran the tick's effects (an empty Serve as a barrier), and
-// each replicator has its own schedtest.Sim, advanced one Tick only when
-// it has something to ship and then drained until nothing is pending,
-// node by node, so its flushes fall at fixed points and its sends never
-// interleave with the hand-offs' work. Everything else is decided on the
-// driver's goroutine; the same seed and the same calls give the same
-// decisions (Cluster.Trace).
+// replication sends) itself, in the order it was queued. No part has a
+// goroutine, a loop or a ticker of its own: the engines, hand-offs and
+// replicators are Inline, every one on the cluster's one schedtest.Sim.
+// The clock moves only in Step, by Tick; then each hand-off ticks, the
+// queued work runs, and node by node the engine sweeps and the
+// replicator flushes (its sends run before the next node flushes). So
+// everything is decided on the driver's goroutine; the same seed and the
+// same calls give the same decisions (Cluster.Trace).
 //
 // # Not covered yet
 //

@@ -3,15 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/weirlimit/weir/bucket"
-	"github.com/weirlimit/weir/internal/sched"
-	"github.com/weirlimit/weir/internal/sched/schedtest"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
@@ -29,18 +26,12 @@ type Node struct {
 	repl     *replication.Replicator
 	replicas *replication.Store
 	handoff  *replication.Handoff
-	// replClock is the replicator's own seam, advanced one Tick when it
-	// has something to ship, so its sends queue apart from the hand-offs'
-	// work and are run node by node (Cluster.Step, Node.replicate).
-	replClock *schedtest.Sim
-	// view is the ring and members published last; the replicator's loop
-	// reads it (placement), so it is swapped atomically.
+	// view is the ring and members published last (the replicator's
+	// placement reads it).
 	view atomic.Pointer[view]
 
-	cancel  context.CancelFunc
-	loops   sync.WaitGroup // Handoff.Run and Replicator.Run
 	leaving bool
-	gone    bool // left (or the cluster closed): its loops are stopped
+	gone    bool // left (or the cluster closed): its parts are closed
 }
 
 // view is a published ring, the router's replication.View.
@@ -54,11 +45,11 @@ var _ replication.View = (*view)(nil)
 func (v *view) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
 func (v *view) Member(id string) bool          { _, ok := v.members[id]; return ok }
 
-// start builds node id's parts and starts its two loops.
-func (c *Cluster) start(ctx context.Context, id string) (*Node, error) {
+// start builds node id's parts, every one driven by the cluster (Inline:
+// no goroutine, no ticker).
+func (c *Cluster) start(id string) (*Node, error) {
 	n := &Node{ID: id, c: c, book: clusterview.NewBook(id), replicas: replication.NewStore()}
 	n.policy = &clusterview.Policy{Self: id, Ring: c.cfg.Ring, Departures: n.book, Leader: knownLeader{}}
-	n.replClock = schedtest.New(c.Clock.Uint64(), c.Clock.Now())
 
 	var err error
 	n.engine, err = shard.New(shard.Config{
@@ -74,94 +65,28 @@ func (c *Cluster) start(ctx context.Context, id string) (*Node, error) {
 
 	rc := replication.DefaultConfig()
 	rc.Self = id
-	rc.Interval = c.cfg.Tick
-	rc.Now = c.Clock.Now
-	rc.Sched = n.replClock
+	rc.Sched, rc.Inline = c.Clock, true
 	if n.repl, err = replication.NewReplicator(rc, transport{c}, n.placement); err != nil {
+		n.engine.Close()
 		return nil, err
 	}
 
 	hc := replication.DefaultHandoffConfig(id, c.cfg.Ring.PartitionCount)
-	hc.TickEvery = c.cfg.Tick
 	hc.ResyncRetry = c.cfg.Tick
-	hc.Sched = c.Clock
+	hc.Sched, hc.Inline = c.Clock, true
 	if n.handoff, err = replication.NewHandoff(hc, n.engine, peers{c}, n.replicas, n.repl); err != nil {
-		return nil, err
-	}
-
-	// The two loops select over channels, so each needs a goroutine of
-	// its own: the real seam's, joined by stop.
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.cancel = cancel
-	n.loops.Add(2)
-	sched.Real{}.Go(func() { defer n.loops.Done(); _ = n.handoff.Run(lctx) })
-	sched.Real{}.Go(func() { defer n.loops.Done(); _ = n.repl.Run(lctx) })
-	// Wait until both loops run: the replicator's flush ticker exists
-	// (its seam has it), and the hand-off answers (its ticker exists).
-	for _, ok := n.replClock.Next(); !ok; _, ok = n.replClock.Next() {
-		if err := yield(ctx); err != nil {
-			n.stop()
-			return nil, err
-		}
-	}
-	if err := n.barrier(ctx); err != nil {
-		n.stop()
+		n.engine.Close()
 		return nil, err
 	}
 	return n, nil
 }
 
-// stop cancels the node's loops, runs the work they wait for until they
-// returned, and closes the engine.
+// stop closes the node's hand-off (the work it queued ends when run) and
+// engine.
 func (n *Node) stop() {
-	n.cancel()
-	done := make(chan struct{})
-	sched.Real{}.Go(func() { n.loops.Wait(); close(done) })
-	for {
-		select {
-		case <-done:
-			n.engine.Close()
-			n.gone = true
-			return
-		default:
-		}
-		if !n.c.Clock.RunNext() && !n.replClock.RunNext() {
-			_ = yield(context.Background())
-		}
-	}
-}
-
-// barrierPeer names no node: an empty ask from it changes nothing.
-const barrierPeer = "sim-barrier"
-
-// barrier returns once the hand-off's loop has finished the event it was
-// on and started that event's effects: an ask for no partitions (Serve
-// with none) is one more event through the same loop.
-func (n *Node) barrier(ctx context.Context) error {
-	_, err := n.handoff.Serve(ctx, replication.HandoffRequest{To: barrierPeer})
-	return err
-}
-
-// replicate ships what the replicator holds, if anything: its clock
-// moves one Tick (its loop flushes on that tick) and its sends run until
-// nothing is pending. Its clock moves only then: a tick fired while
-// nothing is pending would be taken by the loop at some later moment,
-// and flush whatever is there then. Since each tick fired is taken by
-// the flush that empties the queue, none is ever left over.
-func (n *Node) replicate(ctx context.Context) error {
-	if n.repl.Stats().Pending == 0 {
-		return nil
-	}
-	n.replClock.Advance(n.c.cfg.Tick)
-	for n.repl.Stats().Pending > 0 {
-		if n.replClock.RunNext() {
-			continue
-		}
-		if err := yield(ctx); err != nil {
-			return fmt.Errorf("%w: %s: replication not drained: %w", ErrSim, n.ID, err)
-		}
-	}
-	return nil
+	n.handoff.Close()
+	n.engine.Close()
+	n.gone = true
 }
 
 // placement lists where a partition's copies go: its ring replicas but
