@@ -125,6 +125,20 @@ func TestCaddyForwardAuth(t *testing.T) {
 		}
 		return nil
 	})
+	// A client cannot pick its key or its route with the headers Weir
+	// reads first: still limited.
+	for _, forged := range []http.Header{
+		{"X-Real-Ip": {"10.9.9.9"}, "X-Forwarded-For": {"10.9.9.8"}},
+		{"X-Original-Uri": {"/health"}},
+	} {
+		resp, _, err := get("/v1/orders", forged)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("a request with %v: %v %v", forged, err, resp)
+		}
+	}
+	if n := hits.Load(); n != 3 {
+		t.Fatalf("the upstream saw %d requests; want the 3 allowed", n)
+	}
 	// A route no rule matches passes without fields, and a client's own
 	// fields reach neither the upstream nor the answer.
 	resp, _, err := get("/health?forged=1", http.Header{"X-Ratelimit-Limit": {"999"}})
