@@ -72,6 +72,9 @@ func (n *Node) Ready() error {
 		return errors.New("no cluster view yet")
 	}
 	if id, _ := n.store.Leader(); id == "" {
+		if why := n.noLeaderReason(); why != "" {
+			return errors.New(why)
+		}
 		return errors.New("no raft leader yet")
 	}
 	if n.store.Current() == nil {
@@ -91,6 +94,7 @@ func (n *Node) Members() api.Members {
 		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
 		Load:              n.cfg.Ring.Load,
 		Gateways:          n.Gateways(),
+		NoLeader:          n.noLeaderReason(),
 	}
 	if v == nil {
 		return out

@@ -282,6 +282,9 @@ func New(cfg Config) (*Node, error) {
 
 // Start serves the APIs and runs the membership, replication and shard loops.
 func (n *Node) Start() error {
+	if why := n.noLeaderReason(); why != "" {
+		n.log.Warn(why)
+	}
 	n.engine.Start()
 	n.goFunc(n.opsLoop)
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })

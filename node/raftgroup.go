@@ -49,6 +49,27 @@ func (n *Node) manageRaft() {
 	}
 }
 
+// noLeaderReason says why no Raft leader will come, when the node knows:
+// it was started with neither --bootstrap-expect nor --join and is in no
+// Raft configuration (never bootstrapped, never added). Such a node does
+// not bootstrap itself (two of them would be two clusters): it waits for
+// a member of a cluster to join it. Empty otherwise, and once a leader is
+// known.
+func (n *Node) noLeaderReason() string {
+	if n.cfg.BootstrapExpect > 0 || len(n.cfg.Join) > 0 {
+		return ""
+	}
+	if id, _ := n.store.Leader(); id != "" {
+		return ""
+	}
+	if cfg, err := n.store.Configuration(); err != nil || len(cfg) > 0 {
+		return ""
+	}
+	return "no Raft leader: this node was started with neither --bootstrap-expect nor --join, " +
+		"so it forms no cluster on its own; start a new cluster's nodes with --bootstrap-expect N " +
+		"(1 for a single node) or join this one to a cluster with --join HOST:PORT"
+}
+
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
 
 // watchQuorum samples every clusterview.QuorumSample whether this node

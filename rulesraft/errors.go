@@ -14,9 +14,12 @@ var (
 	// (Leader tells who is).
 	ErrNotLeader = limit.Errorf(limit.ErrNotLeader, "rulesraft: not the leader")
 	// ErrNotFound: the named rule, override or version does not exist.
-	ErrNotFound = limit.Errorf(limit.ErrNotFound, "rulesraft: not found")
-	// ErrVersionGone: the version is older than the kept history.
-	ErrVersionGone = limit.Errorf(limit.ErrNotFound, "rulesraft: version no longer in history")
+	// Its text ends what users read ("rule \"x\" not found"), so it names
+	// no package.
+	ErrNotFound = limit.Errorf(limit.ErrNotFound, "not found")
+	// ErrVersionGone: the version is older than the kept history
+	// ("version 3 no longer in history").
+	ErrVersionGone = limit.Errorf(limit.ErrNotFound, "no longer in history")
 	// ErrInvalid: the command or its rules failed validation; nothing changed.
 	ErrInvalid = limit.Errorf(limit.ErrInvalid, "rulesraft: invalid command")
 	// ErrClosed: the Store is closed or shutting down.

@@ -162,17 +162,17 @@ func (f *FSM) lookupLocked(v uint64) (*version, error) {
 		return f.head, nil
 	}
 	if v > f.head.Version {
-		return nil, fmt.Errorf("%w: version %d is newer than current %d", ErrNotFound, v, f.head.Version)
+		return nil, fmt.Errorf("version %d %w (the current version is %d)", v, ErrNotFound, f.head.Version)
 	}
 	if v == 0 && f.hist[0].prev == 0 {
 		return &version{}, nil // the empty start, while history reaches back to it
 	}
 	if v < f.hist[0].Version {
-		return nil, fmt.Errorf("%w: version %d", ErrVersionGone, v)
+		return nil, fmt.Errorf("version %d %w", v, ErrVersionGone)
 	}
 	i, ok := slices.BinarySearchFunc(f.hist, v, func(e *version, t uint64) int { return cmp.Compare(e.Version, t) })
 	if !ok {
-		return nil, fmt.Errorf("%w: no version %d", ErrNotFound, v)
+		return nil, fmt.Errorf("version %d %w", v, ErrNotFound)
 	}
 	return f.hist[i], nil
 }
@@ -414,7 +414,7 @@ func describe(added, changed, removed []string) string {
 func deleteRule(head *version, id string) ([]*rules.Rule, []*rules.Override, string, error) {
 	i, ok := findRule(head.rules, id)
 	if !ok {
-		return nil, nil, "", fmt.Errorf("%w: rule %q", ErrNotFound, id)
+		return nil, nil, "", fmt.Errorf("rule %q %w", id, ErrNotFound)
 	}
 	rs := slices.Delete(slices.Clone(head.rules), i, i+1)
 	return rs, keepOverridesOf(head.overrides, rs), fmt.Sprintf("delete rule %s", id), nil
@@ -430,7 +430,7 @@ func setOverride(head *version, o *rules.Override, at time.Time) ([]*rules.Overr
 	}
 	ri, ok := findRule(head.rules, ov.Rule)
 	if !ok {
-		return nil, "", fmt.Errorf("%w: override for unknown rule %q", ErrNotFound, ov.Rule)
+		return nil, "", fmt.Errorf("override for rule %q: rule %w", ov.Rule, ErrNotFound)
 	}
 	if err := ov.ValidateFor(*head.rules[ri]); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -454,7 +454,7 @@ func setOverride(head *version, o *rules.Override, at time.Time) ([]*rules.Overr
 func deleteOverride(head *version, rule, key string) ([]*rules.Override, string, error) {
 	i, ok := findOverride(head.overrides, rule, key)
 	if !ok {
-		return nil, "", fmt.Errorf("%w: override %s for %s", ErrNotFound, rule, key)
+		return nil, "", fmt.Errorf("override %s for %s %w", rule, key, ErrNotFound)
 	}
 	return slices.Delete(slices.Clone(head.overrides), i, i+1), fmt.Sprintf("delete override %s for %s", rule, key), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,6 +183,16 @@ func TestFSMRejectedCommandsChangeNothing(t *testing.T) {
 				t.Fatalf("current set replaced by a rejected command")
 			}
 		})
+	}
+	// What a user reads names the thing, not this package.
+	for cmd, want := range map[*Command]string{
+		{Op: OpDeleteRule, ID: "nope"}: `rule "nope" not found`,
+		{Op: OpRollback, Version: 99}:  "version 99 not found (the current version is",
+		{Op: OpSetOverride, Override: &rules.Override{Rule: "nope", Key: "k", Rate: 1}}: `override for rule "nope": rule not found`,
+	} {
+		if err := h.apply(*cmd).Err; err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "rulesraft") {
+			t.Errorf("%s: %v; want %q and no package name", cmd.Op, err, want)
+		}
 	}
 	// Undecodable data.
 	h.idx++

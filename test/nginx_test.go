@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,23 +114,7 @@ http {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// SIGTERM: the master stops its workers before it exits.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(dir, "error.log")); err == nil {
-				t.Logf("nginx error.log:\n%s", b)
-			}
-		}
-	})
+	stopOnCleanup(t, cmd, "nginx", filepath.Join(dir, "error.log"))
 	get := func(path string) (*http.Response, string, error) {
 		resp, err := http.Get("http://" + listen + path)
 		if err != nil {
@@ -147,33 +130,7 @@ http {
 	})
 	hits.Store(0)
 
-	for i := 1; i <= 5; i++ {
-		resp, body, err := get(fmt.Sprintf("/v1/orders?n=%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := resp.Header
-		if i <= 3 {
-			if resp.StatusCode != http.StatusOK || body != "upstream /v1/orders\n" {
-				t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
-			}
-			if h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) ||
-				h.Get("RateLimit-Policy") != `"api.per-ip";q=3;w=3600` || h.Get("Retry-After") != "" {
-				t.Fatalf("request %d: headers %v", i, h)
-			}
-			continue
-		}
-		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "rate limited") {
-			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
-		}
-		if h.Get("Retry-After") == "" || h.Get("Retry-After") == "0" || h.Get("X-RateLimit-Remaining") != "0" ||
-			h.Get("X-RateLimit-Limit") != "3" || !strings.HasPrefix(h.Get("RateLimit"), `"api.per-ip";r=0;t=`) {
-			t.Fatalf("request %d: headers %v", i, h)
-		}
-	}
-	if n := hits.Load(); n != 3 {
-		t.Fatalf("the upstream saw %d requests; want the 3 allowed", n)
-	}
+	checkForwardAuthLimit(t, get, &hits, "rate limited", func(http.Header) error { return nil })
 	// A route no rule matches passes without fields.
 	resp, _, err := get("/health")
 	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "" {

@@ -290,6 +290,7 @@ type clusterAnswer struct {
 	RulesVersion uint64   `json:"rules_version"`
 	RingVersion  uint64   `json:"ring_version"`
 	Members      []member `json:"members"`
+	NoLeader     string   `json:"no_leader,omitempty"`
 }
 
 // Endpoints.

@@ -233,6 +233,9 @@ func formatCluster(w io.Writer, c clusterAnswer) error {
 	}
 	fmt.Fprintf(w, "leader: %s   rules version: %d   ring version: %d   members: %d%s\n",
 		orDash(c.Leader), c.RulesVersion, c.RingVersion, inRing, others)
+	if c.NoLeader != "" {
+		fmt.Fprintln(w, c.NoLeader)
+	}
 	if len(c.Members) == 0 {
 		return nil
 	}

@@ -368,6 +368,22 @@ n4         dead     none      0           0         -              -            
 	}
 }
 
+// A node that knows why it has no leader (a missing flag) says so under
+// the summary line.
+func TestFormatClusterNoLeader(t *testing.T) {
+	var b strings.Builder
+	err := formatCluster(&b, clusterAnswer{Self: "n1", NoLeader: "no Raft leader: started with neither --bootstrap-expect nor --join",
+		Members: []member{{ID: "n1", State: "alive", RaftRole: "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "leader: -   rules version: 0   ring version: 0   members: 1\n" +
+		"no Raft leader: started with neither --bootstrap-expect nor --join\n"
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("got:\n%s\nwant it to start with:\n%s", b.String(), want)
+	}
+}
+
 func TestFormatOverridesAndHistory(t *testing.T) {
 	var b strings.Builder
 	err := formatOverrides(&b, 8, []rules.Override{

@@ -181,6 +181,16 @@ func group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 	cmd.AddCommand(subs...)
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.SuggestionsMinimumDistance = 2
+	// A mistyped subcommand's flags ("weir rules aply -f x") are not the
+	// group's: the word before them is what is wrong, so a flag error after
+	// a word names that word as the unknown subcommand. (Subcommands inherit
+	// this function; theirs are their own flag errors.)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if a := c.Flags().Args(); c == cmd && len(a) > 0 {
+			return c.RunE(c, a)
+		}
+		return err
+	})
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		what := "subcommand"
 		if !cmd.HasParent() {

@@ -106,6 +106,9 @@ type Members struct {
 	ReplicationFactor uint32
 	Load              float64
 	Gateways          uint32
+	// NoLeader says why no Raft leader will come when the node knows
+	// (a missing --bootstrap-expect or --join); empty otherwise.
+	NoLeader string
 }
 
 // Member is one node.
@@ -122,7 +125,7 @@ type Member struct {
 // equal reports whether m and o describe the same cluster.
 func (m Members) equal(o Members) bool {
 	return m.RingVersion == o.RingVersion && m.PartitionCount == o.PartitionCount &&
-		m.ReplicationFactor == o.ReplicationFactor && m.Load == o.Load && m.Gateways == o.Gateways &&
+		m.ReplicationFactor == o.ReplicationFactor && m.Load == o.Load && m.Gateways == o.Gateways && m.NoLeader == o.NoLeader &&
 		slices.Equal(m.Members, o.Members)
 }
 

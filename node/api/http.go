@@ -922,7 +922,8 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 		RulesVersion uint64       `json:"rules_version"`
 		RingVersion  uint64       `json:"ring_version"`
 		Members      []memberJSON `json:"members"`
-	}{Self: self, Leader: leader, RulesVersion: st.Current().Version, RingVersion: m.RingVersion,
+		NoLeader     string       `json:"no_leader,omitempty"`
+	}{Self: self, Leader: leader, RulesVersion: st.Current().Version, RingVersion: m.RingVersion, NoLeader: m.NoLeader,
 		Members: make([]memberJSON, len(m.Members))}
 	for i, mb := range m.Members {
 		out.Members[i] = memberJSON{

@@ -337,3 +337,30 @@ func TestParseEventsOption(t *testing.T) {
 		}
 	}
 }
+
+// TestGCRAIsLeakyBucket: "gcra" is accepted as an alias and normalized to
+// leaky_bucket, so what is written (and reaches the Raft log) names the
+// algorithm itself; an unknown name is still refused, naming the alias.
+func TestGCRAIsLeakyBucket(t *testing.T) {
+	got, err := ParseFile([]byte("rules:\n  - id: a\n    match: {route: /v1/a}\n    key: ip\n    algorithm: gcra\n    rate: 3\n    period: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Algorithm != AlgLeakyBucket {
+		t.Fatalf("algorithm %q after parsing; want %q", got[0].Algorithm, AlgLeakyBucket)
+	}
+	r := Rule{ID: "b", Match: Match{Route: "/v1/b"}, Key: "ip", Algorithm: AlgGCRA, Rate: 3, Period: Duration(time.Second)}
+	if err := Validate([]Rule{r}); err != nil {
+		t.Fatalf("Validate(gcra): %v", err)
+	}
+	if n := Normalize(r); n.Algorithm != AlgLeakyBucket {
+		t.Fatalf("Normalize: algorithm %q; want %q", n.Algorithm, AlgLeakyBucket)
+	}
+	if a, b := r.Limit(), Normalize(r).Limit(); a != b || a.Algorithm.String() != AlgLeakyBucket {
+		t.Fatalf("Limit: %+v vs normalized %+v", a, b)
+	}
+	r.Algorithm = "gcra2"
+	if err := Validate([]Rule{r}); err == nil || !strings.Contains(err.Error(), "leaky_bucket (alias gcra)") {
+		t.Fatalf("Validate(gcra2): %v", err)
+	}
+}

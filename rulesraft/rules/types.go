@@ -31,6 +31,20 @@ const (
 	AlgSlidingLog    = "sliding_log"
 )
 
+// AlgGCRA is an alias: GCRA is the leaky bucket as a meter (one
+// theoretical arrival time per key), which is how leaky_bucket works.
+// Validate accepts it and Normalize writes leaky_bucket, so the alias never
+// reaches the Raft log.
+const AlgGCRA = "gcra"
+
+// canonicalAlgorithm resolves an alias to the algorithm it names.
+func canonicalAlgorithm(alg string) string {
+	if alg == AlgGCRA {
+		return AlgLeakyBucket
+	}
+	return alg
+}
+
 // Rule scopes across regions.
 const (
 	ScopeRegion = "region"

@@ -55,6 +55,7 @@ func Normalize(r Rule) Rule {
 	if r.Algorithm == "" {
 		r.Algorithm = DefaultAlgorithm
 	}
+	r.Algorithm = canonicalAlgorithm(r.Algorithm)
 	if r.Match.Domain != "" {
 		if r.Key == "" {
 			r.Key = KeyDescriptor
@@ -90,7 +91,7 @@ func (r Rule) Limit() bucket.Limit {
 	if alg == "" {
 		alg = DefaultAlgorithm
 	}
-	a, err := bucket.ParseAlgorithm(alg)
+	a, err := bucket.ParseAlgorithm(canonicalAlgorithm(alg))
 	if err != nil {
 		a, _ = bucket.ParseAlgorithm(DefaultAlgorithm)
 	}
@@ -197,9 +198,10 @@ func (r Rule) check(ps *problems) {
 	if alg == "" {
 		alg = DefaultAlgorithm
 	}
+	alg = canonicalAlgorithm(alg)
 	if _, err := bucket.ParseAlgorithm(alg); err != nil {
-		ps.add("algorithm", "unknown algorithm %q (want %s | %s | %s | %s | %s)", r.Algorithm,
-			AlgTokenBucket, AlgLeakyBucket, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog)
+		ps.add("algorithm", "unknown algorithm %q (want %s | %s (alias %s) | %s | %s | %s)", r.Algorithm,
+			AlgTokenBucket, AlgLeakyBucket, AlgGCRA, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog)
 	}
 
 	if r.Rate <= 0 {
