@@ -53,7 +53,7 @@ type opsState struct {
 	hotSince  time.Time           // start of the current sketch window
 	hotPrevD  time.Duration       // length of the previous window
 	rates     map[string][]opsapi.RatePoint
-	lastCount map[string][3]float64 // cumulative counts at the last step
+	lastCount map[string][nDecisions]float64 // cumulative counts at the last step
 	gateways  map[string]*opsapi.Gateway
 
 	gwDecisions *prometheus.CounterVec // weir_gateway_decisions_total
@@ -67,7 +67,7 @@ func newOpsState(now time.Time) *opsState {
 		hot:       map[string]*hotPair{},
 		hotSince:  now,
 		rates:     map[string][]opsapi.RatePoint{},
-		lastCount: map[string][3]float64{},
+		lastCount: map[string][nDecisions]float64{},
 		gateways:  map[string]*opsapi.Gateway{},
 	}
 }
@@ -158,10 +158,10 @@ func (n *Node) opsLoop() {
 // opsStep records the decisions per second since the last step, per rule,
 // from weir_checks_total, and rotates hot-key windows.
 func (n *Node) opsStep(now time.Time) {
-	counts := map[string][3]float64{}
+	counts := map[string][nDecisions]float64{}
 	n.met.checkChildren.Range(func(k, v any) bool {
 		c := v.(*[nDecisions]prometheus.Counter)
-		var got [3]float64
+		var got [nDecisions]float64
 		for d := range nDecisions {
 			var m dto.Metric
 			if c[d].Write(&m) == nil {
