@@ -454,7 +454,7 @@ Try:
   curl -s -XPOST http://%[1]s/v1/limits/check -H 'Content-Type: application/json' -d '{"key":"apikey:ak_1","rule":"orders.write"}'
   curl -s http://%[1]s/v1/limits/apikey:ak_1
   curl -s http://%[1]s/metrics | grep weir_
-  weir events --addr %[1]s --follow          # sampled denials, with the rule version
+  weir events --addr %[1]s --follow          # sampled denials (each rule's first per second), with the rule version
 `, h, n.GRPCAddr(), dataDir)
 	if gateway != "" {
 		fmt.Fprintf(w, `
