@@ -27,7 +27,7 @@ type metrics struct {
 func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "weir_checks_total", Help: "Checks by rule and decision (allowed, denied, error).",
+			Name: "weir_checks_total", Help: "Checks by rule and decision (allowed, denied, error, voided: would have passed, but another rule of its group denied).",
 		}, []string{"rule", "decision"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "weir_check_seconds", Help: "Time to answer a Check batch on the entry node.",
@@ -60,10 +60,11 @@ const (
 	decAllowed = iota
 	decDenied
 	decError
+	decVoided // a group member another item's denial voided: not denied by this rule
 	nDecisions
 )
 
-var decisionNames = [nDecisions]string{"allowed", "denied", "error"}
+var decisionNames = [nDecisions]string{"allowed", "denied", "error", "voided"}
 
 // checkCounters returns rule's weir_checks_total children, by decision,
 // cached so the check path does not hash label values per item.
@@ -115,6 +116,8 @@ func (m *metrics) observeChecks(items []limit.Item, res []limit.Result, d time.D
 			counts[decError]++
 		case r.Allowed:
 			counts[decAllowed]++
+		case r.Voided:
+			counts[decVoided]++
 		default:
 			counts[decDenied]++
 		}

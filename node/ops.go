@@ -41,19 +41,23 @@ const (
 	gatewayTTL = 10 * time.Minute
 	// eventCapacity is the events a node keeps.
 	eventCapacity = 4096
+	// firstDenialEvery: the first denial of each rule in each such
+	// interval is an event whatever the rule's sample rate.
+	firstDenialEvery = time.Second
 )
 
 // opsState is the node's operator view. mu guards the sketches, rates and
 // gateway reports; the events buffer has its own lock.
 type opsState struct {
 	events *events.Buffer
+	firsts *events.Firsts // the first denial per rule per firstDenialEvery
 
 	mu        sync.Mutex
 	hot       map[string]*hotPair // by rule
 	hotSince  time.Time           // start of the current sketch window
 	hotPrevD  time.Duration       // length of the previous window
 	rates     map[string][]opsapi.RatePoint
-	lastCount map[string][3]float64 // cumulative counts at the last step
+	lastCount map[string][nDecisions]float64 // cumulative counts at the last step
 	gateways  map[string]*opsapi.Gateway
 
 	gwDecisions *prometheus.CounterVec // weir_gateway_decisions_total
@@ -64,16 +68,18 @@ type hotPair struct{ cur, prev *hotkeys.Sketch }
 func newOpsState(now time.Time) *opsState {
 	return &opsState{
 		events:    events.New(eventCapacity),
+		firsts:    events.NewFirsts(firstDenialEvery),
 		hot:       map[string]*hotPair{},
 		hotSince:  now,
 		rates:     map[string][]opsapi.RatePoint{},
-		lastCount: map[string][3]float64{},
+		lastCount: map[string][nDecisions]float64{},
 		gateways:  map[string]*opsapi.Gateway{},
 	}
 }
 
-// observe samples a decided batch: events for denials (at the rule's
-// events.sample) and for every item the owner could not decide (the
+// observe samples a decided batch: events for denials (the first of each
+// rule in each firstDenialEvery, the others at the rule's events.sample)
+// and for every item the owner could not decide (the
 // caller's fail mode applies), and one item in hotEvery into the rule's
 // hot-key sketch.
 func (n *Node) observe(items []limit.Item, res []limit.Result) {
@@ -109,7 +115,7 @@ func (n *Node) observe(items []limit.Item, res []limit.Result) {
 		if cr == nil {
 			continue
 		}
-		if dec == events.Denied && !events.Sampled(cr.rule.Events.SampleRate(), rand.Uint64()) {
+		if dec == events.Denied && !o.firsts.First(cr.rule.ID, n.now()) && !events.Sampled(cr.rule.Events.SampleRate(), rand.Uint64()) {
 			continue
 		}
 		n.addEvent(cr.rule, items[i].Key, dec, r.Remaining, r.RuleVersion, "")
@@ -158,10 +164,10 @@ func (n *Node) opsLoop() {
 // opsStep records the decisions per second since the last step, per rule,
 // from weir_checks_total, and rotates hot-key windows.
 func (n *Node) opsStep(now time.Time) {
-	counts := map[string][3]float64{}
+	counts := map[string][nDecisions]float64{}
 	n.met.checkChildren.Range(func(k, v any) bool {
 		c := v.(*[nDecisions]prometheus.Counter)
-		var got [3]float64
+		var got [nDecisions]float64
 		for d := range nDecisions {
 			var m dto.Metric
 			if c[d].Write(&m) == nil {
@@ -194,6 +200,7 @@ func (n *Node) opsStep(now time.Time) {
 		}
 		o.rates[rule] = pts
 	}
+	o.firsts.Forget(func(rule string) bool { _, ok := live[rule]; return ok })
 	for rule := range o.hot {
 		if _, ok := live[rule]; !ok {
 			delete(o.hot, rule)

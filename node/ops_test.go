@@ -395,3 +395,29 @@ func TestGetLimitsByKeyType(t *testing.T) {
 		}
 	}
 }
+
+// With the default 1% sampling, README's loop (six checks against five a
+// minute, one denied) shows its denial in the events: the first denial of
+// a rule in each second is always kept (issue 30, item 5).
+func TestEventsKeepFirstDenialAtDefaultSampling(t *testing.T) {
+	c := testcluster.New(t, 1)
+	c.ApplyRules(opsRules) // perip: 5 a minute, events at the default share
+	nd := c.Nodes[0]
+	denied := 0
+	for range 6 {
+		res := make([]limit.Result, 1)
+		if err := nd.Check(context.Background(), []limit.Item{{Key: "ip:203.0.113.7", Rule: "perip", Cost: 1}}, res); err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Allowed {
+			denied++
+		}
+	}
+	var got struct {
+		Events []events.Event `json:"events"`
+	}
+	getJSON(t, "http://"+nd.HTTPAddr()+"/v1/events?scope=local&rule=perip", &got)
+	if denied != 1 || len(got.Events) != 1 || got.Events[0].Decision != events.Denied || got.Events[0].Key != "ip:203.0.113.7" {
+		t.Fatalf("%d denied, events %+v; want the one denial as an event", denied, got.Events)
+	}
+}

@@ -42,9 +42,10 @@ func (c *cli) eventsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "events [--rule R] [--follow]", Args: noArgs, GroupID: "admin",
 		Short: "Show sampled limit events (denials, fail-mode decisions)",
 		Long: "Show the cluster's sampled limit events, oldest first: each node keeps a sample of\n" +
-			"its decisions (by default 1% of denials and every decision the owner could not make;\n" +
-			"a rule's events: {sample: 0.1} changes the share). --follow keeps printing new\n" +
-			"events until interrupted; with -o json each event is one JSON line."}
+			"its decisions (each rule's first denial in each second, by default 1% of the other\n" +
+			"denials, and every decision the owner could not make; a rule's events: {sample: 0.1}\n" +
+			"changes the share). --follow keeps printing new events until interrupted; with\n" +
+			"-o json each event is one JSON line."}
 	o := adminFlags(cmd)
 	rule := cmd.Flags().String("rule", "", "only this rule `id`")
 	key := cmd.Flags().String("key", "", "only this `key` (for a redacted rule: its hash as events show it)")
@@ -75,6 +76,9 @@ func (c *cli) eventsCmd() *cobra.Command {
 				if len(a.Failed) > 0 {
 					fmt.Fprintf(c.stderr, "weir: no answer from %s; their events are missing\n", strings.Join(a.Failed, ", "))
 				}
+				if len(a.Events) == 0 {
+					fmt.Fprintf(c.stderr, "weir: no events held; %s\n", eventsSampled)
+				}
 				tw := newTable(c.stdout)
 				fmt.Fprintln(tw, eventHeader)
 				for _, e := range a.Events {
@@ -88,7 +92,13 @@ func (c *cli) eventsCmd() *cobra.Command {
 			return err
 		}
 		defer api.close()
-		return api.followEvents(cmd.Context(), q, func(raw []byte, e limitEvent) error {
+		opened := func() {
+			if !o.json() {
+				fmt.Fprintln(c.stdout, strings.ReplaceAll(eventHeader, "\t", "  "))
+			}
+			fmt.Fprintf(c.stderr, "weir: waiting for events (Ctrl-C to stop); %s\n", eventsSampled)
+		}
+		return api.followEvents(cmd.Context(), q, opened, func(raw []byte, e limitEvent) error {
 			var err error
 			if o.json() {
 				_, err = fmt.Fprintf(c.stdout, "%s\n", raw)
@@ -103,14 +113,19 @@ func (c *cli) eventsCmd() *cobra.Command {
 
 const eventHeader = "TIME\tRULE\tVERSION\tKEY\tDECISION\tREMAINING\tNODE\tGATEWAY"
 
+// eventsSampled says which decisions become events (node/ops.go, observe).
+const eventsSampled = "events are sampled: each rule's first denial per second on each node, " +
+	"1% of the other denials by default (a rule's events: {sample: S}), every decision the owner could not make"
+
 func eventRow(e limitEvent) string {
 	return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s", e.Time.UTC().Format("15:04:05.000"), e.Rule, e.RuleVersion,
 		e.Key, e.Decision, e.Remaining, e.Node, orDash(e.Gateway))
 }
 
 // followEvents reads GET /v1/events as server-sent events until ctx ends
-// or the node closes the stream, handing each event to f.
-func (c *apiClient) followEvents(ctx context.Context, q url.Values, f func(raw []byte, e limitEvent) error) error {
+// or the node closes the stream, calling opened once the node accepted it
+// and handing each event to f.
+func (c *apiClient) followEvents(ctx context.Context, q url.Values, opened func(), f func(raw []byte, e limitEvent) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/events?"+q.Encode(), nil)
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", errUnreachable, c.base, err)
@@ -130,6 +145,7 @@ func (c *apiClient) followEvents(ctx context.Context, q url.Values, f func(raw [
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return c.answerError(resp, data)
 	}
+	opened()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -167,7 +183,8 @@ func (c *cli) topCmd() *cobra.Command {
 		Short: "Show each rule's hottest keys",
 		Long: "Show each rule's hottest keys across the cluster, by estimated checks per second\n" +
 			"over the last 30 to 60 seconds (a bounded space-saving sketch per rule and node:\n" +
-			"the estimate may overcount by at most ±ERR)."}
+			"the estimate may overcount by at most ±ERR). Estimated from a sample: on average\n" +
+			"one check in 32 on each node feeds the sketches."}
 	o := adminFlags(cmd)
 	rule := cmd.Flags().String("rule", "", "only this rule `id`")
 	top := cmd.Flags().Int("top", 10, "keys per rule (1 to 1000)")
@@ -187,6 +204,7 @@ func (c *cli) topCmd() *cobra.Command {
 			if len(a.Failed) > 0 {
 				fmt.Fprintf(c.stderr, "weir: no answer from %s; their keys are missing\n", strings.Join(a.Failed, ", "))
 			}
+			fmt.Fprintln(c.stderr, "weir: checks per second estimated from a sample (on average one check in 32 on each node), over the last 30 to 60 s")
 			tw := newTable(c.stdout)
 			fmt.Fprintln(tw, "RULE\tKEY\tCHECKS/S\tERR")
 			for _, k := range a.Keys {

@@ -451,10 +451,10 @@ Try:
 Try:
   weir rules list --addr %[1]s
   weir check --addr %[1]s --key ip:203.0.113.7 --rule login.ip   # 5 per minute
-  curl -s -XPOST http://%[1]s/v1/limits/check -d '{"key":"apikey:ak_1","rule":"orders.write"}'
+  curl -s -XPOST http://%[1]s/v1/limits/check -H 'Content-Type: application/json' -d '{"key":"apikey:ak_1","rule":"orders.write"}'
   curl -s http://%[1]s/v1/limits/apikey:ak_1
   curl -s http://%[1]s/metrics | grep weir_
-  weir events --addr %[1]s --follow          # sampled denials, with the rule version
+  weir events --addr %[1]s --follow          # sampled denials (each rule's first per second), with the rule version
 `, h, n.GRPCAddr(), dataDir)
 	if gateway != "" {
 		fmt.Fprintf(w, `

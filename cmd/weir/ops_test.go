@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testwait"
 )
 
 const opsCLIRules = `
@@ -107,8 +109,39 @@ func TestOpsCommands(t *testing.T) {
 	}
 
 	r = runCLI(t, "", nil, "top", "--rule", "burst2", "--addr", addr)
-	if r.code != 0 || !strings.Contains(r.stdout, "RULE") {
-		t.Fatalf("weir top: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "RULE") || !strings.Contains(r.stderr, "from a sample") {
+		t.Fatalf("weir top: exit %d (want the table and, on stderr, that it samples)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// With no events yet, weir events says so and how events are sampled, and
+// weir events --follow prints its header and says it is waiting (issue
+// 30, item 5: it printed nothing until an event came).
+func TestEventsSaysItWaits(t *testing.T) {
+	c := testcluster.New(t, 1)
+	c.ApplyRules(opsCLIRules)
+	addr := "http://" + c.Nodes[0].HTTPAddr()
+	r := runCLI(t, "", nil, "events", "--addr", addr)
+	if r.code != 0 || !strings.Contains(r.stderr, "no events held; events are sampled") {
+		t.Fatalf("weir events with none held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"events", "--follow", "--addr", addr}, strings.NewReader(""), &out, &errOut,
+			func(string) string { return "" })
+	}()
+	testwait.For(t, 20*time.Second, "weir events --follow to say it waits", func() error {
+		if !strings.Contains(errOut.String(), "waiting for events (Ctrl-C to stop); events are sampled") {
+			return fmt.Errorf("stderr %q", errOut.String())
+		}
+		return nil
+	})
+	cancel()
+	if code := <-done; code != 0 || !strings.HasPrefix(out.String(), "TIME  RULE  VERSION") {
+		t.Fatalf("follow: exit %d, stdout %q (want the header)", code, out.String())
 	}
 }
 

@@ -6,6 +6,10 @@
 // as its Redact hash, so what a buffer holds is bounded in bytes, not only
 // in events, whatever a gateway reports.
 //
+// Sampling: a node keeps a rule's denials at the rule's sample rate
+// (Sampled) and, whatever the rate, the first denial of each rule in each
+// interval (Firsts).
+//
 // Concurrency: a Buffer is safe for concurrent use. One small mutex guards
 // the ring; Add copies the event in and never blocks on readers (a
 // follower that falls more than Capacity events behind skips what was
@@ -15,6 +19,7 @@ package events
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -72,6 +77,45 @@ func Sampled(rate float64, u uint64) bool {
 		return true
 	}
 	return float64(u) < rate*(1<<64)
+}
+
+// Firsts keeps the first denial of each rule in each interval, whatever
+// the rule's sample rate, so events are never empty while a rule denies
+// (at 1% a short burst of denials would often leave none). Time is an
+// argument (unix nanoseconds). Safe for concurrent use: one atomic per
+// rule, no lock on the check path once a rule is known.
+type Firsts struct {
+	every int64
+	last  sync.Map // rule → *atomic.Int64: 1 + the last interval whose first denial was kept
+}
+
+// NewFirsts returns a Firsts with intervals of every (at least 1 ns).
+func NewFirsts(every time.Duration) *Firsts {
+	return &Firsts{every: max(int64(every), 1)}
+}
+
+// First reports whether a denial of rule at now is the first of its
+// interval (the one to keep); of concurrent callers, one wins.
+func (f *Firsts) First(rule string, now int64) bool {
+	iv := now/f.every + 1
+	p, ok := f.last.Load(rule)
+	if !ok {
+		p, _ = f.last.LoadOrStore(rule, new(atomic.Int64))
+	}
+	last := p.(*atomic.Int64)
+	old := last.Load()
+	return old < iv && last.CompareAndSwap(old, iv)
+}
+
+// Forget drops the rules live does not report, so rules deleted from the
+// rule set are not held for good.
+func (f *Firsts) Forget(live func(rule string) bool) {
+	f.last.Range(func(k, _ any) bool {
+		if !live(k.(string)) {
+			f.last.Delete(k)
+		}
+		return true
+	})
 }
 
 // DefaultCapacity is the events a Buffer keeps when New is given 0.

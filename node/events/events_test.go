@@ -3,6 +3,8 @@ package events
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -124,5 +126,67 @@ func TestBufferPage(t *testing.T) {
 	}
 	if evs, next, _ := b.Page(4, Filter{Key: "9"}, 3); len(evs) != 1 || next != 12 {
 		t.Fatalf("filtered page: %v %d", evs, next)
+	}
+}
+
+// Firsts keeps one denial per rule per interval: the first, per rule, again
+// in each new interval, one of many concurrent callers, and nothing for a
+// forgotten rule's past.
+func TestFirstsOnePerRulePerInterval(t *testing.T) {
+	f := NewFirsts(time.Second)
+	sec := int64(time.Second)
+	steps := []struct {
+		rule string
+		now  int64
+		want bool
+	}{
+		{"a", 0, true}, // the first ever, at time 0
+		{"a", 1, false},
+		{"b", 2, true}, // another rule: its own first
+		{"a", sec - 1, false},
+		{"a", sec, true}, // the next interval
+		{"a", sec + 5, false},
+		{"a", 3 * sec, true},
+		{"a", 2 * sec, false}, // an older interval (a late caller): not kept again
+		{"b", 3 * sec, true},
+	}
+	for i, s := range steps {
+		if got := f.First(s.rule, s.now); got != s.want {
+			t.Fatalf("step %d: First(%q, %d) = %v, want %v", i, s.rule, s.now, got, s.want)
+		}
+	}
+
+	var wg sync.WaitGroup
+	var kept atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if f.First("c", 10*sec) {
+					kept.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if kept.Load() != 1 {
+		t.Fatalf("800 concurrent denials in one interval kept %d, want 1", kept.Load())
+	}
+
+	f.Forget(func(rule string) bool { return rule == "a" })
+	if !f.First("b", 3*sec) || f.First("a", 3*sec) {
+		t.Fatal("Forget: a forgotten rule starts over, a live one keeps its interval")
+	}
+}
+
+// BenchmarkFirstsDenied is what Firsts adds to a denied item on the check
+// path: a rule already known, mostly in an interval already kept.
+func BenchmarkFirstsDenied(b *testing.B) {
+	f := NewFirsts(time.Second)
+	var now int64
+	for b.Loop() {
+		now += 1000 // a denial every µs: one in a million is a first
+		f.First("orders.write", now)
 	}
 }
