@@ -34,6 +34,9 @@ rules:
     key: ip
     rate: 100
     period: 1s
+  - id: edge.internal
+    match: {domain: edge, descriptor: [{key: plan, value: internal}]}
+    unlimited: true
 `
 
 // chromium finds a headless Chromium, or skips: CI (.ci/run) installs it.
@@ -135,6 +138,14 @@ func TestDashboardInChromium(t *testing.T) {
 		if !strings.Contains(dom, `<tr data-rule="`+id+`">`) {
 			t.Errorf("rendered page lacks rule %s", id)
 		}
+	}
+	// An unlimited rule says so (not "0/0s token_bucket"); the ring's
+	// replication factor is labelled as what it is, not as copies.
+	if !regexp.MustCompile(`<tr data-rule="edge.internal"><td>edge.internal</td><td>[^<]*</td><td>unlimited</td>`).MatchString(dom) {
+		t.Errorf("rendered page does not show edge.internal as unlimited")
+	}
+	if !strings.Contains(dom, `<th>virtual nodes per member</th>`) || strings.Contains(dom, "replication factor") {
+		t.Errorf("rendered page labels the ring's virtual nodes as a replication factor")
 	}
 	m := regexp.MustCompile(`<tr data-rule="orders.write">.*?data-denied="([0-9.e+-]+)"`).FindStringSubmatch(dom)
 	if m == nil {
