@@ -30,12 +30,8 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
 
-fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run
-	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do d=$$(dirname $$f); \
-	  for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
-	    echo "go test -run '^\$$' -fuzz '^$$t\$$' -fuzztime $(FUZZTIME) $$d"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$d; \
-	  done; done
+fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run (test/fuzz.sh)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh
 
 lint: ## go vet, gofmt check, go mod tidy check
 	$(GO) vet ./...
