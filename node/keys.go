@@ -24,6 +24,9 @@ import (
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/node/identity"
+	"github.com/weirlimit/weir/ring"
 	"github.com/weirlimit/weir/rulesraft"
 )
 
@@ -331,8 +334,8 @@ func (n *Node) caller(ctx context.Context) (string, error) {
 }
 
 // callerAdmitted refuses a peer call unless the node ctx's proof names is
-// a member (admittedMember): a node credential acts only as the member it
-// names, and only while it is one.
+// a member (identity.Guard.Member): a node credential acts only as the
+// member it names, and only while it is one.
 func (n *Node) callerAdmitted(ctx context.Context) error {
 	if n.auth == nil && n.tls == nil {
 		return nil
@@ -341,63 +344,64 @@ func (n *Node) callerAdmitted(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return n.admittedMember(ctx, id)
+	return n.ids.Member(ctx, id)
 }
 
-// memberWait bounds how long a peer call from a node this node's gossip
-// has not told of waits for it: a member that just joined calls as soon as
-// its own ring has it, which can be a gossip round before this node hears.
-const memberWait = time.Second
-
-// admittedMember refuses, with PermissionDenied, a caller (named by its
-// node certificate or proof) that is not a member of this node's gossip
-// view after memberWait. Without a gossip key or TLS callers are on
-// loopback and name no node.
-func (n *Node) admittedMember(ctx context.Context, id string) error {
-	if n.auth == nil && n.tls == nil || n.isMember(id) {
-		return nil
-	}
-	if waitFor(ctx, memberWait, func() bool { return n.isMember(id) }) {
-		return nil
-	}
-	n.refused.WithLabelValues("non_member").Inc()
-	return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", id)
+// newIdentityGuard binds node credentials to this node's membership
+// (node/identity), once setupSecurity has decided whether callers carry
+// any.
+func (n *Node) newIdentityGuard() *identity.Guard {
+	return identity.New(identity.Config{
+		On:         n.auth != nil || n.tls != nil,
+		Members:    identityMembers{n},
+		Refused:    func(kind string) { n.refused.WithLabelValues(kind).Inc() },
+		MemberWait: time.Second,             // a member that just joined calls a gossip round before this node hears
+		AskWait:    1500 * time.Millisecond, // well under the asker's AskTimeout (3 s)
+	})
 }
 
-// isMember reports whether id is in the current view (one atomic load)
-// or live in gossip (the view lags a member that just joined). The
-// credential that named id proves the caller holds id's key; under TLS,
-// admission binds gossip's entry for id to the same certificate
-// (security.go).
-func (n *Node) isMember(id string) bool {
-	if v := n.view.Load(); v != nil {
+// identityMembers is identity.Membership over this node's view and gossip.
+type identityMembers struct{ n *Node }
+
+// Member: in the current view (one atomic load) or live in gossip (the
+// view lags a member that just joined). Under TLS, admission binds
+// gossip's entry for id to the certificate that names it (security.go).
+func (m identityMembers) Member(id string) bool {
+	if v := m.n.view.Load(); v != nil {
 		if _, ok := v.members[id]; ok {
 			return true
 		}
 	}
-	_, live := n.gossiped.Lookup(id)
+	_, live := m.n.gossiped.Lookup(id)
 	return live
 }
 
-// waitFor polls ok every 50 ms until it holds (true), d passed or ctx
-// ended (false).
-func waitFor(ctx context.Context, d time.Duration, ok func() bool) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			if ok() {
-				return true
-			}
-		case <-deadline.C:
-			return ok()
-		case <-ctx.Done():
-			return false
+func (m identityMembers) Ring() *ring.Ring {
+	if v := m.n.view.Load(); v != nil {
+		return v.ring
+	}
+	return nil
+}
+
+// AdmittedRing is the ring of the members gossip reports and admission
+// admits now (this node as leaving while it leaves).
+func (m identityMembers) AdmittedRing() *ring.Ring {
+	n := m.n
+	members := map[string]member{}
+	for id, mm := range n.readMembers() {
+		if n.admittedNow(id, mm) {
+			members[id] = mm
 		}
 	}
+	if mm, ok := members[n.cfg.ID]; ok && n.leaving.Load() {
+		mm.Leaving = true
+		members[n.cfg.ID] = mm
+	}
+	r, err := ring.New(clusterview.RingMembers(members, ""), n.cfg.Ring)
+	if err != nil {
+		return nil
+	}
+	return r
 }
 
 func (n *Node) speaksFor(id, claimed string) error {

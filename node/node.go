@@ -28,6 +28,7 @@ import (
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/node/identity"
 	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -98,6 +99,7 @@ type Node struct {
 	auth      *peerauth.Authenticator // node proofs from keyring; nil without
 	keyringMu sync.Mutex              // serializes keyring changes and their file
 	refused   *prometheus.CounterVec  // weir_node_proof_refusals_total (security.go)
+	ids       *identity.Guard         // node credentials bound to membership (keys.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -146,6 +148,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.setupSecurity(); err != nil {
 		return nil, err
 	}
+	n.ids = n.newIdentityGuard()
 	n.peers = newPeerPool()
 	n.peers.opts = append(append(peerDialOptions(cfg), n.peerCreds()), n.peerCallOptions()...)
 

@@ -3,24 +3,19 @@ package node
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/node/api"
-	"github.com/weirlimit/weir/node/clusterview"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/replication"
-	"github.com/weirlimit/weir/ring"
 )
 
 // peerServer is node-to-node gRPC traffic.
@@ -82,7 +77,7 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 	if err := s.n.callerIs(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
-	if err := s.n.admittedMember(ctx, req.GetFrom()); err != nil {
+	if err := s.n.ids.Member(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
 	if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
@@ -103,7 +98,7 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 			return ack
 		}
-		if err := s.n.admittedMember(stream.Context(), caller); err != nil {
+		if err := s.n.ids.Member(stream.Context(), caller); err != nil {
 			s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 			return ack
 		}
@@ -120,7 +115,7 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 	if err := s.n.callerIs(ctx, req.GetTo()); err != nil {
 		return nil, err
 	}
-	if err := s.n.checkHandoffAsk(ctx, req.GetTo(), req.GetPartitions()); err != nil {
+	if err := s.n.ids.Ask(ctx, req.GetTo(), req.GetPartitions()); err != nil {
 		return nil, err
 	}
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
@@ -137,84 +132,6 @@ func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*
 		resp.Moved = append(resp.Moved, &weirv1.Moved{Partition: m.Partition, To: m.To})
 	}
 	return resp, nil
-}
-
-// handoffAdmitWait bounds how long a hand-off ask waits for its asker to
-// be a member that may own or hold what it asks (see memberWait): well
-// under the asker's AskTimeout (3 s), so the answer still arrives.
-const handoffAdmitWait = 1500 * time.Millisecond
-
-// checkHandoffAsk refuses a hand-off ask unless its asker is a member and
-// every partition asked is plausible (plausibleParts), waiting up to
-// handoffAdmitWait for that to hold.
-func (n *Node) checkHandoffAsk(ctx context.Context, asker string, parts []uint32) error {
-	if n.auth == nil && n.tls == nil {
-		return nil
-	}
-	ok := func() bool { return n.isMember(asker) && n.plausibleParts(asker, parts) == nil }
-	if ok() || waitFor(ctx, handoffAdmitWait, ok) {
-		return nil
-	}
-	if !n.isMember(asker) {
-		n.refused.WithLabelValues("non_member").Inc()
-		return status.Errorf(codes.PermissionDenied, "node: %q is not a member of this node's gossip view", asker)
-	}
-	n.refused.WithLabelValues("handoff_parts").Inc()
-	return n.plausibleParts(asker, parts)
-}
-
-// plausibleParts refuses a hand-off ask for partitions the asker can
-// neither own nor hold: each must have the asker among its replicas in
-// this node's ring or, as that ring lags a gossip round, in the ring of the
-// members admitted now. (Out-of-range partitions pass: Serve refuses
-// them.) Callers on loopback without a gossip key or TLS are not checked.
-func (n *Node) plausibleParts(asker string, parts []uint32) error {
-	if n.auth == nil && n.tls == nil {
-		return nil
-	}
-	var rest []uint32
-	if v := n.view.Load(); v != nil {
-		rest = partsNotHeld(v.ring, asker, parts)
-	} else {
-		rest = parts
-	}
-	if len(rest) == 0 {
-		return nil
-	}
-	members := map[string]member{}
-	for id, m := range n.readMembers() {
-		if n.admittedNow(id, m) {
-			members[id] = m
-		}
-	}
-	if m, ok := members[n.cfg.ID]; ok && n.leaving.Load() {
-		m.Leaving = true
-		members[n.cfg.ID] = m
-	}
-	if r, err := ring.New(clusterview.RingMembers(members, ""), n.cfg.Ring); err == nil {
-		rest = partsNotHeld(r, asker, rest)
-	}
-	if len(rest) == 0 {
-		return nil
-	}
-	return status.Errorf(codes.PermissionDenied, "node: %s asked for %d partitions it neither owns nor holds (partition %d among them)", asker, len(rest), rest[0])
-}
-
-// partsNotHeld lists the partitions of parts whose replicas in r do not
-// include id (those out of r's range excepted).
-func partsNotHeld(r *ring.Ring, id string, parts []uint32) []uint32 {
-	var buf []string
-	var rest []uint32
-	for _, p := range parts {
-		if int(p) >= r.PartitionCount() {
-			continue
-		}
-		buf = r.AppendPartitionReplicas(buf[:0], p)
-		if !slices.Contains(buf, id) {
-			rest = append(rest, p)
-		}
-	}
-	return rest
 }
 
 // peerHandoff is the puller's side of the hand-off on the wire.
