@@ -2,14 +2,12 @@ package node
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/internal/tlsconf"
-	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/events"
 	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -213,40 +211,19 @@ func (n *Node) initOps() {
 	n.ops = newOpsState(time.Unix(0, n.now()))
 	n.ops.gwDecisions = newGatewayMetric(n.cfg.Registry)
 	n.cfg.Registry.MustRegister(newHotCollector(n))
-	oc := opsapi.Config{Ctx: n.ctx, Logger: n.log.With("component", "ops"), PeerAuth: n.opsPeerAuth}
+	oc := opsapi.Config{Ctx: n.ctx, Logger: n.log.With("component", "ops"), PeerAuth: n.peerReads().Authorize}
 	if n.tls != nil {
 		oc.PeerTLS = n.tls.ClientConfig(tlsconf.RoleNode)
 	}
 	n.opsAPI = opsapi.New(oc, opsSource{n})
 }
 
-// opsReadPurpose binds a node's read proof to reading other members'
-// parts (peerauth.TokenFor): it grants the reader role, nothing else.
-const opsReadPurpose = "ops-read"
-
-// opsPeerAuth is this node's credential on a read of another member's
-// part of a cluster-wide read (events, hot keys, the ops snapshot):
-// under TLS its node certificate (opsapi.Config.PeerTLS) and nothing
-// here; with a gossip key, a read proof; otherwise the read token, else
-// the admin token (members are then on loopback: no gossip key, no TLS).
-func (n *Node) opsPeerAuth(r *http.Request) {
-	switch {
-	case n.tls != nil:
-	case n.auth != nil:
-		r.Header.Set(authz.ReadProofHeader, n.auth.TokenFor(n.cfg.ID, opsReadPurpose))
-	case n.cfg.ReadToken != "":
-		r.Header.Set("Authorization", "Bearer "+n.cfg.ReadToken)
-	case n.cfg.AdminToken != "":
-		r.Header.Set("Authorization", "Bearer "+n.cfg.AdminToken)
+// peerReads is this node's credential on other members' parts of a
+// cluster-wide read, and the check of theirs.
+func (n *Node) peerReads() opsapi.PeerCredential {
+	c := opsapi.PeerCredential{Self: n.cfg.ID, TLS: n.tls != nil, ReadToken: n.cfg.ReadToken, AdminToken: n.cfg.AdminToken}
+	if n.auth != nil {
+		c.Keys = n.auth
 	}
-}
-
-// opsReadProof checks another member's read proof (authz.Config.ReadProof):
-// without TLS, with a gossip key.
-func (n *Node) opsReadProof(proof string) bool {
-	if n.auth == nil || n.tls != nil {
-		return false
-	}
-	_, ok := n.auth.VerifyTokenFor(proof, opsReadPurpose)
-	return ok
+	return c
 }

@@ -44,7 +44,7 @@ func (n *Node) setupSecurity() error {
 		AdminToken:   n.cfg.AdminToken,
 		GatewayToken: n.cfg.GatewayToken,
 		ReadToken:    n.cfg.ReadToken,
-		ReadProof:    n.opsReadProof,
+		ReadProof:    n.peerReads().Check,
 		NodeProof:    proof,
 		Logger:       n.log.With("component", "authz"),
 	})
