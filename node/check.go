@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/shard"
@@ -89,16 +87,6 @@ func (v *ruleView) effective(cr *compiledRule, key string, now time.Time) (lim b
 		}
 	}
 	return cr.limit, false, 0
-}
-
-// counterID names one (rule, key) counter.
-func counterID(rule, key string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	_, _ = d.WriteString(rule)
-	_, _ = d.Write([]byte{0})
-	_, _ = d.WriteString(key)
-	return d.Sum64()
 }
 
 // ruleVersionWait bounds how long a check waits for the rule set version
@@ -220,7 +208,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			gw = it.LeaseGateway
 		}
 		sc.local = append(sc.local, shard.Item{
-			ID:        counterID(it.Rule, it.Key),
+			ID:        shard.CounterID(it.Rule, it.Key),
 			Partition: p,
 			Limit:     n.regionLimit(cr, it.Key, lim),
 			Cost:      it.Cost,

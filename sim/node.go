@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/shard"
@@ -209,22 +207,11 @@ func (n *Node) route(ctx context.Context, it Item, via replication.Via, hops int
 // decide decides it on this node's engine (partition p pinned).
 func (n *Node) decide(ctx context.Context, it Item, p uint32) (Result, error) {
 	out := make([]shard.Result, 1)
-	err := n.engine.Check(ctx, []shard.Item{{ID: counterID(it.Rule, it.Key), Partition: p, Limit: it.Limit, Cost: it.Cost}}, out)
+	err := n.engine.Check(ctx, []shard.Item{{ID: shard.CounterID(it.Rule, it.Key), Partition: p, Limit: it.Limit, Cost: it.Cost}}, out)
 	if err != nil {
 		return Result{}, err
 	}
 	return Result{Allowed: out[0].Allowed, Remaining: out[0].Remaining, By: n.ID}, nil
-}
-
-// counterID names one (rule, key) counter as node does (its counterID is
-// unexported): xxhash64 of rule, a zero byte and key.
-func counterID(rule, key string) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	_, _ = d.WriteString(rule)
-	_, _ = d.Write([]byte{0})
-	_, _ = d.WriteString(key)
-	return d.Sum64()
 }
 
 // knownLeader is Raft leadership as the simulation has it: always known.

@@ -6,13 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/replication"
 )
 
 // Item is one counter to decide (or refund) in a Check call.
 type Item struct {
-	ID        uint64       // counter id: xxhash64(rule id + "\x00" + key), computed by the caller
+	ID        uint64       // counter id: CounterID(rule, key)
 	Partition uint32       // ring partition of the key (all rules for one key share it)
 	Limit     bucket.Limit // effective limit (rule or override), resolved by the caller
 	Cost      int64
@@ -438,4 +440,16 @@ func grow(b []Result, n int) []Result {
 	b = b[:n]
 	clear(b)
 	return b
+}
+
+// CounterID names one (rule, key) counter: xxhash64 of the rule id, a zero
+// byte and the key. Every node computes the same id, so hand-off and
+// replication move counters by it.
+func CounterID(rule, key string) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.WriteString(rule)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.WriteString(key)
+	return d.Sum64()
 }
