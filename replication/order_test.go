@@ -10,19 +10,8 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/sched/schedtest"
+	"github.com/weirlimit/weir/internal/testwait"
 )
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // calls records Replicate calls in the order they were made.
 type calls struct {
@@ -61,7 +50,7 @@ func TestSendsInAFixedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, r)
-	waitFor(t, "Run's ticker", func() bool { _, ok := sim.Next(); return ok })
+	testwait.Until(t, "Run's ticker", func() bool { _, ok := sim.Next(); return ok })
 	var want []State
 	for i := range 24 {
 		id := uint64(1000 - 7*i)
@@ -72,7 +61,7 @@ func TestSendsInAFixedOrder(t *testing.T) {
 	r.Enqueue(want[12:])
 
 	sim.Advance(cfg.Interval)
-	waitFor(t, "the flush's sends to be queued", func() bool { return sim.Queued() == 7 })
+	testwait.Until(t, "the flush's sends to be queued", func() bool { return sim.Queued() == 7 })
 	if n := sim.RunAll(); n != 7 {
 		t.Fatalf("ran %d sends, want 7 (every destination but self)", n)
 	}
@@ -94,13 +83,13 @@ func TestSendsInAFixedOrder(t *testing.T) {
 	if !slices.Equal(got, expect) {
 		t.Errorf("sends\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
 	}
-	waitFor(t, "the sends' results", func() bool { return r.Stats().Sent == uint64(sent) })
+	testwait.Until(t, "the sends' results", func() bool { return r.Stats().Sent == uint64(sent) })
 	if n := len(r.Stats().LastSuccess); n != 7 {
 		t.Fatalf("%d destinations with a success, want 7", n)
 	}
 	// A destination idle for forgetAfter is forgotten at a flush.
 	sim.Advance(forgetAfter)
-	waitFor(t, "idle destinations forgotten", func() bool {
+	testwait.Until(t, "idle destinations forgotten", func() bool {
 		sim.Advance(cfg.Interval)
 		return len(r.Stats().LastSuccess) == 0
 	})
