@@ -4,13 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var blankLines = regexp.MustCompile(`\n\s*\n`)
+	"github.com/weirlimit/weir/internal/scenario"
+)
 
 var update = flag.Bool("update", false, "rewrite the golden output of the scenario files (testdata/partitions, testdata/route)")
 
@@ -43,7 +42,7 @@ func TestPartitionScenarios(t *testing.T) {
 
 func runScenario(t *testing.T, file string) {
 	var m *Partitions
-	runScript(t, file, func(t *testing.T, line string) string {
+	scenario.Run(t, file, *update, func(t *testing.T, line string) string {
 		var got string
 		m, got = scenarioStep(t, m, line)
 		return got

@@ -2,11 +2,12 @@ package replication
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/weirlimit/weir/internal/scenario"
 )
 
 // TestRouteScenarios runs the scenario files in testdata/route: a story of
@@ -39,43 +40,8 @@ func TestRouteScenarios(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s := &routeScenario{}
-			runScript(t, f, s.step)
+			scenario.Run(t, f, *update, s.step)
 		})
-	}
-}
-
-// runScript runs one scenario file: blocks separated by blank lines, each
-// a command (its lines joined, # comments left out), "----" and the golden
-// output. With -update it rewrites the file with the output step gives.
-func runScript(t *testing.T, file string, step func(t *testing.T, line string) string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	for _, block := range blankLines.Split(strings.TrimSpace(string(data)), -1) {
-		cmd, want, _ := strings.Cut(block, "\n----\n")
-		cmd = strings.TrimSuffix(cmd, "\n----")
-		var lines []string
-		for _, l := range strings.Split(cmd, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				lines = append(lines, l)
-			}
-		}
-		got := step(t, strings.Join(lines, " "))
-		out.WriteString(cmd + "\n----\n")
-		if got != "" {
-			out.WriteString(got + "\n")
-		}
-		out.WriteString("\n")
-		if !*update && strings.TrimSpace(got) != strings.TrimSpace(want) {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, cmd, got, want)
-		}
-	}
-	if *update {
-		if err := os.WriteFile(file, []byte(strings.TrimSpace(out.String())+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -3,20 +3,17 @@ package clusterview
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	run "github.com/weirlimit/weir/internal/scenario"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/ring"
 )
-
-var blankLines = regexp.MustCompile(`\n\s*\n`)
 
 var update = flag.Bool("update", false, "rewrite the golden output of testdata/*.txt")
 
@@ -58,47 +55,17 @@ func TestScenarios(t *testing.T) {
 }
 
 func runScenario(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		s   *scenario
-		out strings.Builder
-	)
-	for _, block := range blankLines.Split(strings.TrimSpace(string(data)), -1) {
-		cmd, want, _ := strings.Cut(block, "\n----\n")
-		cmd = strings.TrimSuffix(cmd, "\n----")
-		var lines []string
-		for _, l := range strings.Split(cmd, "\n") {
-			if !strings.HasPrefix(l, "#") {
-				lines = append(lines, l)
-			}
-		}
-		line := strings.Join(lines, " ")
-		var got string
+	var s *scenario
+	run.Run(t, file, *update, func(t *testing.T, line string) string {
 		if strings.HasPrefix(line, "new ") {
 			s = newScenario(t, args(t, line))
-		} else {
-			if s == nil {
-				t.Fatalf("%s: %q before new", file, line)
-			}
-			got = s.step(t, line)
+			return ""
 		}
-		out.WriteString(cmd + "\n----\n")
-		if got != "" {
-			out.WriteString(got + "\n")
+		if s == nil {
+			t.Fatalf("%s: %q before new", file, line)
 		}
-		out.WriteString("\n")
-		if !*update && strings.TrimSpace(got) != strings.TrimSpace(want) {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", file, cmd, got, want)
-		}
-	}
-	if *update {
-		if err := os.WriteFile(file, []byte(strings.TrimSpace(out.String())+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return s.step(t, line)
+	})
 }
 
 // scenario is one node's parts, wired as node wires them.
