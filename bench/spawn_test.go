@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testlog"
 
 	"github.com/weirlimit/weir/internal/testbin"
 )
@@ -21,24 +22,6 @@ func weirBin(t *testing.T) string {
 		t.Skip("spawns weir node processes")
 	}
 	return testbin.Weir(t)
-}
-
-// lockedBuffer collects the children's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // racePicker hands out taken (an address the test holds) as the HTTP
@@ -83,7 +66,7 @@ func TestSpawnClusterRetriesALostPortRace(t *testing.T) {
 	taken := holdPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out lockedBuffer
+	var out testlog.Buffer
 	s, err := spawnCluster(ctx, bin, 3, &out, SpawnOptions{pick: racePicker(taken.Addr().String(), 1)}, nil, "")
 	if err != nil {
 		t.Fatalf("spawn: %v\nnode output:\n%s", err, out.String())

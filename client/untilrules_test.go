@@ -16,29 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testlog"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
-// logBuffer is a slog destination a test reads while the client writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuffer is a log sink the client's goroutines may share.
+type logBuffer struct{ testlog.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 

@@ -1,45 +1,27 @@
 package node_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testlog"
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
 )
 
-// lockedBuffer is a log sink the node's goroutines may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A node started with neither --bootstrap-expect nor --join never gets a
 // leader (it does not bootstrap itself). It says so, naming both flags: in
 // its log at start, in readiness and in GET /v1/cluster (weir members). A
 // node with --bootstrap-expect 1 says nothing of the kind.
 func TestNoLeaderSaysWhichFlagIsMissing(t *testing.T) {
-	start := func(t *testing.T, expect int) (*node.Node, *lockedBuffer) {
-		var logs lockedBuffer
+	start := func(t *testing.T, expect int) (*node.Node, *testlog.Buffer) {
+		var logs testlog.Buffer
 		cfg := testcluster.Config(t, "alone")
 		cfg.BootstrapExpect, cfg.Join = expect, nil
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testlog"
 )
 
 // quickstartMarker precedes, in README.md, the fenced block that
@@ -65,7 +67,7 @@ func quickstartSteps(readme string) ([]shellStep, error) {
 // devProc is a `weir dev` process and the addresses it serves.
 type devProc struct {
 	cmd        *exec.Cmd
-	out        *logBuffer
+	out        *testlog.Buffer
 	http, gw   string
 	documented bool // on the ports README names
 	exited     chan struct{}
@@ -97,7 +99,7 @@ func startDev(t *testing.T) *devProc {
 		if !documented {
 			addrs = [3]string{freeAddr(t), freeAddr(t), freeAddr(t)}
 		}
-		d := &devProc{out: &logBuffer{}, http: addrs[0], gw: addrs[2], documented: documented, exited: make(chan struct{})}
+		d := &devProc{out: &testlog.Buffer{}, http: addrs[0], gw: addrs[2], documented: documented, exited: make(chan struct{})}
 		d.cmd = exec.Command(weirBin(t), "dev", "--http", addrs[0], "--grpc", addrs[1], "--gateway", addrs[2],
 			"--raft", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--log-level", "error")
 		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out

@@ -11,9 +11,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/internal/testlog"
 
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/grpc"
@@ -59,7 +60,7 @@ func tlsCreds(cfg *tls.Config) credentials.TransportCredentials { return credent
 // port, the HTTP port and the Raft port; a certificate from the cluster
 // CA is served.
 func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testlog.Buffer{}
 	c := testcluster.NewWith(t, 3, testcluster.Options{TLS: true, Config: func(cfg *node.Config) {
 		if cfg.ID == "n1" {
 			cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -177,24 +178,6 @@ func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// logBuffer is a log sink safe for concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func isTimeout(err error) bool {

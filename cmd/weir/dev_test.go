@@ -7,30 +7,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testlog"
+
 	"github.com/weirlimit/weir/internal/testwait"
 )
-
-// syncBuffer is a strings.Builder safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDevGatewayCountsDownTo429 runs `weir dev` in-process and drives its
 // gateway as the printed help says: the example login.ip rule (5 per
@@ -38,7 +21,7 @@ func (s *syncBuffer) String() string {
 // answers 429 with Retry-After; the echo upstream answers admitted ones.
 func TestDevGatewayCountsDownTo429(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"dev", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0",

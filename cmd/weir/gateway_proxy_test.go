@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -161,7 +162,7 @@ func TestGatewayUpstreamFlagsRefused(t *testing.T) {
 		{"--upstream-dial-timeout", "-1s"},
 		{"--upstream-response-timeout", "-1s"},
 	} {
-		var out, errb syncBuffer
+		var out, errb testlog.Buffer
 		code := run(t.Context(), append([]string{"gateway", "--upstream", "http://127.0.0.1:1", "--cluster", "127.0.0.1:1"}, args...),
 			strings.NewReader(""), &out, &errb, func(string) string { return "" })
 		if code == exitOK || !strings.Contains(errb.String(), args[0]) {
@@ -234,7 +235,7 @@ func TestGatewayPlainProxyBaseline(t *testing.T) {
 		addr := ln.Addr().String()
 		_ = ln.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		var out, errb syncBuffer
+		var out, errb testlog.Buffer
 		done := make(chan int, 1)
 		go func() {
 			done <- run(ctx, append([]string{"plainproxy", "--listen", addr, "--upstream", up.URL}, extra...),

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -102,7 +103,7 @@ func (g *gate) set(open bool) {
 // runningGateway is `weir gateway` run in-process.
 type runningGateway struct {
 	url    string
-	stderr *syncBuffer
+	stderr *testlog.Buffer
 	stop   func() // cancels it and checks it exited 0
 }
 
@@ -111,8 +112,8 @@ var listenRe = regexp.MustCompile(`msg="weir gateway started" listen=(\S+)`)
 func startGatewayCLI(t *testing.T, args ...string) *runningGateway {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &runningGateway{stderr: &syncBuffer{}}
-	var out syncBuffer
+	g := &runningGateway{stderr: &testlog.Buffer{}}
+	var out testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"gateway", "--listen", "127.0.0.1:0"}, args...),

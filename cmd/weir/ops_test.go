@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/testcluster"
+	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -127,7 +128,7 @@ func TestEventsSaysItWaits(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"events", "--follow", "--addr", addr}, strings.NewReader(""), &out, &errOut,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/peerauth"
+	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -96,7 +97,7 @@ func TestTLSCommands(t *testing.T) {
 // over TLS, and the dev gateway checks with the node over TLS.
 func TestDevTLS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"dev", "--tls", "--data-dir", t.TempDir(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--raft", "127.0.0.1:0",
