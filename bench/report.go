@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -22,6 +23,17 @@ const (
 	TargetPlainProxy = "plain-proxy"
 	TargetRedis      = "redis"    // Redis + the Lua token bucket
 	TargetRLS        = "weir-rls" // one Envoy ShouldRateLimit RPC per check to a node
+	// TargetFloorGRPC and TargetFloorHTTP: the same requests as the RLS
+	// and HTTP targets to a process answering each with a fixed reply
+	// (`weir bench-floor`): what no server on that protocol can beat.
+	TargetFloorGRPC = "floor-grpc"
+	TargetFloorHTTP = "floor-http"
+)
+
+// Process roles of the CPU accounting (Config.Procs).
+const (
+	RoleNodes = "nodes"
+	RoleFloor = "floor server"
 )
 
 // WriteTable prints results as an aligned table, then the accuracy detail
@@ -40,7 +52,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 	}
 	for _, r := range results {
 		if r.Rate > 0 {
-			fmt.Fprintf(w, "%s/%s open loop: %.0f checks/s scheduled; latency counted from each check's scheduled time\n", r.Target, r.Scenario, r.Rate)
+			writeOpenLoop(w, r)
 		}
 		if r.FirstEr != "" {
 			fmt.Fprintf(w, "%s/%s first error: %s\n", r.Target, r.Scenario, r.FirstEr)
@@ -68,6 +80,14 @@ func WriteTable(w io.Writer, results []*Result) error {
 				sum += c.PerCall
 			}
 			fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
+			writeCounters(w, r)
+		}
+		if len(r.IdleCPU) > 0 {
+			fmt.Fprintf(w, "%s/%s idle before the run (%s):", r.Target, r.Scenario, r.IdleRole)
+			for _, pct := range r.IdleCPU {
+				fmt.Fprintf(w, " %.1f%%", pct)
+			}
+			fmt.Fprintln(w, " of a core")
 		}
 		if a := r.Accuracy; a != nil {
 			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
@@ -104,6 +124,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 				ratio(wr.PerSec, rr.PerSec), ratio(wr.P50us, rr.P50us), ratio(wr.P99us, rr.P99us), ratio(wr.P999us, rr.P999us))
 		}
 	}
+	writeFloors(w, results)
 	for _, pr := range results {
 		if pr.Target != TargetPlainProxy {
 			continue
@@ -117,6 +138,87 @@ func WriteTable(w io.Writer, results []*Result) error {
 		}
 	}
 	return nil
+}
+
+// The latency promised to gateways: at 30% of a path's capacity, open
+// loop, p50 under PromiseP50 and p99 under PromiseP99.
+const (
+	PromiseP50us = 1000
+	PromiseP99us = 5000
+)
+
+// writeOpenLoop prints an open-loop run's schedule and its p50 and p99
+// against the promise.
+func writeOpenLoop(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%s/%s open loop: %.0f checks/s scheduled", r.Target, r.Scenario, r.Rate)
+	switch {
+	case r.RateFrom != "":
+		fmt.Fprintf(w, " (the rate of %s's run)", r.RateFrom)
+	case r.RatePct > 0:
+		fmt.Fprintf(w, " (%g%% of the %.0f checks/s its closed loop reached in this run)", r.RatePct, r.Capacity)
+	}
+	fmt.Fprintf(w, "; latency counted from each check's scheduled time: p50 %.2f ms (promise < %g ms: %s), p99 %.2f ms (promise < %g ms: %s)\n",
+		r.P50us/1000, PromiseP50us/1000.0, met(r.P50us < PromiseP50us), r.P99us/1000, PromiseP99us/1000.0, met(r.P99us < PromiseP99us))
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+// writeCounters prints each process role's system calls and context
+// switches per check (the bench process's are the load generator's).
+func writeCounters(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%s/%s per check:", r.Target, r.Scenario)
+	for i, c := range r.CPU {
+		sep := ";"
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %.2f writes, %.2f reads, %.2f context switches (%.2f voluntary)", sep, c.Role, c.Writes, c.Reads, c.Switches, c.Voluntary)
+	}
+	fmt.Fprintln(w)
+}
+
+// Floors pairs each path with the floor target of its protocol.
+var floors = map[string]string{TargetHTTP: TargetFloorHTTP, TargetRLS: TargetFloorGRPC}
+
+// Server returns the CPU per check of the role that answers the checks:
+// the nodes, or a floor's server (0 if the run did not measure it).
+func (r *Result) Server() CPUShare {
+	for _, c := range r.CPU {
+		if c.Role == RoleNodes || c.Role == RoleFloor {
+			return c
+		}
+	}
+	return CPUShare{}
+}
+
+// writeFloors prints each path's server cost beside its floor's, for the
+// runs at the same rate (both closed loop, or both open loop at one rate).
+func writeFloors(w io.Writer, results []*Result) {
+	for _, pr := range results {
+		fl, ok := floors[baseTarget(pr.Target)]
+		if !ok {
+			continue
+		}
+		for _, fr := range results {
+			if fr.Target != fl || fr.Scenario != pr.Scenario || fr.Rate != pr.Rate {
+				continue
+			}
+			p, f := pr.Server(), fr.Server()
+			fmt.Fprintf(w, "%s/%s %s: node CPU %.1f µs a check, floor %.1f µs a call (×%.2f); writes %.2f vs %.2f, context switches %.2f vs %.2f; checks/s ×%.2f\n",
+				pr.Target, fr.Target, pr.Scenario, p.PerCall, f.PerCall, ratio(p.PerCall, f.PerCall), p.Writes, f.Writes, p.Switches, f.Switches, ratio(pr.PerSec, fr.PerSec))
+		}
+	}
+}
+
+// baseTarget is a target label without a "+tls" suffix.
+func baseTarget(t string) string {
+	b, _, _ := strings.Cut(t, "+")
+	return b
 }
 
 // us prints microseconds: whole ones, with a decimal below 10 (a local

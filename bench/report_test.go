@@ -9,7 +9,7 @@ import (
 
 func TestReport(t *testing.T) {
 	w := &Result{Target: "weir", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 60000, P50us: 500, P99us: 2000, P999us: 4000,
-		CPU: []CPUShare{{"bench process", 12.5}, {"nodes", 20}}, CPUAvail: 33.3}
+		CPU: []CPUShare{{Role: "bench process", PerCall: 12.5}, {Role: "nodes", PerCall: 20, Reads: 3.2, Writes: 1.58, Switches: 4.1, Voluntary: 3.9}}, CPUAvail: 33.3}
 	r := &Result{Target: "redis", Scenario: "steady", Checks: 1000, Allowed: 250, PerSec: 30000, P50us: 1000, P99us: 4000, P999us: 4000}
 	var b bytes.Buffer
 	if err := WriteTable(&b, []*Result{w, r}); err != nil {
