@@ -141,8 +141,8 @@ func SpawnFloor(ctx context.Context, bin, kind string, procs int, logw io.Writer
 	}()
 	select {
 	case line := <-lines:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(line), strings.TrimSpace(floorReady))
-		if !ok {
+		addr, ok := strings.CutPrefix(line, floorReady)
+		if addr = strings.TrimSpace(addr); !ok || addr == "" {
 			p.Close()
 			return nil, fmt.Errorf("%w: bench floor said %q", ErrSpawn, line)
 		}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -148,6 +149,38 @@ func procFields(text string, names ...string) ([]int64, error) {
 		if !seen[i] {
 			return nil, fmt.Errorf("no %s", n)
 		}
+	}
+	return out, nil
+}
+
+// IdleCPU samples each process's CPU over d, before any load, and returns
+// it in percent of one core (the background a server spends on tickers,
+// gossip, Raft and probes while no check arrives).
+func IdleCPU(ctx context.Context, pids []int, d time.Duration) ([]float64, error) {
+	before := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		c, err := ProcCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		before[i] = c
+	}
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	elapsed := time.Since(start)
+	out := make([]float64, len(pids))
+	for i, pid := range pids {
+		c, err := ProcCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = 100 * float64(c-before[i]) / float64(elapsed)
 	}
 	return out, nil
 }

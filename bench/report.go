@@ -41,11 +41,15 @@ const (
 // ran the same scenario.
 func WriteTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tscenario\tW\tG\tkeys\tdist\tchecks\tchecks/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\terrors\tallowed %\t")
+	fmt.Fprintln(tw, "target\tscenario\tW\tG\tkeys\tdist\tchecks\tchecks/s\tp50 µs\tp90 µs\tp99 µs\tp99.9 µs\terrors\tallowed %\tscheduled/s\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t%.1f\t\n",
+		sched := "closed"
+		if r.Rate > 0 {
+			sched = fmt.Sprintf("%.0f", r.Rate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n",
 			r.Target, r.Scenario, r.Callers, r.Gateways, r.Keys, r.Dist, r.Checks, r.PerSec,
-			us(r.P50us), us(r.P90us), us(r.P99us), us(r.P999us), r.Errors, 100*r.AllowedShare())
+			us(r.P50us), us(r.P90us), us(r.P99us), us(r.P999us), r.Errors, 100*r.AllowedShare(), sched)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
