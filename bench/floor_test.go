@@ -27,7 +27,7 @@ func TestFloorSmoke(t *testing.T) {
 			}
 			defer fp.Close()
 			idle, err := IdleCPU(ctx, []int{fp.PID()}, 200*time.Millisecond)
-			if err != nil || len(idle) != 1 || idle[0] < 0 {
+			if err != nil || len(idle) != 1 || idle[0].CPUPct < 0 || idle[0].Switches < 0 {
 				t.Fatalf("idle CPU %v, %v", idle, err)
 			}
 			f := RLSFactory([]string{fp.Addr})

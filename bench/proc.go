@@ -153,13 +153,22 @@ func procFields(text string, names ...string) ([]int64, error) {
 	return out, nil
 }
 
-// IdleCPU samples each process's CPU over d, before any load, and returns
-// it in percent of one core (the background a server spends on tickers,
+// Idle is one process's background while no check arrives, per second of
+// the sampled window.
+type Idle struct {
+	CPUPct   float64 `json:"cpu_pct"` // of one core
+	Writes   float64 `json:"writes_per_s"`
+	Reads    float64 `json:"reads_per_s"`
+	Switches float64 `json:"switches_per_s"`
+}
+
+// IdleCPU samples each process's counters over d, before any load, and
+// returns them per second (the background a server spends on tickers,
 // gossip, Raft and probes while no check arrives).
-func IdleCPU(ctx context.Context, pids []int, d time.Duration) ([]float64, error) {
-	before := make([]time.Duration, len(pids))
+func IdleCPU(ctx context.Context, pids []int, d time.Duration) ([]Idle, error) {
+	before := make([]ProcCounters, len(pids))
 	for i, pid := range pids {
-		c, err := ProcCPU(pid)
+		c, err := ReadProcCounters(pid)
 		if err != nil {
 			return nil, err
 		}
@@ -173,14 +182,16 @@ func IdleCPU(ctx context.Context, pids []int, d time.Duration) ([]float64, error
 		return nil, ctx.Err()
 	case <-t.C:
 	}
-	elapsed := time.Since(start)
-	out := make([]float64, len(pids))
+	secs := time.Since(start).Seconds()
+	out := make([]Idle, len(pids))
 	for i, pid := range pids {
-		c, err := ProcCPU(pid)
+		c, err := ReadProcCounters(pid)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = 100 * float64(c-before[i]) / float64(elapsed)
+		dc := c.sub(before[i])
+		out[i] = Idle{CPUPct: 100 * dc.CPU.Seconds() / secs, Writes: float64(dc.Writes) / secs, Reads: float64(dc.Reads) / secs,
+			Switches: float64(dc.Switches()) / secs}
 	}
 	return out, nil
 }

@@ -86,12 +86,8 @@ func WriteTable(w io.Writer, results []*Result) error {
 			fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
 			writeCounters(w, r)
 		}
-		if len(r.IdleCPU) > 0 {
-			fmt.Fprintf(w, "%s/%s idle before the run (%s):", r.Target, r.Scenario, r.IdleRole)
-			for _, pct := range r.IdleCPU {
-				fmt.Fprintf(w, " %.1f%%", pct)
-			}
-			fmt.Fprintln(w, " of a core")
+		if len(r.Idle) > 0 {
+			writeIdle(w, r)
 		}
 		if a := r.Accuracy; a != nil {
 			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
@@ -182,6 +178,19 @@ func writeCounters(w io.Writer, r *Result) {
 			sep = ""
 		}
 		fmt.Fprintf(w, "%s %s %.2f writes, %.2f reads, %.2f context switches (%.2f voluntary)", sep, c.Role, c.Writes, c.Reads, c.Switches, c.Voluntary)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeIdle prints each server process's idle background.
+func writeIdle(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%s/%s idle before the run (%s), per process:", r.Target, r.Scenario, r.IdleRole)
+	for i, in := range r.Idle {
+		sep := ";"
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %.1f%% of a core, %.0f writes/s, %.0f reads/s, %.0f context switches/s", sep, in.CPUPct, in.Writes, in.Reads, in.Switches)
 	}
 	fmt.Fprintln(w)
 }

@@ -90,8 +90,8 @@ func TestReportPlainProxy(t *testing.T) {
 // and each path beside its floor at the same rate.
 func TestReportCountersFloorsAndPromise(t *testing.T) {
 	h := &Result{Target: TargetHTTP, Scenario: "steady", PerSec: 900, Rate: 900, RatePct: 30, Capacity: 3000, P50us: 800, P99us: 7000,
-		CPU:     []CPUShare{{Role: RoleNodes, PerCall: 200, Reads: 3.5, Writes: 2.64, Switches: 4.4, Voluntary: 3.3}},
-		IdleCPU: []float64{8.7, 13, 9.1}, IdleRole: RoleNodes}
+		CPU:  []CPUShare{{Role: RoleNodes, PerCall: 200, Reads: 3.5, Writes: 2.64, Switches: 4.4, Voluntary: 3.3}},
+		Idle: []Idle{{CPUPct: 8.7, Writes: 120, Reads: 250, Switches: 410}, {CPUPct: 13}, {CPUPct: 9.1}}, IdleRole: RoleNodes}
 	f := &Result{Target: TargetFloorHTTP, Scenario: "steady", PerSec: 900, Rate: 900, RateFrom: "http", P50us: 400, P99us: 1000,
 		CPU: []CPUShare{{Role: RoleFloor, PerCall: 50, Reads: 2, Writes: 1, Switches: 1.1}}}
 	fc := &Result{Target: TargetFloorHTTP, Scenario: "steady", PerSec: 5000, CPU: []CPUShare{{Role: RoleFloor, PerCall: 40}}}
@@ -102,7 +102,7 @@ func TestReportCountersFloorsAndPromise(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"weir-http/steady per check: nodes 2.64 writes, 3.50 reads, 4.40 context switches (3.30 voluntary)",
-		"weir-http/steady idle before the run (nodes): 8.7% 13.0% 9.1% of a core",
+		"weir-http/steady idle before the run (nodes), per process: 8.7% of a core, 120 writes/s, 250 reads/s, 410 context switches/s; 13.0% of a core, 0 writes/s, 0 reads/s, 0 context switches/s; 9.1% of a core",
 		"weir-http/steady open loop: 900 checks/s scheduled (30% of the 3000 checks/s its closed loop reached in this run); latency counted from each check's scheduled time: p50 0.80 ms (promise < 1 ms: met), p99 7.00 ms (promise < 5 ms: missed)",
 		"floor-http/steady open loop: 900 checks/s scheduled (the rate of http's run)",
 		"weir-http/floor-http steady: node CPU 200.0 µs a check, floor 50.0 µs a call (×4.00); writes 2.64 vs 1.00, context switches 4.40 vs 1.10; checks/s ×1.00",

@@ -93,10 +93,10 @@ type Result struct {
 	// idle time or other work on the machine.
 	CPU      []CPUShare `json:"cpu_per_check,omitempty"`
 	CPUAvail float64    `json:"cpu_avail_us_per_check,omitempty"`
-	// IdleCPU is each server process's CPU while idle before the run, in
-	// percent of one core (IdleRole's processes; nil: not sampled).
-	IdleCPU  []float64 `json:"idle_cpu_pct,omitempty"`
-	IdleRole string    `json:"idle_role,omitempty"`
+	// Idle is each server process's background while idle before the run
+	// (IdleRole's processes; nil: not sampled).
+	Idle     []Idle `json:"idle,omitempty"`
+	IdleRole string `json:"idle_role,omitempty"`
 	// RatePct, when > 0, says Rate is that percentage of Capacity, the
 	// checks/s a closed-loop run of the same target reached just before.
 	RatePct  float64 `json:"rate_pct_of_capacity,omitempty"`

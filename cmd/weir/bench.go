@@ -351,7 +351,7 @@ func (o *benchOptions) redis(ctx context.Context, cfg bench.Config, p *benchPlan
 		cfg.Procs = bench.Procs{"redis-server": {rp.PID()}}
 	}
 	cfg.Target, cfg.KeyPrefix = bench.TargetRedis, run+":"
-	var idle []float64
+	var idle []bench.Idle
 	if o.idle > 0 && o.spawnRedis {
 		var err error
 		if idle, err = bench.IdleCPU(ctx, cfg.Procs["redis-server"], o.idle); err != nil {
@@ -360,7 +360,7 @@ func (o *benchOptions) redis(ctx context.Context, cfg bench.Config, p *benchPlan
 	}
 	rs, err := bench.RunPaced(ctx, cfg, p.sc, bench.RedisFactory(addr, p.sc.Rules, perGateway(o)), o.pace(p, "redis", nil))
 	if err == nil && idle != nil {
-		rs[0].IdleCPU, rs[0].IdleRole = idle, "redis-server"
+		rs[0].Idle, rs[0].IdleRole = idle, "redis-server"
 	}
 	return rs, err
 }

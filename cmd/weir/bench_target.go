@@ -37,8 +37,8 @@ type benchServer struct {
 	floor *bench.FloorProc
 	gwTLS *tls.Config
 	procs bench.Procs
-	// idle is the servers' CPU before any load, % of a core (role idleRole).
-	idle     []float64
+	// idle is the servers' background before any load (role idleRole).
+	idle     []bench.Idle
 	idleRole string
 }
 
@@ -71,7 +71,7 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) ([]*bench
 	cfg.Midway = wb.midway(srv, cfg.KeyPrefix)
 	rs, err := bench.RunPaced(ctx, cfg, wb.sc, factory, wb.pace)
 	if err == nil && srv.idle != nil {
-		rs[0].IdleCPU, rs[0].IdleRole = srv.idle, srv.idleRole
+		rs[0].Idle, rs[0].IdleRole = srv.idle, srv.idleRole
 	}
 	return rs, err
 }
