@@ -54,6 +54,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	idled := map[string]bool{}
 	for _, r := range results {
 		if r.Rate > 0 {
 			writeOpenLoop(w, r)
@@ -86,7 +87,8 @@ func WriteTable(w io.Writer, results []*Result) error {
 			fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
 			writeCounters(w, r)
 		}
-		if len(r.Idle) > 0 {
+		if len(r.Idle) > 0 && !idled[r.Target+"/"+r.Scenario] {
+			idled[r.Target+"/"+r.Scenario] = true // a paced target's runs share one sample
 			writeIdle(w, r)
 		}
 		if a := r.Accuracy; a != nil {
@@ -178,8 +180,25 @@ func writeCounters(w io.Writer, r *Result) {
 			sep = ""
 		}
 		fmt.Fprintf(w, "%s %s %.2f writes, %.2f reads, %.2f context switches (%.2f voluntary)", sep, c.Role, c.Writes, c.Reads, c.Switches, c.Voluntary)
+		if c.Role == r.IdleRole && len(r.Idle) > 0 && r.Checks > 0 {
+			o := r.overIdle(c)
+			fmt.Fprintf(w, ", of which over their idle background %.1f µs, %.2f writes, %.2f reads, %.2f context switches", o.PerCall, o.Writes, o.Reads, o.Switches)
+		}
 	}
 	fmt.Fprintln(w)
+}
+
+// overIdle is c less what r.Idle's processes spend idle over the run's
+// elapsed time, per check: the part of a check's cost the check causes.
+func (r *Result) overIdle(c CPUShare) CPUShare {
+	per := r.Elapsed / float64(r.Checks) // seconds of the run per check
+	for _, in := range r.Idle {
+		c.PerCall -= in.CPUPct / 100 * per * 1e6
+		c.Writes -= in.Writes * per
+		c.Reads -= in.Reads * per
+		c.Switches -= in.Switches * per
+	}
+	return c
 }
 
 // writeIdle prints each server process's idle background.

@@ -359,8 +359,8 @@ func (o *benchOptions) redis(ctx context.Context, cfg bench.Config, p *benchPlan
 		}
 	}
 	rs, err := bench.RunPaced(ctx, cfg, p.sc, bench.RedisFactory(addr, p.sc.Rules, perGateway(o)), o.pace(p, "redis", nil))
-	if err == nil && idle != nil {
-		rs[0].Idle, rs[0].IdleRole = idle, "redis-server"
+	for _, r := range rs {
+		r.Idle, r.IdleRole = idle, "redis-server"
 	}
 	return rs, err
 }

@@ -70,8 +70,8 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) ([]*bench
 	defer done()
 	cfg.Midway = wb.midway(srv, cfg.KeyPrefix)
 	rs, err := bench.RunPaced(ctx, cfg, wb.sc, factory, wb.pace)
-	if err == nil && srv.idle != nil {
-		rs[0].Idle, rs[0].IdleRole = srv.idle, srv.idleRole
+	for _, r := range rs {
+		r.Idle, r.IdleRole = srv.idle, srv.idleRole
 	}
 	return rs, err
 }
