@@ -74,72 +74,99 @@ func WriteTable(w io.Writer, results []*Result) error {
 				100*float64(sp.Local)/float64(r.Checks), us(sp.LocalP50us), us(sp.LocalP99us), us(sp.RemoteP50us), us(sp.RemoteP99us))
 		}
 		if len(r.CPU) > 0 {
-			fmt.Fprintf(w, "%s/%s CPU per check:", r.Target, r.Scenario)
-			var sum float64
-			for i, c := range r.CPU {
-				sep := ","
-				if i == 0 {
-					sep = ""
-				}
-				fmt.Fprintf(w, "%s %s %.1f µs", sep, c.Role, c.PerCall)
-				sum += c.PerCall
-			}
-			fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
+			writeCPU(w, r)
 			writeCounters(w, r)
 		}
 		if len(r.Idle) > 0 && !idled[r.Target+"/"+r.Scenario] {
 			idled[r.Target+"/"+r.Scenario] = true // a paced target's runs share one sample
 			writeIdle(w, r)
 		}
-		if a := r.Accuracy; a != nil {
-			fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
-			for _, d := range a.Deviation {
-				fmt.Fprintf(w, " %+.2f%%", d)
-			}
-			fmt.Fprintf(w, "; worst %+.2f%% (%+.0f); gateway fairness (max deviation from equal share) %.2f%%\n", a.WorstDeviation, a.WorstExcess, a.Fairness)
-			if st := a.Steady; st != nil {
-				fmt.Fprintf(w, "%s/%s steady state [%.1fs, %.1fs): ideal %.0f per key (rate only); admitted %v; deviation", r.Target, r.Scenario, st.From, st.To, st.Ideal, st.Admitted)
-				for _, d := range st.Deviation {
-					fmt.Fprintf(w, " %+.2f%%", d)
-				}
-				fmt.Fprintf(w, "; worst %+.2f%%", st.Worst)
-				if st.Thin >= 0 {
-					fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate, the others %+.2f%%", st.Thin, len(st.Slots), SteadySlot, st.OutsideThin)
-				}
-				fmt.Fprintln(w)
-			}
-			if a.LeaseBound > 0 && a.Ideal > 0 {
-				fmt.Fprintf(w, "%s/%s lease bound: |admitted − ideal| ≤ lease × gateways = %d × %d = %d (%.2f%% of ideal); worst %+.0f\n",
-					r.Target, r.Scenario, a.Lease, r.Gateways, a.LeaseBound, 100*float64(a.LeaseBound)/a.Ideal, a.WorstExcess)
-			}
+		if r.Accuracy != nil {
+			writeAccuracy(w, r)
 		}
 	}
+	writeRedis(w, results)
+	writeFloors(w, results)
+	writePlainProxy(w, results)
+	return nil
+}
+
+// writeCPU prints each role's CPU per check beside what the cores give.
+func writeCPU(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "%s/%s CPU per check:", r.Target, r.Scenario)
+	var sum float64
+	for i, c := range r.CPU {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %.1f µs", sep, c.Role, c.PerCall)
+		sum += c.PerCall
+	}
+	fmt.Fprintf(w, "; together %.1f µs of the %.1f µs the machine's cores give a check at this rate\n", sum, r.CPUAvail)
+}
+
+// writeAccuracy prints an accuracy run's verdict.
+func writeAccuracy(w io.Writer, r *Result) {
+	a := r.Accuracy
+	fmt.Fprintf(w, "%s/%s accuracy over %.2fs: ideal %.0f per key; admitted %v; deviation", r.Target, r.Scenario, r.Elapsed, a.Ideal, a.Admitted)
+	for _, d := range a.Deviation {
+		fmt.Fprintf(w, " %+.2f%%", d)
+	}
+	fmt.Fprintf(w, "; worst %+.2f%% (%+.0f); gateway fairness (max deviation from equal share) %.2f%%\n", a.WorstDeviation, a.WorstExcess, a.Fairness)
+	if st := a.Steady; st != nil {
+		fmt.Fprintf(w, "%s/%s steady state [%.1fs, %.1fs): ideal %.0f per key (rate only); admitted %v; deviation", r.Target, r.Scenario, st.From, st.To, st.Ideal, st.Admitted)
+		for _, d := range st.Deviation {
+			fmt.Fprintf(w, " %+.2f%%", d)
+		}
+		fmt.Fprintf(w, "; worst %+.2f%%", st.Worst)
+		if st.Thin >= 0 {
+			fmt.Fprintf(w, "; %d of %d slots of %v admitted under half the rate, the others %+.2f%%", st.Thin, len(st.Slots), SteadySlot, st.OutsideThin)
+		}
+		fmt.Fprintln(w)
+	}
+	if a.LeaseBound > 0 && a.Ideal > 0 {
+		fmt.Fprintf(w, "%s/%s lease bound: |admitted − ideal| ≤ lease × gateways = %d × %d = %d (%.2f%% of ideal); worst %+.0f\n",
+			r.Target, r.Scenario, a.Lease, r.Gateways, a.LeaseBound, 100*float64(a.LeaseBound)/a.Ideal, a.WorstExcess)
+	}
+}
+
+// samePace: two runs at one rate (both closed loop, one open-loop rate),
+// or both at one share of their own capacity.
+func samePace(a, b *Result) bool {
+	return a.Rate == b.Rate || a.RatePct > 0 && a.RatePct == b.RatePct
+}
+
+// writeRedis prints each target's ratios to Redis's run at the same pace.
+func writeRedis(w io.Writer, results []*Result) {
 	for _, wr := range results {
 		if wr.Target == TargetRedis {
 			continue
 		}
 		for _, rr := range results {
-			if rr.Target != TargetRedis || rr.Scenario != wr.Scenario {
+			if rr.Target != TargetRedis || rr.Scenario != wr.Scenario || !samePace(wr, rr) {
 				continue
 			}
 			fmt.Fprintf(w, "%s/redis %s: checks/s ×%.2f, p50 ×%.2f, p99 ×%.2f, p99.9 ×%.2f\n", wr.Target, wr.Scenario,
 				ratio(wr.PerSec, rr.PerSec), ratio(wr.P50us, rr.P50us), ratio(wr.P99us, rr.P99us), ratio(wr.P999us, rr.P999us))
 		}
 	}
-	writeFloors(w, results)
+}
+
+// writePlainProxy prints the gateway rows' ratios to the plain proxy.
+func writePlainProxy(w io.Writer, results []*Result) {
 	for _, pr := range results {
 		if pr.Target != TargetPlainProxy {
 			continue
 		}
 		for _, gr := range results {
-			if gr.Target != TargetGateway && gr.Target != TargetProxy || gr.Scenario != pr.Scenario {
+			if gr.Target != TargetGateway && gr.Target != TargetProxy || gr.Scenario != pr.Scenario || !samePace(gr, pr) {
 				continue
 			}
 			fmt.Fprintf(w, "%s/%s %s: req/s ×%.2f, p50 %+.2f ms (×%.2f), p99 ×%.2f\n", gr.Target, pr.Target, gr.Scenario,
 				ratio(gr.PerSec, pr.PerSec), (gr.P50us-pr.P50us)/1000, ratio(gr.P50us, pr.P50us), ratio(gr.P99us, pr.P99us))
 		}
 	}
-	return nil
 }
 
 // The latency promised to gateways: at 30% of a path's capacity, open

@@ -123,3 +123,25 @@ func TestReportCountersFloorsAndPromise(t *testing.T) {
 		t.Errorf("%d floor lines, want 1 (the closed-loop floor ran at another rate):\n%s", n, out)
 	}
 }
+
+// With --rate P%, each target's capacity run is compared with Redis's
+// capacity run and its open loop with Redis's open loop, never across.
+func TestReportRedisRatiosAtOnePace(t *testing.T) {
+	wc := &Result{Target: TargetSDK, Scenario: "steady", PerSec: 12000, P50us: 2000}
+	wo := &Result{Target: TargetSDK, Scenario: "steady", PerSec: 3600, Rate: 3600, RatePct: 30, P50us: 900}
+	rc := &Result{Target: TargetRedis, Scenario: "steady", PerSec: 6000, P50us: 4000}
+	ro := &Result{Target: TargetRedis, Scenario: "steady", PerSec: 1800, Rate: 1800, RatePct: 30, P50us: 300}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []*Result{wc, wo, rc, ro}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"weir/redis steady: checks/s ×2.00, p50 ×0.50", "weir/redis steady: checks/s ×2.00, p50 ×3.00"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "weir/redis"); n != 2 {
+		t.Errorf("%d ratio lines, want 2 (closed with closed, 30%% with 30%%):\n%s", n, out)
+	}
+}
