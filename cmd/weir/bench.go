@@ -284,7 +284,7 @@ func (c *cli) runBench(ctx context.Context, o *benchOptions, p *benchPlan) error
 	}
 	if len(p.sc.Regions) > 0 {
 		sdk := bench.SDKOptions{InFlight: o.inflight, MaxBatch: o.maxBatch, Linger: o.linger}
-		if err := benchRegions(ctx, cfg, p.sc, run, o.spawn, p.targets[0], sdk, o.regionLatency, logw, func(r *bench.Result) error { return emit(r) }); err != nil {
+		if err := benchRegions(ctx, cfg, p.sc, run, o.spawn, p.targets[0], sdk, o.regionLatency, nodeBin, logw, func(r *bench.Result) error { return emit(r) }); err != nil {
 			return err
 		}
 		return bench.WriteTable(c.stdout, results)

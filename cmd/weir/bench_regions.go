@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/weirlimit/weir/bench"
@@ -16,13 +15,10 @@ import (
 // at once. It emits each loaded region's result (latency as its gateways
 // see it) and one for all regions together, whose accuracy is the global
 // count against the one global limit. latency delays every exchange
-// between regions by that much each way (a loopback proxy per link).
+// between regions by that much each way (a loopback proxy per link). The
+// nodes run from bin.
 func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run string, spawn int, target string, sdk bench.SDKOptions,
-	latency time.Duration, logw io.Writer, emit func(*bench.Result) error) error {
-	bin, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	latency time.Duration, bin string, logw io.Writer, emit func(*bench.Result) error) error {
 	regs, err := bench.SpawnRegions(ctx, bin, sc.Regions, spawn, logw, latency)
 	if err != nil {
 		return err
