@@ -291,7 +291,11 @@ func (c *cli) runBench(ctx context.Context, o *benchOptions, p *benchPlan) error
 	}
 	paced := map[string]float64{} // target → the open-loop rate its run used
 	for _, t := range p.targets {
-		for _, withTLS := range p.tlsRuns {
+		tlsRuns := p.tlsRuns
+		if _, floor := floorTargets[t]; floor {
+			tlsRuns = []bool{false} // a floor has no TLS of its own
+		}
+		for _, withTLS := range tlsRuns {
 			wb := weirBench{cfg: cfg, sc: p.sc, run: run, target: t, perGateway: perGateway(o), tls: withTLS, procs: o.nodeProcs,
 				sdk:  bench.SDKOptions{GatewayPrefix: run + "-" + t, InFlight: o.inflight, MaxBatch: o.maxBatch, Linger: o.linger},
 				logw: logw, self: self, nodeBin: nodeBin, idle: o.idle, pace: o.pace(p, t, paced)}
