@@ -69,13 +69,20 @@ type PIDer interface {
 	PID() (role string, pid int)
 }
 
-// CPUShare is one role's CPU per answered check over the measured run.
+// CPUShare is one role's cost per answered check over the measured run:
+// CPU, read and write system calls and context switches (ProcCounters).
 type CPUShare struct {
-	Role    string  `json:"role"`
-	PerCall float64 `json:"us_per_check"`
+	Role     string  `json:"role"`
+	PerCall  float64 `json:"us_per_check"`
+	Reads    float64 `json:"reads_per_check"`
+	Writes   float64 `json:"writes_per_check"`
+	Switches float64 `json:"switches_per_check"` // voluntary + involuntary
+	// Voluntary is the part of Switches where a thread went to sleep (and
+	// so had to be woken).
+	Voluntary float64 `json:"voluntary_per_check"`
 }
 
-// cpuMeter samples the CPU of a fixed set of processes.
+// cpuMeter samples the counters of a fixed set of processes.
 type cpuMeter struct {
 	roles []string
 	pids  [][]int
@@ -106,30 +113,33 @@ func newCPUMeter(procs Procs, targets []Target) *cpuMeter {
 	return m
 }
 
-// sample returns each role's CPU so far; a process it cannot read (gone)
-// makes the sample nil: the run's accounting is then left out.
-func (m *cpuMeter) sample() []time.Duration {
-	out := make([]time.Duration, len(m.roles))
+// sample returns each role's counters so far; a process it cannot read
+// (gone) makes the sample nil: the run's accounting is then left out.
+func (m *cpuMeter) sample() []ProcCounters {
+	out := make([]ProcCounters, len(m.roles))
 	for i, pids := range m.pids {
 		for _, pid := range pids {
-			d, err := ProcCPU(pid)
+			c, err := ReadProcCounters(pid)
 			if err != nil {
 				return nil
 			}
-			out[i] += d
+			out[i] = out[i].add(c)
 		}
 	}
 	return out
 }
 
-// perCheck turns two samples into CPU per answered check, by role.
-func (m *cpuMeter) perCheck(before, after []time.Duration, checks int64) []CPUShare {
+// perCheck turns two samples into each role's cost per answered check.
+func (m *cpuMeter) perCheck(before, after []ProcCounters, checks int64) []CPUShare {
 	if before == nil || after == nil || checks <= 0 {
 		return nil
 	}
 	out := make([]CPUShare, len(m.roles))
+	n := float64(checks)
 	for i, role := range m.roles {
-		out[i] = CPUShare{Role: role, PerCall: float64(after[i]-before[i]) / float64(time.Microsecond) / float64(checks)}
+		d := after[i].sub(before[i])
+		out[i] = CPUShare{Role: role, PerCall: float64(d.CPU) / float64(time.Microsecond) / n,
+			Reads: float64(d.Reads) / n, Writes: float64(d.Writes) / n, Switches: float64(d.Switches()) / n, Voluntary: float64(d.Voluntary) / n}
 	}
 	return out
 }

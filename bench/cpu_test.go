@@ -37,16 +37,16 @@ func TestCPUMeterCountsAChild(t *testing.T) {
 		t.Fatalf("roles %v, sample %v", m.roles, before)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	var after []time.Duration
+	var after []ProcCounters
 	for time.Now().Before(deadline) {
 		after = m.sample()
-		if after[1] > before[1] {
+		if after[1].CPU > before[1].CPU {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if after[1] <= before[1] {
-		t.Fatalf("the spinning child's CPU did not grow: %v → %v", before[1], after[1])
+	if after[1].CPU <= before[1].CPU {
+		t.Fatalf("the spinning child's CPU did not grow: %v → %v", before[1].CPU, after[1].CPU)
 	}
 	shares := m.perCheck(before, after, 10)
 	if len(shares) != 2 || shares[1].Role != "child" || shares[1].PerCall <= 0 {

@@ -13,7 +13,12 @@
 // a Lua token bucket (RedisFactory) — and the helpers that spawn local
 // `weir node` and `redis-server` processes (SpawnCluster, SpawnRedis) and
 // read a cluster's members once (ReadCluster: HTTP addresses, the owner of
-// a key for the failover preset).
+// a key for the failover preset). It meters the processes it spawned
+// (ProcCounters: CPU, read and write system calls, context switches summed
+// over threads, per answered check; IdleCPU before the load), runs the
+// protocol floors (ServeFloor, SpawnFloor: a fixed-reply gRPC rate limit
+// service and net/http check API, the paths' lower bounds) and paces an
+// open loop at a share of the capacity it measured first (RunPaced).
 //
 // Seam: a Target is one gateway's view of the limiter. A Factory makes one
 // Target per simulated gateway. A check the SDK decided by a rule's fail

@@ -93,6 +93,17 @@ type Result struct {
 	// idle time or other work on the machine.
 	CPU      []CPUShare `json:"cpu_per_check,omitempty"`
 	CPUAvail float64    `json:"cpu_avail_us_per_check,omitempty"`
+	// Idle is each server process's background while idle before the run
+	// (IdleRole's processes; nil: not sampled).
+	Idle     []Idle `json:"idle,omitempty"`
+	IdleRole string `json:"idle_role,omitempty"`
+	// RatePct, when > 0, says Rate is that percentage of Capacity, the
+	// checks/s a closed-loop run of the same target reached just before.
+	RatePct  float64 `json:"rate_pct_of_capacity,omitempty"`
+	Capacity float64 `json:"capacity_checks_per_s,omitempty"`
+	// RateFrom names the target whose open-loop rate this run used (a
+	// floor run at its path's rate).
+	RateFrom string `json:"rate_from,omitempty"`
 	// Split is the latency of the checks a LocalChecker target decided
 	// at the gateway apart from the others (nil: the target does not say).
 	Split *SplitLatency `json:"split,omitempty"`
@@ -226,24 +237,10 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	keys := make([]string, sc.Keys)
-	for i := range keys {
-		keys[i] = "apikey:" + cfg.KeyPrefix + strconv.Itoa(i)
-	}
-	targets := make([]Target, cfg.Gateways)
-	defer func() {
-		for _, t := range targets {
-			if t != nil {
-				_ = t.Close()
-			}
-		}
-	}()
-	for g := range targets {
-		t, err := newTarget(g)
-		if err != nil {
-			return nil, fmt.Errorf("bench: gateway %d: %w", g, err)
-		}
-		targets[g] = t
+	targets, err := openTargets(cfg.Gateways, newTarget)
+	defer closeTargets(targets)
+	if err != nil {
+		return nil, err
 	}
 	rules := sc.RuleIDs()
 	if len(rules) > 1 {
@@ -253,11 +250,37 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 			}
 		}
 	}
+	if err := warmUp(ctx, cfg, targets, rules); err != nil {
+		return nil, err
+	}
+	return measure(ctx, cfg, sc, targets)
+}
 
-	// Warm up: every caller makes one check on a warm-up key that no
-	// measured check uses, so connections are open before the clock starts
-	// (accuracy measures the refill over the run's elapsed time). Cost 1:
-	// the SDK refuses cost 0.
+// openTargets makes n gateways' targets; on an error, those made so far
+// are in the slice for closeTargets.
+func openTargets(n int, newTarget Factory) ([]Target, error) {
+	targets := make([]Target, 0, n)
+	for g := range n {
+		t, err := newTarget(g)
+		if err != nil {
+			return targets, fmt.Errorf("bench: gateway %d: %w", g, err)
+		}
+		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+func closeTargets(targets []Target) {
+	for _, t := range targets {
+		_ = t.Close()
+	}
+}
+
+// warmUp has every caller make one check on a warm-up key that no
+// measured check uses, so connections are open before the clock starts
+// (accuracy measures the refill over the run's elapsed time). Cost 1: the
+// SDK refuses cost 0.
+func warmUp(ctx context.Context, cfg Config, targets []Target, rules []string) error {
 	var warm sync.WaitGroup
 	warmErr := make([]error, cfg.Callers)
 	for w := range warmErr {
@@ -277,11 +300,60 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	}
 	warm.Wait()
 	if err := errors.Join(warmErr...); err != nil {
-		return nil, fmt.Errorf("bench: warm-up: %w", err)
+		return fmt.Errorf("bench: warm-up: %w", err)
 	}
+	return nil
+}
 
-	callers := make([]*caller, cfg.Callers)
-	var wg sync.WaitGroup
+// runState is what every caller of one measured run shares (read-only but
+// for budget).
+type runState struct {
+	cfg    Config
+	sc     Scenario
+	keys   []string
+	rules  []string
+	start  time.Time
+	budget atomic.Int64 // checks left of cfg.Count
+	// The steady window [steadyFrom, steadyTo), when measured.
+	steadyFrom, steadyTo time.Time
+	measureSteady        bool
+}
+
+func newRunState(cfg Config, sc Scenario, start time.Time) *runState {
+	s := &runState{cfg: cfg, sc: sc, keys: make([]string, sc.Keys), rules: sc.RuleIDs(), start: start}
+	for i := range s.keys {
+		s.keys[i] = "apikey:" + cfg.KeyPrefix + strconv.Itoa(i)
+	}
+	s.budget.Store(cfg.Count)
+	epoch := s.epoch()
+	s.steadyFrom, s.steadyTo = epoch.Add(cfg.Settle), epoch.Add(cfg.Duration)
+	s.measureSteady = sc.Accuracy && cfg.Settle > 0 && cfg.Duration > cfg.Settle
+	return s
+}
+
+// epoch is when the run's time counts from (Config.Epoch).
+func (s *runState) epoch() time.Time {
+	if s.cfg.Epoch.IsZero() {
+		return s.start
+	}
+	return s.cfg.Epoch
+}
+
+// newCaller is caller w's empty record.
+func (s *runState) newCaller() *caller {
+	c := &caller{lat: make([]time.Duration, 0, 4096)}
+	if s.sc.Accuracy {
+		c.perKey = make([]int64, s.sc.Keys)
+	}
+	if s.measureSteady {
+		c.steady = make([]int64, s.sc.Keys)
+		c.slots = make([]int64, (s.steadyTo.Sub(s.steadyFrom)+SteadySlot-1)/SteadySlot)
+	}
+	return c
+}
+
+// measure runs the callers against the warmed-up targets and sums up.
+func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*Result, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Duration > 0 {
@@ -289,92 +361,22 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		runCtx, c2 = context.WithTimeout(runCtx, cfg.Duration)
 		defer c2()
 	}
-	var budget atomic.Int64
-	budget.Store(cfg.Count)
 	rpcs0, items0 := batching(targets)
 	lease0, blocked0, auto0 := local(targets)
 	meter := newCPUMeter(cfg.Procs, targets)
 	cpu0 := meter.sample()
-	start := time.Now()
-	epoch := cfg.Epoch
-	if epoch.IsZero() {
-		epoch = start
-	}
-	steadyFrom, steadyTo := epoch.Add(cfg.Settle), epoch.Add(cfg.Duration)
-	measureSteady := sc.Accuracy && cfg.Settle > 0 && cfg.Duration > cfg.Settle
+	s := newRunState(cfg, sc, time.Now())
+	callers := make([]*caller, cfg.Callers)
+	var wg sync.WaitGroup
 	for w := range callers {
-		c := &caller{lat: make([]time.Duration, 0, 4096)}
-		if sc.Accuracy {
-			c.perKey = make([]int64, sc.Keys)
-		}
-		if measureSteady {
-			c.steady = make([]int64, sc.Keys)
-			c.slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
-		}
-		callers[w] = c
+		callers[w] = s.newCaller()
 		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
 		if err != nil {
+			cancel()
+			wg.Wait()
 			return nil, err
 		}
-		t := targets[w%cfg.Gateways]
-		gc, _ := t.(GroupChecker)
-		lc, _ := t.(LocalChecker)
-		sched := newSchedule(cfg, w, start)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for runCtx.Err() == nil {
-				if cfg.Count > 0 && budget.Add(-1) < 0 {
-					return
-				}
-				k := gen.Next() // before the clock starts: not the target's time
-				t0, ok := sched.next(runCtx)
-				if !ok {
-					return
-				}
-				// Not runCtx: a check started before the end runs to its
-				// answer and is counted (the server decided it).
-				cctx, ccancel := context.WithTimeout(ctx, cfg.Timeout)
-				sent := time.Now()
-				c.lastSent = sent.Sub(start)
-				var err error
-				local := false
-				switch {
-				case lc != nil && len(rules) == 1:
-					ok, local, err = lc.CheckLocal(cctx, keys[k], rules[0], sc.Cost)
-				case len(rules) == 1:
-					ok, err = t.Check(cctx, keys[k], rules[0], sc.Cost)
-				default:
-					ok, err = gc.CheckGroup(cctx, keys[k], rules, sc.Cost)
-				}
-				d := time.Since(t0)
-				ccancel()
-				if ctx.Err() != nil {
-					return // the caller gave up on the whole run
-				}
-				c.checks++
-				c.lat = append(c.lat, d)
-				if lc != nil {
-					c.local = append(c.local, local)
-				}
-				switch {
-				case err != nil:
-					c.errors++
-					if c.firstErr == nil {
-						c.firstErr = err
-					}
-				case ok:
-					c.allowed++
-					if c.perKey != nil {
-						c.perKey[k]++
-					}
-					if c.steady != nil && !sent.Before(steadyFrom) && sent.Before(steadyTo) {
-						c.steady[k]++
-						c.slots[sent.Sub(steadyFrom)/SteadySlot]++
-					}
-				}
-			}
-		}()
+		wg.Go(func() { s.drive(ctx, runCtx, callers[w], targets[w%cfg.Gateways], gen, newSchedule(cfg, w, s.start)) })
 	}
 	var midErr error
 	if cfg.Midway != nil && cfg.Duration > 0 {
@@ -385,7 +387,7 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		}
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(s.start)
 	cpu1 := meter.sample()
 	if midErr != nil {
 		return nil, fmt.Errorf("bench: mid-run event: %w", midErr)
@@ -397,34 +399,10 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if measureSteady && r.Accuracy != nil {
-		rule := sc.Rules[0]
-		st := &SteadyResult{From: steadyFrom.Sub(epoch).Seconds(), To: steadyTo.Sub(epoch).Seconds(), Admitted: make([]int64, sc.Keys)}
-		st.Ideal, err = Ideal(0, rule.Rate, rule.Period, steadyTo.Sub(steadyFrom))
-		if err != nil {
+	if s.measureSteady && r.Accuracy != nil {
+		if r.Accuracy.Steady, err = s.steadyResult(callers); err != nil {
 			return nil, err
 		}
-		if sc.Cost > 1 {
-			st.Ideal /= float64(sc.Cost)
-		}
-		st.Slots = make([]int64, (steadyTo.Sub(steadyFrom)+SteadySlot-1)/SteadySlot)
-		for _, c := range callers {
-			for k, v := range c.steady {
-				st.Admitted[k] += v
-			}
-			for i, v := range c.slots {
-				st.Slots[i] += v
-			}
-		}
-		if err := st.SteadyFill(); err != nil {
-			return nil, err
-		}
-		if cfg.Epoch.IsZero() {
-			st.CountThin()
-		} else {
-			st.Thin = -1 // a part of runs measured together: their sum says
-		}
-		r.Accuracy.Steady = st
 	}
 	if rpcs, items := batching(targets); rpcs > rpcs0 {
 		r.ItemsPerRPC = float64(items-items0) / float64(rpcs-rpcs0)
@@ -435,6 +413,104 @@ func Run(ctx context.Context, cfg Config, sc Scenario, newTarget Factory) (*Resu
 		r.CPUAvail = float64(runtime.NumCPU()) * float64(elapsed/time.Microsecond) / float64(r.Checks)
 	}
 	return r, nil
+}
+
+// drive is one caller's loop: check, record, until runCtx ends or the
+// count is spent. ctx bounds each check (a check started before the end
+// runs to its answer and is counted: the server decided it).
+func (s *runState) drive(ctx, runCtx context.Context, c *caller, t Target, gen KeyGen, sched *schedule) {
+	lc, _ := t.(LocalChecker)
+	for runCtx.Err() == nil {
+		if s.cfg.Count > 0 && s.budget.Add(-1) < 0 {
+			return
+		}
+		k := gen.Next() // before the clock starts: not the target's time
+		t0, ok := sched.next(runCtx)
+		if !ok {
+			return
+		}
+		cctx, ccancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		sent := time.Now()
+		c.lastSent = sent.Sub(s.start)
+		ok, local, err := s.check(cctx, t, lc, s.keys[k])
+		d := time.Since(t0)
+		ccancel()
+		if ctx.Err() != nil {
+			return // the caller gave up on the whole run
+		}
+		c.checks++
+		c.lat = append(c.lat, d)
+		if lc != nil {
+			c.local = append(c.local, local)
+		}
+		switch {
+		case err != nil:
+			c.errors++
+			if c.firstErr == nil {
+				c.firstErr = err
+			}
+		case ok:
+			s.admitted(c, k, sent)
+		}
+	}
+}
+
+// check asks t once about key: through lc when the target tells local
+// decisions apart, as a group when the scenario checks several rules.
+func (s *runState) check(ctx context.Context, t Target, lc LocalChecker, key string) (ok, local bool, err error) {
+	switch {
+	case lc != nil && len(s.rules) == 1:
+		return lc.CheckLocal(ctx, key, s.rules[0], s.sc.Cost)
+	case len(s.rules) == 1:
+		ok, err = t.Check(ctx, key, s.rules[0], s.sc.Cost)
+	default:
+		ok, err = t.(GroupChecker).CheckGroup(ctx, key, s.rules, s.sc.Cost)
+	}
+	return ok, false, err
+}
+
+// admitted counts an allowed check of key k sent at sent.
+func (s *runState) admitted(c *caller, k int, sent time.Time) {
+	c.allowed++
+	if c.perKey != nil {
+		c.perKey[k]++
+	}
+	if c.steady != nil && !sent.Before(s.steadyFrom) && sent.Before(s.steadyTo) {
+		c.steady[k]++
+		c.slots[sent.Sub(s.steadyFrom)/SteadySlot]++
+	}
+}
+
+// steadyResult is accuracy over the steady window.
+func (s *runState) steadyResult(callers []*caller) (*SteadyResult, error) {
+	rule, epoch := s.sc.Rules[0], s.epoch()
+	st := &SteadyResult{From: s.steadyFrom.Sub(epoch).Seconds(), To: s.steadyTo.Sub(epoch).Seconds(), Admitted: make([]int64, s.sc.Keys)}
+	var err error
+	st.Ideal, err = Ideal(0, rule.Rate, rule.Period, s.steadyTo.Sub(s.steadyFrom))
+	if err != nil {
+		return nil, err
+	}
+	if s.sc.Cost > 1 {
+		st.Ideal /= float64(s.sc.Cost)
+	}
+	st.Slots = make([]int64, (s.steadyTo.Sub(s.steadyFrom)+SteadySlot-1)/SteadySlot)
+	for _, c := range callers {
+		for k, v := range c.steady {
+			st.Admitted[k] += v
+		}
+		for i, v := range c.slots {
+			st.Slots[i] += v
+		}
+	}
+	if err := st.SteadyFill(); err != nil {
+		return nil, err
+	}
+	if s.cfg.Epoch.IsZero() {
+		st.CountThin()
+	} else {
+		st.Thin = -1 // a part of runs measured together: their sum says
+	}
+	return st, nil
 }
 
 // local sums what the targets decided without the cluster.

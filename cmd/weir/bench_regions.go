@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/weirlimit/weir/bench"
@@ -16,13 +15,10 @@ import (
 // at once. It emits each loaded region's result (latency as its gateways
 // see it) and one for all regions together, whose accuracy is the global
 // count against the one global limit. latency delays every exchange
-// between regions by that much each way (a loopback proxy per link).
+// between regions by that much each way (a loopback proxy per link). The
+// nodes run from bin.
 func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run string, spawn int, target string, sdk bench.SDKOptions,
-	latency time.Duration, logw io.Writer, emit func(*bench.Result) error) error {
-	bin, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	latency time.Duration, bin string, logw io.Writer, emit func(*bench.Result) error) error {
 	regs, err := bench.SpawnRegions(ctx, bin, sc.Regions, spawn, logw, latency)
 	if err != nil {
 		return err
@@ -79,20 +75,36 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 	if target == "http" {
 		label = bench.TargetHTTP
 	}
-	var steady *bench.SteadyResult
-	all := &bench.Result{Target: label + "@all", Scenario: sc.Name, Keys: sc.Keys, Dist: "uniform",
-		Rules: len(sc.Rules), Accuracy: &bench.AccuracyResult{Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}}
 	var firstErr error
+	var rs []*bench.Result
 	for _, ch := range outs {
 		o := <-ch
 		if o.err != nil {
 			firstErr = o.err
 			continue
 		}
-		r := o.r
-		if err := emit(r); err != nil {
+		if err := emit(o.r); err != nil {
 			return err
 		}
+		rs = append(rs, o.r)
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	all, err := regionsTotal(label+"@all", sc, rs)
+	if err != nil {
+		return err
+	}
+	return emit(all)
+}
+
+// regionsTotal is one result for the regions' runs together: their sums,
+// and the accuracy of the global count against the one global limit.
+func regionsTotal(label string, sc bench.Scenario, rs []*bench.Result) (*bench.Result, error) {
+	var steady *bench.SteadyResult
+	all := &bench.Result{Target: label, Scenario: sc.Name, Keys: sc.Keys, Dist: "uniform",
+		Rules: len(sc.Rules), Accuracy: &bench.AccuracyResult{Admitted: make([]int64, sc.Keys), Deviation: make([]float64, sc.Keys)}}
+	for _, r := range rs {
 		all.Callers += r.Callers
 		all.Gateways += r.Gateways
 		all.Checks += r.Checks
@@ -100,35 +112,33 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 		all.Errors += r.Errors
 		all.PerSec += r.PerSec
 		all.Elapsed = max(all.Elapsed, r.Elapsed)
-		if r.Accuracy != nil {
-			all.Accuracy.Ideal = max(all.Accuracy.Ideal, r.Accuracy.Ideal)
-			for k, v := range r.Accuracy.Admitted {
-				all.Accuracy.Admitted[k] += v
+		if r.Accuracy == nil {
+			continue
+		}
+		all.Accuracy.Ideal = max(all.Accuracy.Ideal, r.Accuracy.Ideal)
+		for k, v := range r.Accuracy.Admitted {
+			all.Accuracy.Admitted[k] += v
+		}
+		if st := r.Accuracy.Steady; st != nil {
+			if steady == nil {
+				steady = &bench.SteadyResult{From: st.From, To: st.To, Ideal: st.Ideal, Admitted: make([]int64, sc.Keys),
+					Slots: make([]int64, len(st.Slots))}
 			}
-			if st := r.Accuracy.Steady; st != nil {
-				if steady == nil {
-					steady = &bench.SteadyResult{From: st.From, To: st.To, Ideal: st.Ideal, Admitted: make([]int64, sc.Keys),
-						Slots: make([]int64, len(st.Slots))}
-				}
-				for k, v := range st.Admitted {
-					steady.Admitted[k] += v
-				}
-				for i, v := range st.Slots {
-					if i < len(steady.Slots) {
-						steady.Slots[i] += v
-					}
+			for k, v := range st.Admitted {
+				steady.Admitted[k] += v
+			}
+			for i, v := range st.Slots {
+				if i < len(steady.Slots) {
+					steady.Slots[i] += v
 				}
 			}
 		}
-	}
-	if firstErr != nil {
-		return firstErr
 	}
 	a := all.Accuracy
 	for k, adm := range a.Admitted {
 		d, err := bench.Deviation(adm, a.Ideal)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Deviation[k] = d
 		if abs(d) > abs(a.WorstDeviation) {
@@ -137,12 +147,12 @@ func benchRegions(ctx context.Context, cfg bench.Config, sc bench.Scenario, run 
 	}
 	if steady != nil {
 		if err := steady.SteadyFill(); err != nil {
-			return err
+			return nil, err
 		}
 		steady.CountThin()
 		a.Steady = steady
 	}
-	return emit(all)
+	return all, nil
 }
 
 // regionsSettle is when the regions scenario's steady window starts
