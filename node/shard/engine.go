@@ -22,8 +22,12 @@ type Item struct {
 	// Auto marks a counter of a rule with lease: auto: the shard keeps a
 	// rate estimate for it and may grant Gateway an automatic lease
 	// (Result.Granted). See autolease.go.
-	Auto  bool
-	Group uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
+	Auto bool
+	// Volatile marks a counter of a rule with durable: off: it is never
+	// snapshotted for the data dir (Config.OnSnapshot), and its replicas
+	// learn so (replication.State.Volatile).
+	Volatile bool
+	Group    uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 	// Cap names the counter's rule for the per-rule key cap; nil leaves
 	// the counter uncounted and uncapped. (A pointer, shared by every item
 	// of the rule, keeps Item at 80 bytes: items are copied per check.)
@@ -107,7 +111,7 @@ func New(cfg Config) (*Engine, error) {
 		rel:     newReleaser(&cfg),
 	}
 	for i := range e.shards {
-		e.shards[i] = newShard(&e.cfg)
+		e.shards[i] = newShard(&e.cfg, i)
 		e.shards[i].rel = e.rel
 	}
 	e.pool.New = func() any { return &request{done: make(chan struct{}, 1)} }
@@ -157,6 +161,9 @@ func (e *Engine) Tick() error {
 		s.tick()
 		for ; s.steps > 0; s.steps-- {
 			s.sweepStep()
+		}
+		if s.onSnapshot != nil {
+			s.snap()
 		}
 		s.mu.Unlock()
 	}

@@ -2326,10 +2326,17 @@ type CounterState struct {
 	Id        uint64 `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
 	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The bucket state words and, for sliding_log, the log (owner's clock, ns).
-	A             int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
-	B             int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
-	C             int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
-	Log           []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	A   int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
+	B   int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
+	C   int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
+	Log []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	// The counter's idle deadline (unix ns, the same clock as the words;
+	// moved with them by the skew correction): a holder drops the counter
+	// then and not before. 0: unknown (the receiver keeps it for its own
+	// default).
+	IdleNs int64 `protobuf:"varint,7,opt,name=idle_ns,json=idleNs,proto3" json:"idle_ns,omitempty"`
+	// The counter's rule has durable: off: never written to a data dir.
+	Volatile      bool `protobuf:"varint,8,opt,name=volatile,proto3" json:"volatile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2404,6 +2411,20 @@ func (x *CounterState) GetLog() []int64 {
 		return x.Log
 	}
 	return nil
+}
+
+func (x *CounterState) GetIdleNs() int64 {
+	if x != nil {
+		return x.IdleNs
+	}
+	return 0
+}
+
+func (x *CounterState) GetVolatile() bool {
+	if x != nil {
+		return x.Volatile
+	}
+	return false
 }
 
 type ReplicateRequest struct {
@@ -3834,14 +3855,16 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\rR\x11replicationFactor\x12\x12\n" +
 	"\x04load\x18\x05 \x01(\x01R\x04load\x12\x1a\n" +
-	"\bgateways\x18\x06 \x01(\rR\bgateways\"x\n" +
+	"\bgateways\x18\x06 \x01(\rR\bgateways\"\xad\x01\n" +
 	"\fCounterState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\f\n" +
 	"\x01a\x18\x03 \x01(\x03R\x01a\x12\f\n" +
 	"\x01b\x18\x04 \x01(\x03R\x01b\x12\f\n" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
-	"\x03log\x18\x06 \x03(\x03R\x03log\"\x96\x01\n" +
+	"\x03log\x18\x06 \x03(\x03R\x03log\x12\x17\n" +
+	"\aidle_ns\x18\a \x01(\x03R\x06idleNs\x12\x1a\n" +
+	"\bvolatile\x18\b \x01(\bR\bvolatile\"\x96\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +
