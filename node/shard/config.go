@@ -41,16 +41,8 @@ type Config struct {
 	// block. The slice and every Log in it are reused by the shard after
 	// the call returns: copy what you keep.
 	OnChange func(states []replication.State)
-	// OnSnapshot, if not nil, is called by each shard goroutine (shard is
-	// its index) every SnapshotEvery, between batches, with copies of its
-	// durable counters: those not Item.Volatile whose idle deadline is at
-	// least SnapshotMinIdle away (an Inline engine calls it at each Tick).
-	// The slice is the callee's to keep; it must not block.
-	OnSnapshot func(shard int, states []replication.State)
-	// SnapshotEvery is how often OnSnapshot is called. Default 1s.
-	SnapshotEvery time.Duration
 	// SnapshotMinIdle is how far off a counter's idle deadline must be for
-	// it to be in a snapshot. Default 1h.
+	// it to be in a Snapshot (a durable counter). Default 1h.
 	SnapshotMinIdle time.Duration
 	// SweepEvery is how often each shard runs one incremental idle-expiry
 	// step. Default 1s.
@@ -106,7 +98,6 @@ func DefaultConfig() Config {
 		ImportIdle:  24 * time.Hour,
 		SweepPass:   5 * time.Second,
 
-		SnapshotEvery:   time.Second,
 		SnapshotMinIdle: time.Hour,
 
 		MaxKeys:      1_000_000,
@@ -132,7 +123,6 @@ func (c Config) withDefaults() Config {
 		c.Now = func() int64 { return clock.Now().UnixNano() }
 	}
 	c.SweepEvery = cmp.Or(c.SweepEvery, d.SweepEvery)
-	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, d.SnapshotEvery)
 	c.SnapshotMinIdle = cmp.Or(c.SnapshotMinIdle, d.SnapshotMinIdle)
 	c.SweepBudget = cmp.Or(c.SweepBudget, d.SweepBudget)
 	c.ImportIdle = cmp.Or(c.ImportIdle, d.ImportIdle)
@@ -156,8 +146,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: QueueLen %d < 1", ErrInvalidConfig, c.QueueLen)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalidConfig, c.MaxBatch)
-	case c.SnapshotEvery <= 0:
-		return fmt.Errorf("%w: SnapshotEvery %v <= 0", ErrInvalidConfig, c.SnapshotEvery)
 	case c.SnapshotMinIdle <= 0:
 		return fmt.Errorf("%w: SnapshotMinIdle %v <= 0", ErrInvalidConfig, c.SnapshotMinIdle)
 	case c.SweepEvery <= 0:

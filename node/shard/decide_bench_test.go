@@ -18,7 +18,7 @@ func BenchmarkShardDecide(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.OnChange = func([]replication.State) {}
-			s := newShard(&cfg, 0)
+			s := newShard(&cfg)
 			l := bucket.Limit{Rate: 1_000_000, Period: time.Second}
 			rng := rand.New(rand.NewPCG(1, 2))
 			items := make([]Item, batch)

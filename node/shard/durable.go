@@ -8,10 +8,11 @@ import (
 	"github.com/weirlimit/weir/replication"
 )
 
-// Durable counters: a shard hands copies of its long-lived counters to
-// Config.OnSnapshot at its own snapshot tick (it owns its map, so nothing
-// is locked and no other goroutine reads the tables); writing them out is
-// the callee's business, on its own goroutine.
+// Durable counters: Snapshot asks every shard for copies of its
+// long-lived counters; each shard builds its part on its own goroutine
+// between two batches (it owns its map, so nothing is locked and no other
+// goroutine reads the tables). Writing them out is the caller's business,
+// on its own goroutine (node/persist).
 
 // durable reports whether a stored counter belongs in a snapshot at now:
 // not volatile, and idle no earlier than minIdle from now.
@@ -44,14 +45,11 @@ func (s *shard) snapshot(now int64) []replication.State {
 	return out
 }
 
-// snap runs one snapshot tick: the durable counters go to OnSnapshot.
-func (s *shard) snap() {
-	s.onSnapshot(s.idx, s.snapshot(s.now()))
-}
-
-// Snapshot returns copies of every shard's durable counters now (what
-// OnSnapshot would be given at this moment), each shard's part taken
-// between two of its batches: the last write before a node leaves.
+// Snapshot returns copies of every shard's durable counters: those not
+// Item.Volatile whose idle deadline is at least Config.SnapshotMinIdle
+// away. Each shard's part is taken between two of its batches, on its
+// goroutine, and is a consistent view of that shard. The states are the
+// caller's.
 func (e *Engine) Snapshot(ctx context.Context) ([]replication.State, error) {
 	reqs := make([]*request, len(e.shards))
 	for i := range reqs {

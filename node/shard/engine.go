@@ -111,7 +111,7 @@ func New(cfg Config) (*Engine, error) {
 		rel:     newReleaser(&cfg),
 	}
 	for i := range e.shards {
-		e.shards[i] = newShard(&e.cfg, i)
+		e.shards[i] = newShard(&e.cfg)
 		e.shards[i].rel = e.rel
 	}
 	e.pool.New = func() any { return &request{done: make(chan struct{}, 1)} }
@@ -161,9 +161,6 @@ func (e *Engine) Tick() error {
 		s.tick()
 		for ; s.steps > 0; s.steps-- {
 			s.sweepStep()
-		}
-		if s.onSnapshot != nil {
-			s.snap()
 		}
 		s.mu.Unlock()
 	}

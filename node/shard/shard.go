@@ -87,9 +87,6 @@ type shard struct {
 	sweepBudget int
 	sweepPass   time.Duration
 	importIdle  int64
-	idx         int // this shard's index, for OnSnapshot
-	onSnapshot  func(int, []replication.State)
-	snapEvery   time.Duration
 	snapMinIdle int64
 	rel         *releaser
 	maxKeys     int64 // Config.MaxKeys
@@ -128,11 +125,8 @@ type shard struct {
 	hotKeys     atomic.Int64
 }
 
-func newShard(cfg *Config, idx int) *shard {
+func newShard(cfg *Config) *shard {
 	return &shard{
-		idx:         idx,
-		onSnapshot:  cfg.OnSnapshot,
-		snapEvery:   cfg.SnapshotEvery,
 		snapMinIdle: int64(cfg.SnapshotMinIdle),
 		in:          make(chan *request, cfg.QueueLen),
 		sched:       cfg.Sched,
@@ -155,12 +149,6 @@ func (s *shard) run(quit <-chan struct{}) {
 	tk := s.sched.NewTicker(s.sweepEvery)
 	defer tk.Stop()
 	tc := tk.C()
-	var sc <-chan time.Time // nil (never ready) without OnSnapshot
-	if s.onSnapshot != nil {
-		st := s.sched.NewTicker(s.snapEvery)
-		defer st.Stop()
-		sc = st.C()
-	}
 	for {
 		if s.steps > 0 {
 			// Sweep steps are due: one step, then at most one batch, so
@@ -175,8 +163,6 @@ func (s *shard) run(quit <-chan struct{}) {
 				s.take(r)
 			case <-tc:
 				s.tick()
-			case <-sc:
-				s.snap()
 			default:
 			}
 			continue
@@ -188,8 +174,6 @@ func (s *shard) run(quit <-chan struct{}) {
 			s.take(r)
 		case <-tc:
 			s.tick()
-		case <-sc:
-			s.snap()
 		}
 	}
 }
