@@ -900,7 +900,11 @@ type Rule struct {
 	Unlimited bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	// "off" (exact: never leased) or "" / "auto" (the owner leases hot keys
 	// on its own) when lease is 0; ignored when lease (a fixed count) is set.
-	LeaseMode     string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	LeaseMode string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	// "off": the rule's counters are never written to a data dir; "" or
+	// "on" (default): long-lived ones are. Numbered apart from the fields
+	// before them, which other changes extend.
+	Durable       string `protobuf:"bytes,45,opt,name=durable,proto3" json:"durable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1064,6 +1068,13 @@ func (x *Rule) GetUnlimited() bool {
 func (x *Rule) GetLeaseMode() string {
 	if x != nil {
 		return x.LeaseMode
+	}
+	return ""
+}
+
+func (x *Rule) GetDurable() string {
+	if x != nil {
+		return x.Durable
 	}
 	return ""
 }
@@ -3743,7 +3754,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x81\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3766,7 +3777,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
 	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
 	"\n" +
-	"lease_mode\x18\x13 \x01(\tR\tleaseMode\">\n" +
+	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x18\n" +
+	"\adurable\x18- \x01(\tR\adurable\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
