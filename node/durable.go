@@ -128,8 +128,16 @@ func (n *Node) collectDurable(ctx context.Context) (persist.Snapshot, error) {
 		return persist.Snapshot{}, err
 	}
 	now := n.now()
+	var buf []string
 	states = append(states, n.replicas.Select(func(st *replication.State) bool {
-		return !st.Volatile && st.Idle-now >= int64(durableMinIdle) && !st.Fresh()
+		if st.Volatile || st.Idle-now < int64(durableMinIdle) || st.Fresh() {
+			return false
+		}
+		// Only copies this node is placed to hold: not the leftovers of
+		// partitions it no longer replicates (kept a while for a puller),
+		// which would come back stale after the next full stop.
+		buf = v.ring.AppendPartitionReplicas(buf[:0], st.Partition)
+		return slices.Contains(buf, n.cfg.ID)
 	})...)
 	d := n.durable
 	if !n.leaving.Load() || d.ring == nil {
