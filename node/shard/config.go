@@ -51,8 +51,9 @@ type Config struct {
 	// (plus the sliding logs of each partition it enters). Default 16384.
 	SweepBudget int
 	// ImportIdle is how long an imported counter that is never decided
-	// again is kept: the engine does not know its limit, so it cannot
-	// compute its real idle deadline until the next decision. Default 24h.
+	// again is kept when its state carries no idle deadline
+	// (replication.State.Idle 0, an older peer): the engine does not know
+	// its limit. Default 24h.
 	ImportIdle time.Duration
 	// SweepPass bounds how long a full sweep pass takes: each shard runs
 	// as many extra steps (between batches, one step at a time) as it takes

@@ -395,8 +395,9 @@ func (e *Engine) Export(ctx context.Context, partitions []uint32) ([]replication
 // locally is kept as it is and the imported state is ignored. A state with
 // a non-nil Log is a sliding_log counter; a zero state (or an empty Log) is
 // a fresh counter and is not stored. Installed states are reported to
-// OnChange like decisions. An imported counter gets an idle deadline of
-// now + ImportIdle, replaced by the real one at its next decision.
+// OnChange like decisions. An imported counter keeps the idle deadline its
+// state carries (State.Idle); one without gets now + ImportIdle, replaced
+// by the real one at its next decision.
 func (e *Engine) Import(ctx context.Context, states []replication.State) error {
 	reqs := make([]*request, len(e.shards))
 	for i := range states {
