@@ -75,25 +75,8 @@ func TestFullRestartKeepsDurableCounters(t *testing.T) {
 	}
 	weirBin(t)
 	const interval = 300 * time.Millisecond
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = &proc{id: fmt.Sprintf("d%d", i+1), dir: t.TempDir(),
-			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
-	}
-	startAll := func() {
-		for i, p := range procs {
-			join := ""
-			if i > 0 {
-				join = procs[0].gossip
-			}
-			startProc(t, p, join, 3, "--persist-interval", interval.String(), "--log-level", "info")
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.stop(syscall.SIGKILL)
-		}
-	})
+	procs, start := newProcs(t, "d", 3)
+	startAll := func() { start("--persist-interval", interval.String(), "--log-level", "info") }
 	startAll()
 	waitReady := func() {
 		testwait.For(t, 60*time.Second, "the nodes ready", func() error {
