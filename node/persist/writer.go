@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -58,6 +59,11 @@ func (w *Writer) Write(ctx context.Context) error {
 		return err
 	}
 	slices.Sort(s.Members)
+	if len(s.States) == 0 && w.last == nil {
+		if _, err := os.Stat(w.Path); errors.Is(err, os.ErrNotExist) {
+			return nil // nothing durable yet, and nothing on disk to replace
+		}
+	}
 	body := AppendBody(nil, s.Members, s.States)
 	if w.last != nil && bytes.Equal(body, w.last) {
 		return nil

@@ -38,3 +38,19 @@ func TestWriterSkipsUnchanged(t *testing.T) {
 		t.Errorf("changed counters not written: %+v, %v", got, err)
 	}
 }
+
+// A node with no durable counter, and no file from an earlier run, writes
+// no file.
+func TestWriterWritesNoEmptyFirstFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), persist.File)
+	w := &persist.Writer{Path: path, Logger: slog.Default(),
+		Collect: func(context.Context) (persist.Snapshot, error) {
+			return persist.Snapshot{WrittenAt: 1, Members: []string{"n1"}}, nil
+		}}
+	if err := w.Write(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("file written with nothing durable: %v", err)
+	}
+}
