@@ -25,11 +25,14 @@ func durable(tag uint16, idle, now, minIdle int64) bool {
 // deadline arrays (4 bytes a counter) and copies only what qualifies.
 func (s *shard) snapshot(now int64) []replication.State {
 	var out []replication.State
+	// A slot's deadline is whole seconds, rounded up: durable when at
+	// least minSec (and not 0, an empty slot).
+	minSec := uint32(min(max((now+s.snapMinIdle)/1e9, 1), 1<<32-1))
 	pids := slices.Sorted(maps.Keys(s.parts))
 	for _, pid := range pids {
 		p := s.parts[pid]
 		for i, dl := range p.t.dl {
-			if dl != 0 && durable(p.t.tags[i], int64(dl)*1e9, now, s.snapMinIdle) {
+			if dl >= minSec && p.t.tags[i]&volatileBit == 0 {
 				out = append(out, p.t.state(pid, i))
 			}
 		}

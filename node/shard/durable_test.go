@@ -81,3 +81,37 @@ func TestSnapshotHoldsDurableCounters(t *testing.T) {
 		t.Errorf("snapshot after importing volatile counters holds %d, want still 2", len(again))
 	}
 }
+
+// BenchmarkSnapshot is the pause one Snapshot costs a shard: 100,000
+// counters on one shard, a tenth of them durable (a daily limit).
+func BenchmarkSnapshot(b *testing.B) {
+	clk := newClock()
+	e, err := shard.New(shard.Config{Shards: 1, Now: clk.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.Start()
+	defer e.Close()
+	day := bucket.Limit{Algorithm: bucket.FixedWindow, Rate: 10, Period: 24 * time.Hour}
+	items := make([]shard.Item, 1000)
+	out := make([]shard.Result, len(items))
+	for n := range 100 {
+		for i := range items {
+			id := uint64(n*len(items) + i + 1)
+			items[i] = shard.Item{ID: id, Partition: uint32(id % 64), Limit: perMinute(5), Cost: 1}
+			if id%10 == 0 {
+				items[i].Limit = day
+			}
+		}
+		if err := e.Check(b.Context(), items, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		st, err := e.Snapshot(b.Context())
+		if err != nil || len(st) != 10000 {
+			b.Fatalf("%d states, %v", len(st), err)
+		}
+	}
+}
