@@ -32,6 +32,8 @@ type compiledRule struct {
 	limit  bucket.Limit
 	window time.Duration // rule.Period, in whole milliseconds as the wire reports it
 	cap    *shard.KeyCap // the rule's key cap, shared by its shard items
+
+	volatile bool // durable: off: its counters are never written to a data dir
 }
 
 // rules returns the compiled view of the current rule set.
@@ -54,7 +56,7 @@ func (n *Node) rules() *ruleView {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
 			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond),
-				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}, auto: autoLeasable(&r)}
+				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}, auto: autoLeasable(&r), volatile: !r.IsDurable()}
 		}
 		for _, o := range set.Overrides {
 			v.overrides[ovKey{o.Rule, o.Key}] = o
@@ -214,6 +216,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Cost:      it.Cost,
 			Refund:    it.Refund,
 			Auto:      auto,
+			Volatile:  cr.volatile,
 			Group:     group,
 			Cap:       cr.cap,
 			Gateway:   gw,

@@ -13,7 +13,9 @@ import (
 // (bucket.Later), so the skew is not read as time passed and grants no
 // token. When it is behind, the states are kept as they are: the bucket
 // reads the peer's later times as no time passed. A peer that sent no
-// clock (sentAt 0) is trusted as is.
+// clock (sentAt 0) is trusted as is. A state's idle deadline moves with
+// its times, so the counter is dropped here when its words say it is
+// fresh again on this clock, not earlier.
 func onOurClock(states []replication.State, sentAt, now int64) {
 	if sentAt == 0 || now <= sentAt {
 		return
@@ -21,6 +23,7 @@ func onOurClock(states []replication.State, sentAt, now int64) {
 	d := now - sentAt
 	for i := range states {
 		st := &states[i]
+		st.Idle = st.LaterIdle(d)
 		if st.Log != nil {
 			st.Log = bucket.LaterLog(st.Log, d)
 			continue

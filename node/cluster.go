@@ -95,6 +95,7 @@ func (n *Node) refreshView(policy *clusterview.Policy) {
 		Leaving: n.leaving.Load(),
 		Joining: len(n.cfg.Join) > 0 && !n.joined.Load(),
 	}
+	in.Restoring = n.restoring(members)
 	old := n.view.Load()
 	if old != nil {
 		in.Ring, in.Published = old.ring, old.members

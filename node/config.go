@@ -168,6 +168,16 @@ type Config struct {
 
 	// LeaveTimeout bounds a graceful leave (hand-off of owned partitions).
 	LeaveTimeout time.Duration
+	// PersistInterval is how often the durable counters (an idle deadline
+	// an hour or more away, rules without durable: off) this node owns or
+	// holds copies of are written to DataDir; they are also written at the
+	// end of a leave. A full-cluster stop loses at most the decisions of
+	// the last interval (docs/design.md, Durable counters).
+	PersistInterval time.Duration
+	// RestoreWait is how long a node that loaded durable counters waits
+	// for the members it wrote them with before it forms a ring without
+	// them (it answers unavailable meanwhile).
+	RestoreWait time.Duration
 
 	// GRPCReflection registers gRPC server reflection, so generic clients
 	// (grpcurl) can list and call the services.
@@ -222,6 +232,8 @@ func DefaultConfig(id string) Config {
 		RaftHeartbeatTimeout: 500 * time.Millisecond,
 		RaftElectionTimeout:  500 * time.Millisecond,
 		LeaveTimeout:         10 * time.Second,
+		PersistInterval:      time.Second,
+		RestoreWait:          2 * time.Minute,
 		ResolveTimeout:       time.Minute,
 		GRPCReflection:       true,
 		ClusterName:          "weir",
@@ -295,6 +307,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReplicationInterval <= 0 || c.ForwardTimeout <= 0 || c.LeaveTimeout <= 0 || c.ResolveTimeout < 0 {
 		return fmt.Errorf("%w: intervals and timeouts must be > 0", ErrConfig)
+	}
+	if c.PersistInterval <= 0 || c.RestoreWait <= 0 {
+		return fmt.Errorf("%w: persist interval and restore wait must be > 0", ErrConfig)
 	}
 	if c.ForwardMaxBatch < 1 || c.ForwardInflight < 1 {
 		return fmt.Errorf("%w: forward batch and inflight must be >= 1", ErrConfig)

@@ -87,6 +87,7 @@ type Node struct {
 	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
+	durable  *durable          // durable counters: the writer, what was loaded (durable.go)
 
 	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
 	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
@@ -222,6 +223,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}
+	n.setupDurable()
 	n.met.registerFuncs(cfg.Registry, n)
 	n.initOps()
 
@@ -289,6 +291,7 @@ func (n *Node) Start() error {
 		n.log.Warn(why)
 	}
 	n.engine.Start()
+	n.startDurable()
 	n.goFunc(n.opsLoop)
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
 	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
@@ -472,6 +475,7 @@ wait:
 		case <-tick.C:
 		}
 	}
+	n.writeDurable() // what this node still holds: all of it when nobody took its partitions
 	if lerr := n.ml.Leave(time.Second); lerr != nil {
 		n.log.Warn("gossip leave", "err", lerr)
 	}

@@ -248,6 +248,7 @@ func statesToProto(in []replication.State) []*weirv1.CounterState {
 	for i, s := range in {
 		c := &block[i]
 		c.Id, c.Partition, c.A, c.B, c.C, c.Log = s.ID, s.Partition, s.A, s.B, s.C, s.Log
+		c.IdleNs, c.Volatile = s.Idle, s.Volatile
 		out[i] = c
 	}
 	return out
@@ -259,7 +260,8 @@ func statesFromProto(in []*weirv1.CounterState) []replication.State {
 		if s == nil {
 			continue
 		}
-		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log})
+		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log,
+			Idle: max(s.IdleNs, 0), Volatile: s.Volatile})
 	}
 	return out
 }

@@ -184,3 +184,22 @@ func appendSorted(out []State, m map[uint64]State, copyLogs bool) []State {
 	slices.SortFunc(out[start:], func(a, b State) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
+
+// Select returns copies of the states held that keep reports true for
+// (Log slices copied too), in no particular order: the durable copies a
+// node writes to its data dir. keep runs under the Store's mutex and must
+// not call the Store.
+func (s *Store) Select(keep func(*State) bool) []State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []State
+	for _, p := range s.parts {
+		for _, st := range p.states {
+			if keep(&st) {
+				st.Log = copyLog(nil, st.Log)
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}

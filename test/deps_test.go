@@ -86,6 +86,8 @@ var rules = []depRule{
 	{pkg: "client/reqmatch", required: true,
 		only: []string{module + "/rulesraft/rules", module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "gopkg.in/yaml.v3"},
 		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
+	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched"},
+		why: "durable counters: a pure file format and a thin writer over counter states; no rule, ring or transport"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

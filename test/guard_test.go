@@ -27,6 +27,7 @@ var guarded = []string{
 	"node/shard",
 	"node/clusterview",
 	"sim",
+	"node/persist",
 }
 
 // seamDir is the one place allowed to reach the real thing.

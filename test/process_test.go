@@ -63,6 +63,33 @@ func startProc(t *testing.T, p *proc, join string, expect int, extra ...string) 
 	}
 }
 
+// newProcs returns n processes named prefix1..prefixN, each with its own
+// data dir and loopback addresses, killed at cleanup; startAll starts
+// them, the first bootstrapping and the others joining it, each with extra
+// flags.
+func newProcs(t *testing.T, prefix string, n int) (procs []*proc, startAll func(extra ...string)) {
+	t.Helper()
+	procs = make([]*proc, n)
+	for i := range procs {
+		procs[i] = &proc{id: fmt.Sprintf("%s%d", prefix, i+1), dir: t.TempDir(),
+			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.stop(syscall.SIGKILL)
+		}
+	})
+	return procs, func(extra ...string) {
+		for i, p := range procs {
+			join := ""
+			if i > 0 {
+				join = procs[0].gossip
+			}
+			startProc(t, p, join, n, extra...)
+		}
+	}
+}
+
 func (p *proc) stop(sig syscall.Signal) {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
@@ -136,25 +163,7 @@ func TestProcessesThroughCLI(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	weirBin(t)
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = &proc{id: fmt.Sprintf("p%d", i+1), dir: t.TempDir(),
-			http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
-	}
-	startAll := func() {
-		for i, p := range procs {
-			join := ""
-			if i > 0 {
-				join = procs[0].gossip
-			}
-			startProc(t, p, join, 3)
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.stop(syscall.SIGKILL)
-		}
-	})
+	procs, startAll := newProcs(t, "p", 3)
 	startAll()
 	waitAll := func(ps []*proc) clusterJSON {
 		var info clusterJSON

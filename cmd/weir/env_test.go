@@ -71,6 +71,8 @@ func TestEnvironmentVariables(t *testing.T) {
 		"WEIR_REGION", "WEIR_REGION_INTERVAL", "WEIR_REPLICATION_INTERVAL", "WEIR_RLS_EACH_DESCRIPTOR", "WEIR_SHARDS", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_USER_HEADER"}
 	node = append(node, "WEIR_GATEWAY_TOKEN_FILE", "WEIR_RLS_TRUST") // issue 25
 	node = append(node, "WEIR_IDLE_TIMEOUT", "WEIR_READ_TOKEN_FILE") // issue 25: reads and idle connections
+	// issue 29: durable counters
+	node = append(node, "WEIR_PERSIST_INTERVAL", "WEIR_RESTORE_WAIT")
 	slices.Sort(node)
 	admin := []string{"WEIR_ADDR", "WEIR_AUTHOR", "WEIR_TLS_CA", "WEIR_TLS_CERT", "WEIR_TLS_KEY", "WEIR_TOKEN"}
 	want := map[string][]string{"weir node": node, "weir dev": node, "weir health": tlsVars,

@@ -51,6 +51,7 @@ type nodeFlags struct {
 	tls                                                   tlsFlags
 	region                                                regionFlags
 	logFormat                                             *logFormat
+	persistInterval, restoreWait                          time.Duration
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -79,6 +80,9 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 		leave = time.Second
 	}
 	fs.DurationVar(&f.leaveTimeout, "leave-timeout", leave, "on SIGTERM, how long to wait for the partitions to be handed off before stopping")
+	fs.DurationVar(&f.persistInterval, "persist-interval", def.PersistInterval, "how often counters with an idle deadline an hour or more away (daily, monthly quotas) are written to the data dir; a full-cluster stop loses at most this much of their decisions")
+	fs.DurationVar(&f.restoreWait, "restore-wait", def.RestoreWait, "after a full-cluster stop, how long a node that loaded counters from its data dir waits for the other members they were written with before it serves without them")
+	withEnv(fs, "persist-interval", "restore-wait")
 	fs.BoolVar(&f.reflection, "grpc-reflection", def.GRPCReflection, "serve gRPC server reflection (for grpcurl and other generic clients)")
 	fs.StringVar(&f.clusterName, "cluster-name", def.ClusterName, "the cluster's `name`: gossip from a cluster of another name is dropped, so two clusters never merge; the trust domain of its certificates (spiffe://<name>/...)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`file` holding the token required for rule writes (instead of --admin-token, which shows in ps)")
@@ -178,6 +182,10 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--leave-timeout %s: must be > 0", f.leaveTimeout)
 	}
 	cfg.LeaveTimeout = f.leaveTimeout
+	if f.persistInterval <= 0 || f.restoreWait <= 0 {
+		return cfg, usageErr(cmd, "--persist-interval %s, --restore-wait %s: must be > 0", f.persistInterval, f.restoreWait)
+	}
+	cfg.PersistInterval, cfg.RestoreWait = f.persistInterval, f.restoreWait
 	cfg.Logger = newLogger(os.Stderr, *f.logFormat, f.logLevel)
 	if err := f.region.apply(cmd, &cfg); err != nil {
 		return cfg, err

@@ -119,6 +119,9 @@ func (c *Cluster) Start(cfg node.Config) *node.Node {
 		_ = nd.Close()
 		c.T.Fatalf("start %s: %v", cfg.ID, err)
 	}
+	// Closed before its data dir (a TempDir made before it) is removed:
+	// cleanups run last first, and the node writes there while it runs.
+	c.T.Cleanup(func() { _ = nd.Close() })
 	c.Nodes = append(c.Nodes, nd)
 	return nd
 }

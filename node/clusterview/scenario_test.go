@@ -130,14 +130,17 @@ func (s *scenario) step(t *testing.T, line string) string {
 	case "view":
 		_, joined := a["joined"]
 		_, leaving := a["leaving"]
+		_, restoring := a["restoring"]
 		in := Input{Now: int64(now.Sub(epoch)), Members: s.book.Live(), Leaving: leaving,
-			Joining: s.join && !joined, Ring: s.ring, Published: s.members}
+			Joining: s.join && !joined, Restoring: restoring, Ring: s.ring, Published: s.members}
 		c, ok, err := s.policy.Step(in)
 		switch {
 		case err != nil:
 			return "error " + err.Error()
 		case !ok && in.Joining && s.ring == nil:
 			return "hold: not joined yet"
+		case !ok && in.Restoring && s.ring == nil:
+			return "hold: restoring"
 		case !ok:
 			return "unchanged"
 		}

@@ -55,6 +55,10 @@ type Input struct {
 	Leaving bool
 	// Joining: a join is configured and has not succeeded yet.
 	Joining bool
+	// Restoring: this node loaded durable counters as replica copies and
+	// not every member they were written with is back yet (nor has the
+	// node's wait for them run out): no first ring yet, as while Joining.
+	Restoring bool
 	// Ring and Published are the view published last (nil before the
 	// first): its ring and its members.
 	Ring      *ring.Ring
@@ -91,7 +95,7 @@ type Change struct {
 // published yet (a solo ring would claim every partition). An error means
 // a ring could not be built; nothing should change then.
 func (p *Policy) Step(in Input) (c Change, ok bool, err error) {
-	if in.Joining && in.Ring == nil {
+	if (in.Joining || in.Restoring) && in.Ring == nil {
 		return Change{}, false, nil
 	}
 	members := in.Members

@@ -41,6 +41,9 @@ type Config struct {
 	// block. The slice and every Log in it are reused by the shard after
 	// the call returns: copy what you keep.
 	OnChange func(states []replication.State)
+	// SnapshotMinIdle is how far off a counter's idle deadline must be for
+	// it to be in a Snapshot (a durable counter). Default 1h.
+	SnapshotMinIdle time.Duration
 	// SweepEvery is how often each shard runs one incremental idle-expiry
 	// step. Default 1s.
 	SweepEvery time.Duration
@@ -48,8 +51,9 @@ type Config struct {
 	// (plus the sliding logs of each partition it enters). Default 16384.
 	SweepBudget int
 	// ImportIdle is how long an imported counter that is never decided
-	// again is kept: the engine does not know its limit, so it cannot
-	// compute its real idle deadline until the next decision. Default 24h.
+	// again is kept when its state carries no idle deadline
+	// (replication.State.Idle 0, an older peer): the engine does not know
+	// its limit. Default 24h.
 	ImportIdle time.Duration
 	// SweepPass bounds how long a full sweep pass takes: each shard runs
 	// as many extra steps (between batches, one step at a time) as it takes
@@ -95,6 +99,8 @@ func DefaultConfig() Config {
 		ImportIdle:  24 * time.Hour,
 		SweepPass:   5 * time.Second,
 
+		SnapshotMinIdle: time.Hour,
+
 		MaxKeys:      1_000_000,
 		ReleaseBytes: 64 << 20,
 		ReleaseEvery: 10 * time.Second,
@@ -118,6 +124,7 @@ func (c Config) withDefaults() Config {
 		c.Now = func() int64 { return clock.Now().UnixNano() }
 	}
 	c.SweepEvery = cmp.Or(c.SweepEvery, d.SweepEvery)
+	c.SnapshotMinIdle = cmp.Or(c.SnapshotMinIdle, d.SnapshotMinIdle)
 	c.SweepBudget = cmp.Or(c.SweepBudget, d.SweepBudget)
 	c.ImportIdle = cmp.Or(c.ImportIdle, d.ImportIdle)
 	c.SweepPass = cmp.Or(c.SweepPass, d.SweepPass)
@@ -140,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: QueueLen %d < 1", ErrInvalidConfig, c.QueueLen)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("%w: MaxBatch %d < 1", ErrInvalidConfig, c.MaxBatch)
+	case c.SnapshotMinIdle <= 0:
+		return fmt.Errorf("%w: SnapshotMinIdle %v <= 0", ErrInvalidConfig, c.SnapshotMinIdle)
 	case c.SweepEvery <= 0:
 		return fmt.Errorf("%w: SweepEvery %v <= 0", ErrInvalidConfig, c.SweepEvery)
 	case c.SweepBudget < 1:

@@ -95,8 +95,20 @@
 // existing local counter is kept as it is (the engine does not know the
 // limit at import time, so it cannot compare remaining capacity; keeping
 // the local one never depends on the remote side). Zero states and empty
-// logs are fresh counters and are not stored. An imported counter that is
-// never decided again expires after Config.ImportIdle.
+// logs are fresh counters and are not stored. An imported counter keeps
+// the idle deadline its state carries (replication.State.Idle: it travels
+// with the counter), so it is dropped when its own window says so; one
+// that came without (an older peer) is kept for Config.ImportIdle. Item.
+// Volatile (durable: off) is kept in the high bit of the slot's rule tag
+// and travels the same way.
+//
+// # Durable snapshot
+//
+// Snapshot asks every shard, through its channel like any request, for
+// copies of its counters whose idle deadline is at least
+// Config.SnapshotMinIdle away and that are not volatile; each shard
+// answers between two batches, walking its deadline arrays. The node's
+// persist writer calls it every --persist-interval (node/persist).
 //
 // # Time and cancellation
 //

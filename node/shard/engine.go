@@ -22,8 +22,12 @@ type Item struct {
 	// Auto marks a counter of a rule with lease: auto: the shard keeps a
 	// rate estimate for it and may grant Gateway an automatic lease
 	// (Result.Granted). See autolease.go.
-	Auto  bool
-	Group uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
+	Auto bool
+	// Volatile marks a counter of a rule with durable: off: it is never
+	// snapshotted for the data dir (Config.OnSnapshot), and its replicas
+	// learn so (replication.State.Volatile).
+	Volatile bool
+	Group    uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 	// Cap names the counter's rule for the per-rule key cap; nil leaves
 	// the counter uncounted and uncapped. (A pointer, shared by every item
 	// of the rule, keeps Item at 80 bytes: items are copied per check.)
@@ -391,8 +395,9 @@ func (e *Engine) Export(ctx context.Context, partitions []uint32) ([]replication
 // locally is kept as it is and the imported state is ignored. A state with
 // a non-nil Log is a sliding_log counter; a zero state (or an empty Log) is
 // a fresh counter and is not stored. Installed states are reported to
-// OnChange like decisions. An imported counter gets an idle deadline of
-// now + ImportIdle, replaced by the real one at its next decision.
+// OnChange like decisions. An imported counter keeps the idle deadline its
+// state carries (State.Idle); one without gets now + ImportIdle, replaced
+// by the real one at its next decision.
 func (e *Engine) Import(ctx context.Context, states []replication.State) error {
 	reqs := make([]*request, len(e.shards))
 	for i := range states {

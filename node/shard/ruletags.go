@@ -15,7 +15,24 @@ type ruleTags struct {
 	free   []uint16
 }
 
-const maxTags = 1<<16 - 1
+// A table entry's or logEntry's tag holds the rule tag in its low 15 bits
+// and, in volatileBit, whether the counter's rule has durable: off (it is
+// never written to the data dir). ruleOf strips the bit.
+const (
+	maxTags     = 1<<15 - 1
+	volatileBit = 1 << 15
+)
+
+// ruleOf is the rule tag of a stored tag (0: none).
+func ruleOf(t uint16) uint16 { return t &^ volatileBit }
+
+// withVolatile is tag with its volatile bit set to v.
+func withVolatile(tag uint16, v bool) uint16 {
+	if v {
+		return tag | volatileBit
+	}
+	return tag &^ volatileBit
+}
 
 // get returns name's tag, assigning one if needed; 0 when every tag is in
 // use (the rule's counters then go uncounted and uncapped).
@@ -43,13 +60,13 @@ func (r *ruleTags) get(name string) uint16 {
 }
 
 func (r *ruleTags) inc(t uint16) {
-	if t != 0 {
+	if t = ruleOf(t); t != 0 {
 		r.live[t]++
 	}
 }
 
 func (r *ruleTags) dec(t uint16) {
-	if t != 0 {
+	if t = ruleOf(t); t != 0 {
 		r.live[t]--
 	}
 }

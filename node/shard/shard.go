@@ -20,6 +20,7 @@ const (
 	opExport
 	opImport
 	opDrop
+	opSnapshot
 )
 
 // request is what travels on a shard's channel. The sender fills it, the
@@ -41,7 +42,7 @@ type request struct {
 type logEntry struct {
 	log  []int64
 	idle int64
-	tag  uint16 // rule tag (ruleTags)
+	tag  uint16 // rule tag and volatile bit (ruleTags)
 }
 
 // part holds one partition's counters. Only the owning shard goroutine
@@ -72,6 +73,7 @@ type tentative struct {
 	lg      []int64
 	idle    int64
 	tag     uint16 // rule tag to give the counter (0: keep what it has)
+	vol     bool   // Item.Volatile
 	old     logEntry
 }
 
@@ -85,6 +87,7 @@ type shard struct {
 	sweepBudget int
 	sweepPass   time.Duration
 	importIdle  int64
+	snapMinIdle int64
 	rel         *releaser
 	maxKeys     int64 // Config.MaxKeys
 	nShards     int64
@@ -124,6 +127,7 @@ type shard struct {
 
 func newShard(cfg *Config) *shard {
 	return &shard{
+		snapMinIdle: int64(cfg.SnapshotMinIdle),
 		in:          make(chan *request, cfg.QueueLen),
 		sched:       cfg.Sched,
 		now:         cfg.Now,
@@ -247,6 +251,8 @@ func (s *shard) process(batch []*request) {
 			r.states = nil
 		case opDrop:
 			s.drop(r.parts)
+		case opSnapshot:
+			r.states = s.snapshot(now)
 		}
 	}
 	s.flush()
@@ -270,14 +276,14 @@ func (s *shard) flush() {
 		}
 		st := replication.State{Partition: d.pid, ID: d.id}
 		if d.log {
-			st.Log = p.logs[d.id].log
+			le := p.logs[d.id]
+			st.Log, st.Idle, st.Volatile = le.log, le.idle, le.tag&volatileBit != 0
 			if st.Log == nil {
 				st.Log = s.emptyLog
 			}
 		} else {
 			if i := p.t.find(d.id); i >= 0 {
-				sl := &p.t.slots[i]
-				st.A, st.B, st.C = sl.s.A, sl.s.B, sl.s.C
+				st = p.t.state(d.pid, i)
 			}
 		}
 		s.changes = append(s.changes, st)
@@ -319,7 +325,7 @@ func idleAt(l bucket.Limit, now int64) int64 { return max(1, now+int64(l.IdleAft
 // stored; it must still be valid (no insert or removal since the lookup).
 // tag is the rule tag to give a new counter, or an existing one that has
 // none (0: none).
-func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64, tag uint16) {
+func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle int64, tag uint16, vol bool) {
 	k := dirtyKey{id: id}
 	if i >= 0 {
 		t := &s.parts[pid].t
@@ -331,35 +337,36 @@ func (s *shard) putCounter(pid uint32, id uint64, i int, ns bucket.State, idle i
 			s.markDirty(pid, k)
 		case ns != t.slots[i].s:
 			t.slots[i].s = ns
-			s.touch(t, i, idle, tag)
+			s.touch(t, i, idle, tag, vol)
 			s.markDirty(pid, k)
 		default:
-			s.touch(t, i, idle, tag)
+			s.touch(t, i, idle, tag, vol)
 		}
 		return
 	}
 	if ns == (bucket.State{}) {
 		return
 	}
-	s.partFor(pid).t.insert(id, ns, idle, tag)
+	s.partFor(pid).t.insert(id, ns, idle, withVolatile(tag, vol))
 	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
 }
 
-// touch moves a stored counter's idle deadline later (never earlier) and
-// gives it tag if it has none.
-func (s *shard) touch(t *table, i int, idle int64, tag uint16) {
+// touch moves a stored counter's idle deadline later (never earlier),
+// gives it tag if it has none and marks it volatile as its rule says now.
+func (s *shard) touch(t *table, i int, idle int64, tag uint16, vol bool) {
 	t.dl[i] = max(t.dl[i], deadlineSec(idle))
-	if tag != 0 && t.tags[i] == 0 {
-		t.tags[i] = tag
+	if tag != 0 && ruleOf(t.tags[i]) == 0 {
+		t.tags[i] |= tag
 		s.tags.inc(tag)
 	}
+	t.tags[i] = withVolatile(t.tags[i], vol)
 }
 
 // putLog stores the new log of a sliding_log counter (deleting it when
 // empty). old is the stored entry (if existed); tag as for putCounter.
-func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []int64, idle int64, changed bool, tag uint16) {
+func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []int64, idle int64, changed bool, tag uint16, vol bool) {
 	k := dirtyKey{id: id, log: true}
 	if len(lg) == 0 {
 		if existed {
@@ -379,17 +386,17 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []i
 		p.logs = make(map[uint64]logEntry)
 	}
 	if existed {
-		if old.tag == 0 && tag != 0 {
-			old.tag = tag
+		if ruleOf(old.tag) == 0 && tag != 0 {
+			old.tag |= tag
 			s.tags.inc(tag)
 		}
-		p.logs[id] = logEntry{log: lg, idle: max(old.idle, idle), tag: old.tag}
+		p.logs[id] = logEntry{log: lg, idle: max(old.idle, idle), tag: withVolatile(old.tag, vol)}
 		if changed {
 			s.markDirty(pid, k)
 		}
 		return
 	}
-	p.logs[id] = logEntry{log: lg, idle: idle, tag: tag}
+	p.logs[id] = logEntry{log: lg, idle: idle, tag: withVolatile(tag, vol)}
 	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
@@ -470,14 +477,14 @@ func (s *shard) one(it *Item, now int64) Result {
 			lg, res = bucket.DecideLog(le.log, it.Limit, it.Cost, now)
 		}
 		var tag uint16
-		if it.Cap != nil && le.tag == 0 && len(lg) > 0 {
+		if it.Cap != nil && ruleOf(le.tag) == 0 && len(lg) > 0 {
 			tag = s.tags.get(it.Cap.Rule)
 			if !ok && s.capped(tag, it) {
 				return s.keyCap(it.Limit)
 			}
 		}
 		changed := it.Refund || res.Allowed || len(lg) != oldLen
-		s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag)
+		s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag, it.Volatile)
 		return Result{Result: res}
 	}
 	i := -1
@@ -497,13 +504,13 @@ func (s *shard) one(it *Item, now int64) Result {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
 	var tag uint16
-	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || p.t.tags[i] == 0) {
+	if it.Cap != nil && ns != (bucket.State{}) && (i < 0 || ruleOf(p.t.tags[i]) == 0) {
 		tag = s.tags.get(it.Cap.Rule)
 		if i < 0 && s.capped(tag, it) {
 			return s.keyCap(it.Limit)
 		}
 	}
-	s.putCounter(it.Partition, it.ID, i, ns, idleAt(it.Limit, now), tag)
+	s.putCounter(it.Partition, it.ID, i, ns, idleAt(it.Limit, now), tag, it.Volatile)
 	return Result{Result: res}
 }
 
@@ -528,8 +535,9 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 			t.s, res = bucket.Decide(t.s, it.Limit, it.Cost, now)
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
+		t.vol = it.Volatile
 		out[j] = Result{Result: res}
-		if it.Cap != nil && t.tag == 0 && t.old.tag == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
+		if it.Cap != nil && t.tag == 0 && ruleOf(t.old.tag) == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
 			t.tag = s.tags.get(it.Cap.Rule)
 			if !t.existed && s.capped(t.tag, it) {
 				out[j] = s.keyCap(it.Limit)
@@ -558,14 +566,14 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 			if t.existed {
 				old = s.parts[t.pid].logs[t.key.id]
 			}
-			s.putLog(t.pid, t.key.id, t.existed, old, t.lg, t.idle, true, t.tag)
+			s.putLog(t.pid, t.key.id, t.existed, old, t.lg, t.idle, true, t.tag, t.vol)
 		} else {
 			// Look up again: earlier commits may have moved slots.
 			i := -1
 			if p := s.parts[t.pid]; p != nil {
 				i = p.t.find(t.key.id)
 			}
-			s.putCounter(t.pid, t.key.id, i, t.s, t.idle, t.tag)
+			s.putCounter(t.pid, t.key.id, i, t.s, t.idle, t.tag, t.vol)
 		}
 	}
 	clear(s.tent)
@@ -602,24 +610,29 @@ func (s *shard) export(r *request) {
 		if p == nil {
 			continue
 		}
-		for _, sl := range p.t.slots {
-			if sl.s != (bucket.State{}) {
-				out = append(out, replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C})
+		for i := range p.t.slots {
+			if p.t.used(i) {
+				out = append(out, p.t.state(pid, i))
 			}
 		}
 		for _, id := range slices.Sorted(maps.Keys(p.logs)) {
-			out = append(out, replication.State{Partition: pid, ID: id, Log: append([]int64{}, p.logs[id].log...)})
+			out = append(out, logState(pid, id, p.logs[id]))
 		}
 	}
 	r.states = out
 }
 
 // importStates installs states whose counter is missing; existing local
-// counters win.
+// counters win. A state's idle deadline is kept (it is the counter's own,
+// from its limit); one that came without (State.Idle 0) gets ImportIdle.
 func (s *shard) importStates(states []replication.State, now int64) {
-	idle := max(1, now+s.importIdle)
+	def := max(1, now+s.importIdle)
 	for i := range states {
 		st := &states[i]
+		idle := def
+		if st.Idle > 0 {
+			idle = st.Idle
+		}
 		p := s.parts[st.Partition]
 		if st.Log != nil {
 			if len(st.Log) == 0 {
@@ -630,7 +643,7 @@ func (s *shard) importStates(states []replication.State, now int64) {
 					continue
 				}
 			}
-			s.putLog(st.Partition, st.ID, false, logEntry{}, append([]int64(nil), st.Log...), idle, true, 0)
+			s.putLog(st.Partition, st.ID, false, logEntry{}, append([]int64(nil), st.Log...), idle, true, 0, st.Volatile)
 			continue
 		}
 		ns := bucket.State{A: st.A, B: st.B, C: st.C}
@@ -640,7 +653,7 @@ func (s *shard) importStates(states []replication.State, now int64) {
 		if p != nil && p.t.find(st.ID) >= 0 {
 			continue
 		}
-		s.putCounter(st.Partition, st.ID, -1, ns, idle, 0)
+		s.putCounter(st.Partition, st.ID, -1, ns, idle, 0, st.Volatile)
 	}
 }
 
@@ -758,4 +771,9 @@ func (s *shard) expired(st replication.State) {
 	if s.onChange != nil {
 		s.changes = append(s.changes, st)
 	}
+}
+
+// logState is a sliding_log counter as shipped, its log copied.
+func logState(pid uint32, id uint64, le logEntry) replication.State {
+	return replication.State{Partition: pid, ID: id, Log: append([]int64{}, le.log...), Idle: le.idle, Volatile: le.tag&volatileBit != 0}
 }

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/replication"
 )
 
 // slot is one counter's id and state in a table: 32 bytes. A slot whose
@@ -127,6 +128,14 @@ func (t *table) remove(i int) {
 	}
 	t.slots[i], t.dl[i], t.tags[i] = slot{}, 0, 0
 	t.n--
+}
+
+// state is slot i's counter as shipped: its words, its idle deadline (the
+// whole second the slot keeps, in ns) and whether it is volatile.
+func (t *table) state(pid uint32, i int) replication.State {
+	sl := &t.slots[i]
+	return replication.State{Partition: pid, ID: sl.id, A: sl.s.A, B: sl.s.B, C: sl.s.C,
+		Idle: int64(t.dl[i]) * 1e9, Volatile: t.tags[i]&volatileBit != 0}
 }
 
 // resize rehashes into a table of at least capacity slots (0 frees it).

@@ -900,7 +900,11 @@ type Rule struct {
 	Unlimited bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	// "off" (exact: never leased) or "" / "auto" (the owner leases hot keys
 	// on its own) when lease is 0; ignored when lease (a fixed count) is set.
-	LeaseMode     string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	LeaseMode string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	// "off": the rule's counters are never written to a data dir; "" or
+	// "on" (default): long-lived ones are. Numbered apart from the fields
+	// before them, which other changes extend.
+	Durable       string `protobuf:"bytes,45,opt,name=durable,proto3" json:"durable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1064,6 +1068,13 @@ func (x *Rule) GetUnlimited() bool {
 func (x *Rule) GetLeaseMode() string {
 	if x != nil {
 		return x.LeaseMode
+	}
+	return ""
+}
+
+func (x *Rule) GetDurable() string {
+	if x != nil {
+		return x.Durable
 	}
 	return ""
 }
@@ -2326,10 +2337,17 @@ type CounterState struct {
 	Id        uint64 `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
 	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The bucket state words and, for sliding_log, the log (owner's clock, ns).
-	A             int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
-	B             int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
-	C             int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
-	Log           []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	A   int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
+	B   int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
+	C   int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
+	Log []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	// The counter's idle deadline (unix ns, the same clock as the words;
+	// moved with them by the skew correction): a holder drops the counter
+	// then and not before. 0: unknown (the receiver keeps it for its own
+	// default).
+	IdleNs int64 `protobuf:"varint,7,opt,name=idle_ns,json=idleNs,proto3" json:"idle_ns,omitempty"`
+	// The counter's rule has durable: off: never written to a data dir.
+	Volatile      bool `protobuf:"varint,8,opt,name=volatile,proto3" json:"volatile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2404,6 +2422,20 @@ func (x *CounterState) GetLog() []int64 {
 		return x.Log
 	}
 	return nil
+}
+
+func (x *CounterState) GetIdleNs() int64 {
+	if x != nil {
+		return x.IdleNs
+	}
+	return 0
+}
+
+func (x *CounterState) GetVolatile() bool {
+	if x != nil {
+		return x.Volatile
+	}
+	return false
 }
 
 type ReplicateRequest struct {
@@ -3722,7 +3754,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x81\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3745,7 +3777,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
 	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
 	"\n" +
-	"lease_mode\x18\x13 \x01(\tR\tleaseMode\">\n" +
+	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x18\n" +
+	"\adurable\x18- \x01(\tR\adurable\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
@@ -3834,14 +3867,16 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\rR\x11replicationFactor\x12\x12\n" +
 	"\x04load\x18\x05 \x01(\x01R\x04load\x12\x1a\n" +
-	"\bgateways\x18\x06 \x01(\rR\bgateways\"x\n" +
+	"\bgateways\x18\x06 \x01(\rR\bgateways\"\xad\x01\n" +
 	"\fCounterState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\f\n" +
 	"\x01a\x18\x03 \x01(\x03R\x01a\x12\f\n" +
 	"\x01b\x18\x04 \x01(\x03R\x01b\x12\f\n" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
-	"\x03log\x18\x06 \x03(\x03R\x03log\"\x96\x01\n" +
+	"\x03log\x18\x06 \x03(\x03R\x03log\x12\x17\n" +
+	"\aidle_ns\x18\a \x01(\x03R\x06idleNs\x12\x1a\n" +
+	"\bvolatile\x18\b \x01(\bR\bvolatile\"\x96\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +

@@ -29,6 +29,7 @@ func TestEqualSeesEveryField(t *testing.T) {
 		"Unlimited": func(r *Rule) { r.Unlimited = true }, "Cost": func(r *Rule) { r.Cost = 50 },
 		"CostHeader": func(r *Rule) { r.CostHeader = "X-Other" }, "Scope": func(r *Rule) { r.Scope = ScopeGlobal },
 		"Events":      func(r *Rule) { r.Events.Redact = true },
+		"Durable":     func(r *Rule) { r.Durable = DurableOff },
 		"Match.Route": func(r *Rule) { r.Match.Route = "/y" }, "Match.Method": func(r *Rule) { r.Match.Method = "PUT" },
 		"Match.Plan": func(r *Rule) { r.Match.Plan = "q" }, "Match.Domain": func(r *Rule) { r.Match.Domain = "e" },
 		"Match.Descriptor": func(r *Rule) { r.Match.Descriptor = []Entry{{Key: "k", Value: "w"}} },

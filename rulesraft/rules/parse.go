@@ -232,6 +232,8 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.strs(v, name, &r.Replaces)
 		case "unlimited":
 			d.bool(v, name, &r.Unlimited)
+		case "durable":
+			d.str(v, name, &r.Durable)
 		default:
 			delete(lines, name)
 			p.add(k, prefix+name, "unknown field (want %s)", fieldNames(RuleFields(), ""))

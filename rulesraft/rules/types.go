@@ -105,6 +105,10 @@ type Rule struct {
 	// it takes precedence over less specific descriptor rules, as
 	// envoyproxy/ratelimit's "unlimited: true". Rate and period are 0.
 	Unlimited bool `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
+	// Durable is "off" for a rule whose counters are never written to a
+	// data dir (durable.go); "" or "on" (the default): those whose idle
+	// deadline is an hour or more away are.
+	Durable string `json:"durable,omitempty" yaml:"durable,omitempty"`
 }
 
 // Lease is a rule's lease setting: LeaseAuto, LeaseOff, or a fixed count
@@ -345,5 +349,6 @@ func (r Rule) Equal(o Rule) bool {
 		r.Algorithm == o.Algorithm && r.Rate == o.Rate && r.Period == o.Period && r.Burst == o.Burst &&
 		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
 		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
-		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events
+		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events &&
+		r.Durable == o.Durable
 }

@@ -254,6 +254,9 @@ func (r Rule) check(ps *problems) {
 	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
 		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
 	}
+	if r.Durable != "" && r.Durable != DurableOn && r.Durable != DurableOff {
+		ps.add("durable", "%q is not on or off", r.Durable)
+	}
 	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
 		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
 	}
