@@ -131,7 +131,10 @@ func (r *Replicator) shipTo(ctx context.Context, d *dest, now int64) {
 		r.fail(d, fmt.Errorf("no acknowledgement within %v: %w", r.cfg.SendTimeout, context.DeadlineExceeded))
 	}
 	if d.stream == nil {
-		if len(d.pending) > 0 && !d.opening && ctx.Err() == nil {
+		// A new stream waits for the last one's reader to end: with a
+		// Transport without streams, its call in flight has then returned
+		// (Replicate is never called concurrently for one destination).
+		if len(d.pending) > 0 && !d.opening && !d.draining && ctx.Err() == nil {
 			r.open(ctx, d)
 		}
 		return
@@ -243,6 +246,7 @@ func (r *Replicator) handle(ctx context.Context, ev event) {
 			r.fail(d, ev.err)
 			r.publish()
 		}
+		d.draining = false // at most one stream's reader outlives its stream
 	case d.stream == ev.s:
 		r.acked(d, ev.seq)
 		if len(d.pending) > 0 {
@@ -281,7 +285,7 @@ func (r *Replicator) acked(d *dest, seq uint64) {
 // same counter waits already; the next tick opens a new stream.
 func (r *Replicator) fail(d *dest, err error) {
 	d.stream.Close()
-	d.stream, d.asked = nil, 0
+	d.stream, d.asked, d.draining = nil, 0, true
 	n, since := 0, int64(0)
 	for _, b := range d.unacked {
 		n += len(b.states)

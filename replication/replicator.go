@@ -115,13 +115,14 @@ type dest struct {
 
 	// Run's stream to the destination (see pipeline.go); inflight and
 	// inflightOldest then count the states of unacked.
-	stream  Stream
-	opening bool        // an OpenStream is under way
-	seq     uint64      // of the last batch sent on stream
-	unacked []sentBatch // sent on stream, not yet acknowledged, oldest first
-	asked   uint64      // seq of the batch whose acknowledgement is awaited; 0: none
-	askedAt int64       // when it was sent
-	lastAsk int64       // when the last batch asking for one was sent
+	stream   Stream
+	opening  bool        // an OpenStream is under way
+	draining bool        // the last stream failed and its reader has not ended yet
+	seq      uint64      // of the last batch sent on stream
+	unacked  []sentBatch // sent on stream, not yet acknowledged, oldest first
+	asked    uint64      // seq of the batch whose acknowledgement is awaited; 0: none
+	askedAt  int64       // when it was sent
+	lastAsk  int64       // when the last batch asking for one was sent
 }
 
 type result struct {
