@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -98,22 +97,14 @@ func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.Repl
 	if err != nil {
 		return err
 	}
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return checkstream.Each(stream, func(req *weirv1.ReplicateRequest) *weirv1.ReplicateResponse {
 		s.applyStreamed(stream.Context(), caller, req)
 		if seq := req.GetSeq(); seq == 0 || req.GetAck() {
 			ack.Acked = seq
-			if err := stream.Send(ack); err != nil {
-				return err
-			}
+			return ack
 		}
-	}
+		return nil
+	})
 }
 
 // applyStreamed stores one streamed request's states. A refusal is only

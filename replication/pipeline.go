@@ -269,15 +269,7 @@ func (r *Replicator) acked(d *dest, seq uint64) {
 		d.asked = 0
 	}
 	r.recount(d)
-	r.sent.Add(uint64(sent))
-	now := r.now()
-	r.statsMu.Lock()
-	r.lastSuccess[d.id] = now
-	r.statsMu.Unlock()
-	if d.failing {
-		d.failing = false
-		r.log.Info("replication: destination recovered", "to", d.id)
-	}
+	r.succeeded(d, sent)
 }
 
 // fail closes d's stream and puts the states of its unacknowledged
@@ -315,6 +307,19 @@ func (r *Replicator) fail(d *dest, err error) {
 	}
 	if n > 0 {
 		r.refused(d, n, err)
+	}
+}
+
+// succeeded counts n states acknowledged by d and stamps its success.
+func (r *Replicator) succeeded(d *dest, n int) {
+	r.sent.Add(uint64(n))
+	now := r.now()
+	r.statsMu.Lock()
+	r.lastSuccess[d.id] = now
+	r.statsMu.Unlock()
+	if d.failing {
+		d.failing = false
+		r.log.Info("replication: destination recovered", "to", d.id)
 	}
 }
 

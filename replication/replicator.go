@@ -444,24 +444,13 @@ func (r *Replicator) finish(res result) {
 	d := res.d
 	since := d.inflightOldest
 	d.inflight, d.inflightOldest = 0, 0
-	r.sent.Add(uint64(res.sent))
 	if res.err == nil {
-		now := r.now()
-		r.statsMu.Lock()
-		r.lastSuccess[d.id] = now
-		r.statsMu.Unlock()
-		if d.failing {
-			d.failing = false
-			r.log.Info("replication: destination recovered", "to", d.id)
-		}
+		r.succeeded(d, res.sent)
 		r.publish()
 		return
 	}
-	r.failed.Add(uint64(len(res.failed)))
-	if !d.failing {
-		d.failing = true
-		r.log.Warn("replication: send failed; retrying with newest states", "to", d.id, "states", len(res.failed), "err", res.err)
-	}
+	r.sent.Add(uint64(res.sent))
+	r.refused(d, len(res.failed), res.err)
 	var dropped uint64
 	for _, st := range res.failed {
 		if d.waiting(st.ID) {

@@ -179,8 +179,8 @@ func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.Che
 }
 
 // Each answers every request of a server stream with handle's response, in
-// order, until the caller closes its side (nil) or the stream fails (the
-// Recv or Send error).
+// order (a nil response answers nothing), until the caller closes its side
+// (nil) or the stream fails (the Recv or Send error).
 func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func(*Req) *Resp) error {
 	for {
 		req, err := stream.Recv()
@@ -190,8 +190,10 @@ func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(handle(req)); err != nil {
-			return err
+		if resp := handle(req); resp != nil {
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
 		}
 	}
 }
