@@ -1,9 +1,10 @@
 // Package checkstream keeps long-lived bidirectional streams with one
-// request in flight: what a gateway's sender (Limiter.CheckStream), a
-// node's forward sender (Peer.ForwardStream) and its replicator
-// (Peer.ReplicateStream) use instead of a unary RPC per batch, which costs
-// far more per batch in grpc-go. Pipe is the client side of any such
-// stream, Stream its check form, and Each the server loop.
+// request in flight: what a gateway's sender (Limiter.CheckStream) and a
+// node's forward sender (Peer.ForwardStream) use instead of a unary RPC
+// per batch, which costs far more per batch in grpc-go. Pipe is the client
+// side of any such stream, Stream its check form, and Each the server loop
+// (also of Peer.ReplicateStream, whose sender pipelines: see
+// replication.Streams).
 package checkstream
 
 import (
