@@ -128,7 +128,7 @@ func (m *metrics) observeChecks(items []limit.Item, res []limit.Result, d time.D
 // registerFuncs exposes values owned elsewhere, read at scrape time.
 func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_lag_seconds", Help: "Age of the oldest counter change not yet shipped to its replica."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_lag_seconds", Help: "Age of the oldest counter change its replica has not acknowledged yet (acknowledgements are asked for every 25 ms)."},
 			func() float64 { return n.repl.Stats().Lag.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_pending", Help: "Counter states waiting to be shipped."},
 			func() float64 { return float64(n.repl.Stats().Pending) }),

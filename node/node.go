@@ -539,9 +539,6 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		n.opsAPI.Close()
 		n.closeForwarders()
-		if n.replTransport != nil {
-			n.replTransport.close()
-		}
 		if n.region != nil {
 			n.region.Close()
 		}

@@ -26,16 +26,26 @@ type Config struct {
 	// in a destination's retry queue, is not queued for that destination).
 	// Either way Stats().Dropped is incremented.
 	QueueLen int
-	// SendTimeout bounds each Replicate call.
+	// SendTimeout bounds each Replicate call, and on a stream the wait
+	// for an acknowledgement asked for (the stream then fails and its
+	// unacknowledged states are sent again on a new one).
 	SendTimeout time.Duration
+	// AckInterval is how often, at most, a destination is asked to
+	// acknowledge the batches of its stream while they flow (and how long
+	// after the last ask a stream that went quiet is asked once more).
+	// Acknowledgements only free the owner's copies and measure Lag: a
+	// replica applies each batch as it arrives, so the loss bound does not
+	// depend on them.
+	AckInterval time.Duration
 	// Logger receives send failures and recoveries (one line per
 	// transition, not per attempt). Nil discards.
 	Logger *slog.Logger
 	// Now is the clock used to age unshipped changes (Stats().Lag) and to
 	// stamp successes. Nil means Sched's.
 	Now func() time.Time
-	// Sched runs the flush ticker, the sends (as concurrent work) and
-	// their deadlines. Nil means production (sched.Real).
+	// Sched runs the flush ticker, the sends, stream opens and readers (as
+	// concurrent work) and their deadlines. Nil means production
+	// (sched.Real).
 	Sched sched.Sched
 	// Inline makes a replicator with no Run and no ticker: its caller
 	// calls Flush instead (neither Interval nor the early flush at
@@ -45,13 +55,15 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults: flush every 5ms, at most 4096 states per
-// RPC, 65536 pending ids, 1s send timeout. Self must still be set.
+// RPC, 65536 pending ids, 1s send timeout, an acknowledgement asked at most
+// every 25ms. Self must still be set.
 func DefaultConfig() Config {
 	return Config{
 		Interval:    5 * time.Millisecond,
 		MaxBatch:    4096,
 		QueueLen:    65536,
 		SendTimeout: time.Second,
+		AckInterval: 25 * time.Millisecond,
 		Logger:      slog.New(slog.DiscardHandler),
 		Sched:       sched.Real{},
 	}
@@ -71,6 +83,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: QueueLen %d must be > 0", ErrInvalidConfig, c.QueueLen)
 	case c.SendTimeout <= 0:
 		return fmt.Errorf("%w: SendTimeout %v must be > 0", ErrInvalidConfig, c.SendTimeout)
+	case c.AckInterval <= 0:
+		return fmt.Errorf("%w: AckInterval %v must be > 0", ErrInvalidConfig, c.AckInterval)
 	}
 	return nil
 }

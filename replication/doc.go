@@ -11,9 +11,14 @@
 // # Parts
 //
 //   - Replicator (owner side): shard goroutines call Enqueue after each
-//     batch; Run flushes every Config.Interval, or early once MaxBatch
-//     changes are pending, grouping them by destination via Placement and
-//     sending each group with Transport.
+//     batch; Run flushes every Config.Interval while there is something to
+//     ship (its ticker stops when there is not, and the next change starts
+//     it), or early once MaxBatch changes are pending, grouping them by
+//     destination via Placement and writing each group to the
+//     destination's one pipelined Stream (Streams; a Transport without
+//     streams is driven through the same shape, one Replicate call at a
+//     time). Acknowledgements are cumulative and asked for at most every
+//     AckInterval (pipeline.go).
 //   - Resync (owner side): queues a snapshot of a partition's counters for a
 //     replica that just joined its replica list, ordered with the change
 //     stream (see Resync). PlanResync says which partitions need it.
@@ -49,11 +54,15 @@
 // the current inbox generation (a bounded FIFO ring plus an id index).
 // Run is the single goroutine that owns everything else: the spare inbox
 // generation (swapped with the current one under the mutex in O(1) at each
-// flush), the per-destination queues and the Placement cache. It starts at
-// most one send per destination (flush returns them, Run starts them through
-// the seam); each reports its result back to
-// Run on a channel and is joined (WaitGroup) before Run returns, so no
-// goroutine outlives Run. Stats reads atomics that Run publishes, plus the
+// flush), the per-destination queues and streams, and the Placement cache.
+// Run writes batches to the streams itself (Stream.Send only queues; Run
+// keeps at most MaxBatch states and maxUnacked batches unacknowledged per
+// stream). Through the seam it starts one goroutine per stream open (an
+// open may wait for a connection) and one reader per open stream, which
+// reports acknowledgements and the stream's end to Run on a channel; no
+// goroutine is started per flush. Run closes its streams when ctx ends and
+// drains the channel until every opener and reader has reported its end,
+// so none outlives Run. Stats reads atomics that Run publishes, plus the
 // inbox under the mutex. Store guards its map with its own mutex (it is not
 // on a check's path). Lock order: flushMu (held by a flush's swap and by
 // Resync) before the Replicator's mutex; that mutex and the stats mutex are
@@ -92,21 +101,26 @@
 //
 // # Ordering
 //
-// A destination has at most one send in flight, and a newer state for an id
-// is only sent after the send carrying the older one has returned, so a
+// A destination's batches travel in order on one stream (an Inline
+// replicator keeps one send in flight per destination instead), so a
 // replica applies each counter's states in change order, some skipped
-// (coalesced). Across counters there is no order. One exception: a send that
-// timed out on the owner's side may still be applied late by the replica,
-// after the next send; the replica then holds a stale copy of those counters
-// until they change again. Sends to different destinations are independent.
+// (coalesced). When a stream fails, the states it had not had acknowledged
+// go back to the queue (newest per id wins) and travel on the next stream.
+// Across counters there is no order. One exception: a batch of a stream
+// that failed on the owner's side (a timeout) may still be applied late by
+// the replica, after the next stream's; the replica then holds a stale copy
+// of those counters until they change again. Destinations are independent.
 //
 // # What a failover loses
 //
 // Replication is asynchronous. When an owner dies, the promoted replica
-// lacks the changes the owner had not yet had acknowledged: normally those
-// of the last Interval plus one send time (5ms + an RPC with the defaults);
-// while a destination refuses sends, everything since its oldest refused
-// change (Stats().Lag measures exactly this window). Lost changes are
+// lacks the changes that had not reached it: normally those of the last
+// Interval plus one send time (5ms + a one-way trip with the defaults; a
+// change waits at most Interval for its flush, also the first after a
+// quiet spell); while a destination refuses sends, everything since its
+// oldest refused change. Stats().Lag is the age of the oldest change not
+// yet acknowledged, so it bounds this window from above (by up to
+// AckInterval more under steady traffic, as acknowledgements are sparse). Lost changes are
 // decrements that did happen, so a limit can over-admit by at most the
 // traffic of that window for the partitions the dead node owned. Dropped
 // changes widen it the same way.

@@ -15,4 +15,7 @@ var (
 	// ErrQueueFull is returned by Resync when the states would not fit in
 	// the queue of changes waiting for the next flush; retry after a flush.
 	ErrQueueFull = errors.New("replication: queue full")
+	// ErrNoStream is wrapped by Streams.OpenStream when the peer lacks
+	// streams: the Replicator then ships to it with Transport.Replicate.
+	ErrNoStream = errors.New("replication: peer has no stream")
 )

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,16 +31,63 @@ func (c *calls) Replicate(_ context.Context, to, _ string, states []State) error
 	return nil
 }
 
-// TestSendsInAFixedOrder drives a Replicator on the deterministic seam:
-// its ticker fires only when the test advances the clock, and its sends
-// are queued for the test to run. A flush's sends go in the order of the
-// destinations' ids, each batch in the order of its counters' first change
-// (a change to a waiting counter keeps its place), whatever the maps hold.
+// streamCalls records, in order, the batches a Replicator writes to its
+// streams (on Run's goroutine) and acknowledges each batch that asks.
+type streamCalls struct {
+	calls
+	opens, asks atomic.Int32
+}
+
+var _ Streams = (*streamCalls)(nil)
+
+func (c *streamCalls) OpenStream(ctx context.Context, to string) (Stream, error) {
+	c.opens.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	return &recStream{c: c, to: to, ctx: ctx, cancel: cancel, acks: make(chan uint64, maxUnacked)}, nil
+}
+
+type recStream struct {
+	c      *streamCalls
+	to     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	acks   chan uint64
+}
+
+func (s *recStream) Send(b Batch) error {
+	if len(b.States) > 0 {
+		_ = s.c.Replicate(s.ctx, s.to, b.From, b.States)
+	}
+	if b.Ack {
+		s.c.asks.Add(1)
+		s.acks <- b.Seq
+	}
+	return nil
+}
+
+func (s *recStream) Recv() (uint64, error) {
+	select {
+	case seq := <-s.acks:
+		return seq, nil
+	case <-s.ctx.Done():
+		return 0, s.ctx.Err()
+	}
+}
+
+func (s *recStream) Close() { s.cancel() }
+
+// TestSendsInAFixedOrder drives a Replicator on the deterministic clock:
+// its ticker fires only when the test advances it. Once the streams are
+// open, a flush writes to them in the order of the destinations' ids, each
+// batch in the order of its counters' first change (a change to a waiting
+// counter keeps its place), whatever the maps hold. (The first batch to a
+// destination goes out when its stream has opened.)
 func TestSendsInAFixedOrder(t *testing.T) {
 	sim := schedtest.New(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sim.SetGo(schedtest.Spawn)
 	cfg := testConfig()
 	cfg.Sched = sim
-	c := &calls{}
+	c := &streamCalls{}
 	p := &places{m: map[uint32][]string{}}
 	dests := []string{"g", "c", "self", "a", "f", "b", "e", "d"}
 	for part := range uint32(8) {
@@ -50,7 +98,19 @@ func TestSendsInAFixedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, r)
+	// Open a stream to every destination.
+	var first []State
+	for part := range uint32(8) {
+		first = append(first, st(part, uint64(5000+part), 1))
+	}
+	r.Enqueue(first)
 	testwait.Until(t, "Run's ticker", func() bool { _, ok := sim.Next(); return ok })
+	sim.Advance(cfg.Interval)
+	testwait.Until(t, "the first batches", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.got) == 7 })
+	c.mu.Lock()
+	c.got = nil
+	c.mu.Unlock()
+
 	var want []State
 	for i := range 24 {
 		id := uint64(1000 - 7*i)
@@ -59,14 +119,11 @@ func TestSendsInAFixedOrder(t *testing.T) {
 	r.Enqueue(want[:12])
 	r.Enqueue([]State{st(want[3].Partition, want[3].ID, 99)}) // replaces in place
 	r.Enqueue(want[12:])
-
+	testwait.Until(t, "Run's ticker", func() bool { _, ok := sim.Next(); return ok })
 	sim.Advance(cfg.Interval)
-	testwait.Until(t, "the flush's sends to be queued", func() bool { return sim.Queued() == 7 })
-	if n := sim.RunAll(); n != 7 {
-		t.Fatalf("ran %d sends, want 7 (every destination but self)", n)
-	}
+	testwait.Until(t, "the flush's batches", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.got) == 7 })
 	var expect []string
-	sent := 0
+	sent := 14 // the first batches' states
 	for _, to := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		var ids []string
 		for _, s := range want {
@@ -83,15 +140,37 @@ func TestSendsInAFixedOrder(t *testing.T) {
 	if !slices.Equal(got, expect) {
 		t.Errorf("sends\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
 	}
-	testwait.Until(t, "the sends' results", func() bool { return r.Stats().Sent == uint64(sent) })
+	if n := c.opens.Load(); n != 7 {
+		t.Errorf("%d streams opened, want 7 (one per destination)", n)
+	}
+	// Acknowledgements are asked for at most every AckInterval: the clock
+	// brings the next ask.
+	testwait.Until(t, "the batches acknowledged", func() bool {
+		if r.Stats().Sent == uint64(sent) {
+			return true
+		}
+		if _, ok := sim.Next(); ok {
+			sim.Advance(cfg.Interval)
+		}
+		return false
+	})
 	if n := len(r.Stats().LastSuccess); n != 7 {
 		t.Fatalf("%d destinations with a success, want 7", n)
 	}
+	// Nothing left to ship: the ticker stops.
+	testwait.Until(t, "the ticker stopped", func() bool {
+		if _, ok := sim.Next(); !ok {
+			return true
+		}
+		sim.Advance(cfg.Interval)
+		return false
+	})
 	// A destination idle for forgetAfter is forgotten at a flush.
 	sim.Advance(forgetAfter)
+	r.Enqueue([]State{st(0, 1, 1)})
 	testwait.Until(t, "idle destinations forgotten", func() bool {
 		sim.Advance(cfg.Interval)
-		return len(r.Stats().LastSuccess) == 0
+		return len(r.Stats().LastSuccess) <= 2
 	})
 }
 
@@ -193,4 +272,71 @@ func TestAskDeadlineOnTheSeamsClock(t *testing.T) {
 	sim.Advance(time.Nanosecond)
 	waitState(t, h, 0, PartReady) // nobody else to ask: fresh counters
 	waitState(t, h, 1, PartReady)
+}
+
+// The quiet replicator: with nothing to ship no timer is armed; the first
+// change after a quiet spell is shipped Interval after it was queued (the
+// loss bound, as with a ticker that never stops); and under a steady
+// stream of changes the destination is asked to acknowledge at most once
+// per AckInterval (plus the last batch), not once per batch.
+func TestQuietBetweenChangesAndFewAcks(t *testing.T) {
+	sim := schedtest.New(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sim.SetGo(schedtest.Spawn)
+	cfg := testConfig()
+	cfg.Sched = sim
+	cfg.Interval, cfg.AckInterval = 5*time.Millisecond, 25*time.Millisecond
+	c := &streamCalls{}
+	p := &places{m: map[uint32][]string{0: {"a"}}}
+	r, err := NewReplicator(cfg, c, p.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, r)
+	sent := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.got) }
+	settle := func() { // advance until everything is acknowledged and the ticker stopped
+		t.Helper()
+		testwait.Until(t, "quiet", func() bool {
+			if _, ok := sim.Next(); ok {
+				sim.Advance(cfg.Interval)
+				return false
+			}
+			return r.Stats().Pending == 0
+		})
+	}
+	for round := range 3 {
+		settle()
+		sim.Advance(time.Hour) // quiet: no timer fires
+		queued := sim.Now()
+		before := sent()
+		r.Enqueue([]State{st(0, uint64(round+1), 1)})
+		testwait.Until(t, "the timer armed by the change", func() bool { _, ok := sim.Next(); return ok })
+		if next, _ := sim.Next(); !next.Equal(queued.Add(cfg.Interval)) {
+			t.Fatalf("round %d: first flush at %v after the change, want Interval (%v)", round, next.Sub(queued), cfg.Interval)
+		}
+		sim.Advance(cfg.Interval - time.Nanosecond)
+		if sent() != before {
+			t.Fatalf("round %d: shipped before Interval", round)
+		}
+		sim.Advance(time.Nanosecond)
+		testwait.Until(t, "the change shipped at Interval", func() bool { return sent() == before+1 })
+	}
+	settle()
+
+	// 100 ticks with a change each.
+	asks0 := c.asks.Load()
+	for i := range 100 {
+		before := sent()
+		r.Enqueue([]State{st(0, 100, int64(i))})
+		testwait.Until(t, "the timer", func() bool { _, ok := sim.Next(); return ok })
+		sim.Advance(cfg.Interval)
+		testwait.Until(t, "the batch", func() bool { return sent() == before+1 })
+	}
+	settle()
+	asks := c.asks.Load() - asks0
+	if most := int32(100*cfg.Interval/cfg.AckInterval) + 2; asks > most {
+		t.Errorf("%d acknowledgements asked for 100 batches over %v, want at most %d", asks, 100*cfg.Interval, most)
+	}
+	if s := r.Stats(); s.Sent != 103 || s.Failed != 0 {
+		t.Errorf("stats %+v, want 103 states acknowledged", s)
+	}
 }

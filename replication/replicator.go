@@ -13,9 +13,10 @@ import (
 )
 
 // Transport ships states to one peer. The node implements it with the peer
-// gRPC Replicate call. It must honour ctx, must not retain states after it
-// returns, and may be called concurrently for different destinations (never
-// concurrently for the same one).
+// gRPC Replicate call (and Streams with Peer.ReplicateStream). It must
+// honour ctx, must not retain states after it returns, and may be called
+// concurrently for different destinations (never concurrently for the
+// same one).
 type Transport interface {
 	Replicate(ctx context.Context, to string, from string, states []State) error
 }
@@ -57,12 +58,19 @@ type Replicator struct {
 	cfg   Config
 	t     Transport
 	place Placement
-	log   *slog.Logger
-	now   func() time.Time
-	kick  chan struct{}
+	// streams is t when it has Streams (Run's pipelined streams).
+	streams Streams
+	log     *slog.Logger
+	now     func() time.Time
+	// kick wakes Run: the first change after a quiet spell (active was
+	// false), or MaxBatch changes waiting.
+	kick chan struct{}
 
-	mu  sync.Mutex // guards cur only; held for O(batch) in Enqueue, O(1) in flush and Stats
+	mu  sync.Mutex // guards cur and active; held for O(batch) in Enqueue, O(1) in flush and Stats
 	cur *inbox
+	// active is set by the change that finds Run quiet (its timer not
+	// armed) and cleared by Run when it disarms: only that change wakes Run.
+	active bool
 	// flushMu keeps flushes out while Resync reads and queues a snapshot.
 	// Lock order: own before flushMu before mu.
 	flushMu sync.Mutex
@@ -89,6 +97,8 @@ type Replicator struct {
 	sends   []outgoing          // what flush returns, reused
 	results chan result
 	wg      sync.WaitGroup
+	events  chan event // Run's streams: opens done, acknowledgements, failures
+	live    int        // Run's openers and stream readers not yet joined
 }
 
 // dest is one destination's queue; owned by Run.
@@ -102,6 +112,17 @@ type dest struct {
 	retried        bool // pending holds refused states: re-check placement before resending
 	failing        bool
 	lastActive     int64
+
+	// Run's stream to the destination (see pipeline.go); inflight and
+	// inflightOldest then count the states of unacked.
+	stream   Stream
+	opening  bool        // an OpenStream is under way
+	draining bool        // the last stream failed and its reader has not ended yet
+	seq      uint64      // of the last batch sent on stream
+	unacked  []sentBatch // sent on stream, not yet acknowledged, oldest first
+	asked    uint64      // seq of the batch whose acknowledgement is awaited; 0: none
+	askedAt  int64       // when it was sent
+	lastAsk  int64       // when the last batch asking for one was sent
 }
 
 type result struct {
@@ -134,9 +155,11 @@ func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
 	if cfg.Now == nil {
 		cfg.Now = cfg.Sched.Now
 	}
+	streams, _ := t.(Streams)
 	return &Replicator{
 		cfg:         cfg,
 		t:           t,
+		streams:     streams,
 		place:       p,
 		log:         cfg.Logger,
 		now:         cfg.Now,
@@ -147,6 +170,7 @@ func NewReplicator(cfg Config, t Transport, p Placement) (*Replicator, error) {
 		dests:       make(map[string]*dest),
 		places:      make(map[uint32][]string),
 		results:     make(chan result),
+		events:      make(chan event),
 	}, nil
 }
 
@@ -168,58 +192,28 @@ func (r *Replicator) Enqueue(states []State) {
 			evicted++
 		}
 	}
-	full := b.n >= r.cfg.MaxBatch
+	wake := r.queuedLocked()
 	r.mu.Unlock()
 	if evicted > 0 {
 		r.dropped.Add(evicted)
 	}
-	if full {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+	if wake {
+		r.wake()
 	}
 }
 
-// Run ships pending changes every Interval (or as soon as MaxBatch are
-// pending) until ctx is done, then waits for its sends to return and
-// returns nil. Each destination has at most one send in flight, so a slow
-// or dead destination delays only itself; states it refuses are retried at
-// the next flush, replaced by any newer change to the same counter.
-// Only one Run may be active at a time, and none on an Inline replicator
-// (ErrRunning otherwise).
-func (r *Replicator) Run(ctx context.Context) error {
-	if r.cfg.Inline {
-		return fmt.Errorf("%w: an Inline replicator ships by Flush, not Run", ErrRunning)
-	}
-	if !r.running.CompareAndSwap(false, true) {
-		return ErrRunning
-	}
-	defer r.running.Store(false)
-	tick := r.cfg.Sched.NewTicker(r.cfg.Interval)
-	defer tick.Stop()
-	inflight := 0
-	start := func(sends []outgoing) {
-		inflight += len(sends)
-		r.start(ctx, sends, func(res result) { r.results <- res })
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			for ; inflight > 0; inflight-- {
-				r.finish(<-r.results)
-			}
-			r.wg.Wait()
-			r.publish()
-			return nil
-		case <-tick.C():
-			start(r.flush())
-		case <-r.kick:
-			start(r.flush())
-		case res := <-r.results:
-			inflight--
-			r.finish(res)
-		}
+// queuedLocked notes that changes were queued (mu held) and reports whether
+// Run must be woken: it is quiet, or MaxBatch changes are waiting.
+func (r *Replicator) queuedLocked() bool {
+	wake := !r.active || r.cur.n >= r.cfg.MaxBatch
+	r.active = true
+	return wake
+}
+
+func (r *Replicator) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -267,6 +261,56 @@ func (r *Replicator) start(ctx context.Context, sends []outgoing, done func(resu
 // counters' first change (the caller starts them; each one's result goes
 // to finish). The slice is valid until the next flush.
 func (r *Replicator) flush() []outgoing {
+	r.intake()
+	sends := r.sends[:0]
+	for _, id := range r.ids {
+		d := r.dests[id]
+		if d.inflight > 0 || len(d.pending) == 0 {
+			continue
+		}
+		batch := r.take(d, len(d.pending))
+		if len(batch) > 0 {
+			d.inflight, d.inflightOldest = len(batch), d.pendingOldest
+			sends = append(sends, outgoing{d: d, batch: batch})
+		}
+		if len(d.pending) == 0 {
+			d.reset()
+		}
+	}
+	r.publish()
+	r.flushOldest.Store(0)
+	r.flushLen.Store(0)
+	r.sends = sends
+	return sends
+}
+
+// take removes the first n states waiting for d and returns them (fewer
+// when some were refused earlier and their partition has moved away from
+// d meanwhile). d.pendingOldest and d.retried are left as they were: the
+// caller resets d once its queue is empty.
+func (r *Replicator) take(d *dest, n int) []State {
+	batch := make([]State, 0, n)
+	for _, st := range d.pending[:n] {
+		if d.retried && !r.placedAt(st.Partition, d.id) {
+			continue // the partition moved away while the send was failing
+		}
+		batch = append(batch, st)
+	}
+	rest := copy(d.pending, d.pending[n:])
+	clear(d.pending[rest:])
+	d.pending = d.pending[:rest]
+	clear(d.at)
+	for i, st := range d.pending {
+		d.at[st.ID] = i
+	}
+	return batch
+}
+
+// intake moves the inbox into the destinations' queues and forgets
+// destinations idle for forgetAfter; it returns the time it read (unix
+// ns). Run's owner (or own) only. flushOldest and flushLen still cover
+// what it moved: the caller clears them once it has published.
+func (r *Replicator) intake() int64 {
 	now := r.now().UnixNano()
 	r.flushMu.Lock()
 	r.mu.Lock()
@@ -300,10 +344,14 @@ func (r *Replicator) flush() []outgoing {
 		r.dropped.Add(dropped)
 	}
 
-	sends, kept := r.sends[:0], r.ids[:0]
+	kept := r.ids[:0]
 	for _, id := range r.ids {
 		d := r.dests[id]
-		if d.inflight == 0 && len(d.pending) == 0 && now-d.lastActive > int64(forgetAfter) {
+		if d.inflight == 0 && len(d.pending) == 0 && !d.opening && now-d.lastActive > int64(forgetAfter) {
+			if d.stream != nil {
+				d.stream.Close() // its reader's report is then ignored
+				d.stream = nil
+			}
 			delete(r.dests, id)
 			r.statsMu.Lock()
 			delete(r.lastSuccess, id)
@@ -311,30 +359,10 @@ func (r *Replicator) flush() []outgoing {
 			continue
 		}
 		kept = append(kept, id)
-		if d.inflight > 0 || len(d.pending) == 0 {
-			continue
-		}
-		batch := make([]State, 0, len(d.pending))
-		for _, st := range d.pending {
-			if d.retried && !r.placedAt(st.Partition, d.id) {
-				continue // the partition moved away while the send was failing
-			}
-			batch = append(batch, st)
-		}
-		oldest := d.pendingOldest
-		d.reset()
-		if len(batch) > 0 {
-			d.inflight, d.inflightOldest = len(batch), oldest
-			sends = append(sends, outgoing{d: d, batch: batch})
-		}
 	}
 	clear(r.ids[len(kept):])
 	r.ids = kept
-	r.publish()
-	r.flushOldest.Store(0)
-	r.flushLen.Store(0)
-	r.sends = sends
-	return sends
+	return now
 }
 
 // placement returns the partition's destinations without Self, cached for
@@ -416,24 +444,13 @@ func (r *Replicator) finish(res result) {
 	d := res.d
 	since := d.inflightOldest
 	d.inflight, d.inflightOldest = 0, 0
-	r.sent.Add(uint64(res.sent))
 	if res.err == nil {
-		now := r.now()
-		r.statsMu.Lock()
-		r.lastSuccess[d.id] = now
-		r.statsMu.Unlock()
-		if d.failing {
-			d.failing = false
-			r.log.Info("replication: destination recovered", "to", d.id)
-		}
+		r.succeeded(d, res.sent)
 		r.publish()
 		return
 	}
-	r.failed.Add(uint64(len(res.failed)))
-	if !d.failing {
-		d.failing = true
-		r.log.Warn("replication: send failed; retrying with newest states", "to", d.id, "states", len(res.failed), "err", res.err)
-	}
+	r.sent.Add(uint64(res.sent))
+	r.refused(d, len(res.failed), res.err)
 	var dropped uint64
 	for _, st := range res.failed {
 		if d.waiting(st.ID) {

@@ -71,13 +71,10 @@ func (r *Replicator) Resync(ctx context.Context, export func(context.Context) ([
 		b.push(&states[i], since, r.cfg.QueueLen)
 		queued++
 	}
-	full := b.n >= r.cfg.MaxBatch
+	wake := queued > 0 && r.queuedLocked()
 	r.mu.Unlock()
-	if full {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
+	if wake {
+		r.wake()
 	}
 	return queued, nil
 }

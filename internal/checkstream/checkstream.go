@@ -1,9 +1,10 @@
 // Package checkstream keeps long-lived bidirectional streams with one
-// request in flight: what a gateway's sender (Limiter.CheckStream), a
-// node's forward sender (Peer.ForwardStream) and its replicator
-// (Peer.ReplicateStream) use instead of a unary RPC per batch, which costs
-// far more per batch in grpc-go. Pipe is the client side of any such
-// stream, Stream its check form, and Each the server loop.
+// request in flight: what a gateway's sender (Limiter.CheckStream) and a
+// node's forward sender (Peer.ForwardStream) use instead of a unary RPC
+// per batch, which costs far more per batch in grpc-go. Pipe is the client
+// side of any such stream, Stream its check form, and Each the server loop
+// (also of Peer.ReplicateStream, whose sender pipelines: see
+// replication.Streams).
 package checkstream
 
 import (
@@ -179,8 +180,8 @@ func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.Che
 }
 
 // Each answers every request of a server stream with handle's response, in
-// order, until the caller closes its side (nil) or the stream fails (the
-// Recv or Send error).
+// order (a nil response answers nothing), until the caller closes its side
+// (nil) or the stream fails (the Recv or Send error).
 func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func(*Req) *Resp) error {
 	for {
 		req, err := stream.Recv()
@@ -190,8 +191,10 @@ func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(handle(req)); err != nil {
-			return err
+		if resp := handle(req); resp != nil {
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
 		}
 	}
 }

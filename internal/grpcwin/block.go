@@ -223,6 +223,10 @@ func decodeReplicateRequest(data []byte, m *weirv1.ReplicateRequest) bool {
 			states = append(states, s)
 		case f.num == 4 && f.typ == protowire.VarintType:
 			m.SentAtNs = int64(f.v)
+		case f.num == 5 && f.typ == protowire.VarintType:
+			m.Seq = f.v
+		case f.num == 6 && f.typ == protowire.VarintType:
+			m.Ack = f.v != 0
 		default:
 			return false
 		}

@@ -2445,7 +2445,13 @@ type ReplicateRequest struct {
 	States      []*CounterState        `protobuf:"bytes,3,rep,name=states,proto3" json:"states,omitempty"`
 	// The sender's clock (unix ns) when it sent the states: a receiver whose
 	// clock is ahead moves the states' times that much later (bucket.Later).
-	SentAtNs      int64 `protobuf:"varint,4,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
+	SentAtNs int64 `protobuf:"varint,4,opt,name=sent_at_ns,json=sentAtNs,proto3" json:"sent_at_ns,omitempty"`
+	// On Peer.ReplicateStream: the request's number on its stream (1, 2, …).
+	// 0 (a sender that predates it) is answered after every request.
+	Seq uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Answer once this request is applied, acknowledging it and every
+	// earlier one on the stream; without it the receiver stays quiet.
+	Ack           bool `protobuf:"varint,6,opt,name=ack,proto3" json:"ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2508,8 +2514,26 @@ func (x *ReplicateRequest) GetSentAtNs() int64 {
 	return 0
 }
 
+func (x *ReplicateRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReplicateRequest) GetAck() bool {
+	if x != nil {
+		return x.Ack
+	}
+	return false
+}
+
 type ReplicateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// On Peer.ReplicateStream: every request up to this seq is applied
+	// (cumulative). 0 from a receiver that predates it: one answer per
+	// request, in order.
+	Acked         uint64 `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2542,6 +2566,13 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
 	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ReplicateResponse) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
 }
 
 type HandoffRequest struct {
@@ -3876,14 +3907,17 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
 	"\x03log\x18\x06 \x03(\x03R\x03log\x12\x17\n" +
 	"\aidle_ns\x18\a \x01(\x03R\x06idleNs\x12\x1a\n" +
-	"\bvolatile\x18\b \x01(\bR\bvolatile\"\x96\x01\n" +
+	"\bvolatile\x18\b \x01(\bR\bvolatile\"\xba\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +
 	"\x06states\x18\x03 \x03(\v2\x15.weir.v1.CounterStateR\x06states\x12\x1c\n" +
 	"\n" +
-	"sent_at_ns\x18\x04 \x01(\x03R\bsentAtNs\"\x13\n" +
-	"\x11ReplicateResponse\"c\n" +
+	"sent_at_ns\x18\x04 \x01(\x03R\bsentAtNs\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03ack\x18\x06 \x01(\bR\x03ack\")\n" +
+	"\x11ReplicateResponse\x12\x14\n" +
+	"\x05acked\x18\x01 \x01(\x04R\x05acked\"c\n" +
 	"\x0eHandoffRequest\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\tR\x02to\x12\x1e\n" +
 	"\n" +

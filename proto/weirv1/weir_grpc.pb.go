@@ -855,7 +855,8 @@ type PeerClient interface {
 	ForwardStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 	Replicate(ctx context.Context, in *ReplicateRequest, opts ...grpc.CallOption) (*ReplicateResponse, error)
 	// ReplicateStream applies each request of the stream as Replicate
-	// would, in order, answering each (the sender keeps one in flight).
+	// would, in order. The sender pipelines them (several in flight) and
+	// asks for a cumulative answer now and then (ReplicateRequest.ack).
 	ReplicateStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse], error)
 	Handoff(ctx context.Context, in *HandoffRequest, opts ...grpc.CallOption) (*HandoffResponse, error)
 }
@@ -937,7 +938,8 @@ type PeerServer interface {
 	ForwardStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	Replicate(context.Context, *ReplicateRequest) (*ReplicateResponse, error)
 	// ReplicateStream applies each request of the stream as Replicate
-	// would, in order, answering each (the sender keeps one in flight).
+	// would, in order. The sender pipelines them (several in flight) and
+	// asks for a cumulative answer now and then (ReplicateRequest.ack).
 	ReplicateStream(grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]) error
 	Handoff(context.Context, *HandoffRequest) (*HandoffResponse, error)
 	mustEmbedUnimplementedPeerServer()

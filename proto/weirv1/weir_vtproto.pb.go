@@ -2122,6 +2122,21 @@ func (m *ReplicateRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Ack {
+		i--
+		if m.Ack {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
+	if m.Seq != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Seq))
+		i--
+		dAtA[i] = 0x28
+	}
 	if m.SentAtNs != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SentAtNs))
 		i--
@@ -2183,6 +2198,11 @@ func (m *ReplicateResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Acked != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Acked))
+		i--
+		dAtA[i] = 0x8
 	}
 	return len(dAtA) - i, nil
 }
@@ -4220,6 +4240,12 @@ func (m *ReplicateRequest) SizeVT() (n int) {
 	if m.SentAtNs != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.SentAtNs))
 	}
+	if m.Seq != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Seq))
+	}
+	if m.Ack {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -4230,6 +4256,9 @@ func (m *ReplicateResponse) SizeVT() (n int) {
 	}
 	var l int
 	_ = l
+	if m.Acked != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Acked))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -9899,6 +9928,45 @@ func (m *ReplicateRequest) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Seq", wireType)
+			}
+			m.Seq = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Seq |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Ack", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Ack = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -9950,6 +10018,25 @@ func (m *ReplicateResponse) UnmarshalVT(dAtA []byte) error {
 			return fmt.Errorf("proto: ReplicateResponse: illegal tag %d (wire type %d)", fieldNum, wire)
 		}
 		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Acked", wireType)
+			}
+			m.Acked = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Acked |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
