@@ -8,10 +8,30 @@ import "time"
 //	   for a state started fresh, see fixedRoll)
 //	B  tokens taken in that window (0 after a refund: A still marks the
 //	   latest window seen)
-//	C  unused (0)
+//	C  the window's length in ns for a calendar limit (its windows differ
+//	   in length: months, days across a daylight-saving change); 0 for a
+//	   Period window, whose length is the limit's
+//
+// Start and length both live in the state, so a state moved onto a
+// reader's clock by Later (which moves A) keeps its count until the same
+// instant its writer would, whatever the reader's zone database says.
 type fixedWin struct {
-	start int64 // window start
-	count int64 // tokens taken in it
+	start  int64 // window start
+	length int64 // C: calendar window length, 0 for a Period window
+	count  int64 // tokens taken in it
+}
+
+// end is when the window ends.
+func (w fixedWin) end(l Limit) int64 {
+	if w.length > 0 {
+		return satAdd(w.start, w.length)
+	}
+	return w.start + int64(l.Period)
+}
+
+// state is w holding count tokens.
+func (w fixedWin) state(count int64) State {
+	return State{A: w.start, B: count, C: w.length}
 }
 
 // fixedRoll brings s to now. A clock that went back into an earlier window
@@ -22,7 +42,25 @@ type fixedWin struct {
 // there. A start off the grid (a state written under another limit, or
 // read on a clock ahead of its writer's, see Later) thus keeps its count
 // until its own window ends.
+//
+// A calendar limit's state keeps its window until start + length (C); a
+// state without a length (written under a Period limit) keeps it until
+// the end of the calendar window holding its start. The next window is
+// the calendar window holding now.
 func fixedRoll(s State, l Limit, now int64) fixedWin {
+	if l.calendar() {
+		if s != (State{}) {
+			end := satAdd(s.A, s.C)
+			if s.C <= 0 {
+				_, end = l.Calendar.window(s.A, l.Zone)
+			}
+			if now < end {
+				return fixedWin{start: s.A, length: end - s.A, count: min(max(s.B, 0), l.Rate)}
+			}
+		}
+		start, end := l.Calendar.window(now, l.Zone)
+		return fixedWin{start: start, length: end - start}
+	}
 	p := int64(l.Period)
 	if s == (State{}) {
 		return fixedWin{start: windowStart(now, p)}
@@ -35,8 +73,7 @@ func fixedRoll(s State, l Limit, now int64) fixedWin {
 
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 	w := fixedRoll(s, l, now)
-	p := time.Duration(l.Period)
-	end := time.Duration(w.start-now) + p // window end, from now
+	end := time.Duration(w.end(l) - now) // window end, from now
 	res := Result{Limit: l.Rate}
 	if w.count > 0 {
 		res.ResetAfter = end
@@ -57,7 +94,7 @@ func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 		return s, res
 	}
 	res.ResetAfter = end
-	return State{A: w.start, B: w.count + cost}, res
+	return w.state(w.count + cost), res
 }
 
 func fixedRefund(s State, l Limit, cost int64, now int64) State {
@@ -65,7 +102,7 @@ func fixedRefund(s State, l Limit, cost int64, now int64) State {
 	if w.count == 0 {
 		return s // nothing left to give back; keep the window seen
 	}
-	return State{A: w.start, B: max(w.count-cost, 0)}
+	return w.state(max(w.count-cost, 0))
 }
 
 // SlidingWindow state words:
