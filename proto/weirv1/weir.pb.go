@@ -900,7 +900,12 @@ type Rule struct {
 	Unlimited bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	// "off" (exact: never leased) or "" / "auto" (the owner leases hot keys
 	// on its own) when lease is 0; ignored when lease (a fixed count) is set.
-	LeaseMode     string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	LeaseMode string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	// Calendar windows (fixed_window, instead of period): "day", "week",
+	// "month" or "year" of timezone (an IANA name; empty: UTC). Numbered
+	// apart from the fields before them, which other changes extend.
+	Calendar      string `protobuf:"bytes,40,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	Timezone      string `protobuf:"bytes,41,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1064,6 +1069,20 @@ func (x *Rule) GetUnlimited() bool {
 func (x *Rule) GetLeaseMode() string {
 	if x != nil {
 		return x.LeaseMode
+	}
+	return ""
+}
+
+func (x *Rule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *Rule) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
 	}
 	return ""
 }
@@ -3722,7 +3741,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x81\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xb9\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3745,7 +3764,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
 	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
 	"\n" +
-	"lease_mode\x18\x13 \x01(\tR\tleaseMode\">\n" +
+	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x1a\n" +
+	"\bcalendar\x18( \x01(\tR\bcalendar\x12\x1a\n" +
+	"\btimezone\x18) \x01(\tR\btimezone\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +

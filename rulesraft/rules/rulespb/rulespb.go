@@ -31,6 +31,8 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Events:     eventsToProto(r.Events),
 		Replaces:   r.Replaces,
 		Unlimited:  r.Unlimited,
+		Calendar:   r.Calendar,
+		Timezone:   r.Timezone,
 	}
 }
 
@@ -132,6 +134,8 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Events:     rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
 		Replaces:   p.GetReplaces(),
 		Unlimited:  p.GetUnlimited(),
+		Calendar:   p.GetCalendar(),
+		Timezone:   p.GetTimezone(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}
