@@ -69,16 +69,12 @@ type Rule struct {
 	Algorithm string   `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
 	Rate      int64    `json:"rate" yaml:"rate"`
 	Period    Duration `json:"period" yaml:"period"`
-	// Calendar (fixed_window only, instead of Period) makes the windows
-	// the days, weeks (from Monday), months or years of Timezone (an IANA
-	// name; empty: UTC): "10,000 a month", reset at local midnight of the
-	// 1st. See calendar.go.
-	Calendar string   `json:"calendar,omitempty" yaml:"calendar,omitempty"`
-	Timezone string   `json:"timezone,omitempty" yaml:"timezone,omitempty"`
-	Burst    int64    `json:"burst,omitempty" yaml:"burst,omitempty"`
-	FailMode string   `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
-	Timeout  Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
-	Shadow   bool     `json:"shadow,omitempty" yaml:"shadow,omitempty"`
+	Calendar  string   `json:"calendar,omitempty" yaml:"calendar,omitempty"` // day | week | month | year of Timezone: see calendar.go
+	Timezone  string   `json:"timezone,omitempty" yaml:"timezone,omitempty"` // IANA name of a calendar rule's zone ("": UTC)
+	Burst     int64    `json:"burst,omitempty" yaml:"burst,omitempty"`
+	FailMode  string   `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
+	Timeout   Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 	// Lease says whether gateways may spend this rule's tokens locally
 	// for a hot key: LeaseAuto (the zero value; written "auto" or left
 	// out: the owner leases keys it sees hot from several gateways on its
