@@ -30,4 +30,7 @@ rules:
 		!strings.Contains(r.stdout, "2027-01-01T00:00:00.000+01:00 (month, Europe/Berlin)") {
 		t.Fatalf("weir limits apikey:c: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if r := runCLI(t, "", nil, "rules", "list", "--addr", addr); r.code != 0 || !strings.Contains(r.stdout, "10000/month Europe/Berlin") {
+		t.Fatalf("weir rules list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
