@@ -23,8 +23,9 @@ const LongWindow = time.Hour
 
 // Leasable reports whether gateways may ever hold r's tokens locally, by a
 // fixed or an automatic lease: not for a calendar rule nor a period of
-// LongWindow or more. Validate refuses a fixed lease on the others; a
-// node and the SDK check it again, for rules stored before the refusal.
+// LongWindow or more. Validate refuses a fixed lease on a calendar rule
+// and CheckWrite on a long period (rules stored before that refusal stay
+// valid); a node and the SDK never lease either way.
 func (r *Rule) Leasable() bool {
 	return r.Calendar == "" && r.Period.D() < LongWindow
 }
@@ -70,6 +71,26 @@ type zoneError string
 func (e zoneError) Error() string { return string(e) }
 
 const errLocalZone = zoneError(`"Local" is the machine's own zone, which differs between nodes`)
+
+// errLongLease is the problem with a fixed lease on a long window.
+const errLongLease = "a calendar window, or a period of 1h or longer, is never leased: leased tokens would come back only when the window ends; use lease: off or auto (auto never leases it either)"
+
+// CheckWrite refuses, in rules about to be written, what Validate accepts
+// only because earlier versions stored it: a fixed lease on a period of
+// LongWindow or more (never leased now; Leasable). The write edge calls
+// it beside Merge; the FSM does not, so a log written by an older version
+// replays to the same rule set on every member. Problems are named as
+// Validate(rs) names them ("rules[0].lease").
+func CheckWrite(rs []Rule) error {
+	var ps problems
+	for i, r := range rs {
+		ps.prefix = indexPrefix(i)
+		if r.Lease > 0 && !r.Leasable() {
+			ps.add("lease", "%d: %s", r.Lease.Fixed(), errLongLease)
+		}
+	}
+	return errOf(ps.list)
+}
 
 // checkCalendar appends the problems of r's calendar and timezone; alg is
 // r's algorithm, resolved.

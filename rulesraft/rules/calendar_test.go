@@ -65,7 +65,6 @@ func TestParseCalendarErrors(t *testing.T) {
 		{"    calendar: month\n    timezone: Local\n", "timezone", "differs between nodes"},
 		{"    period: 24h\n    timezone: Europe/Berlin\n", "timezone", "applies to calendar windows only"},
 		{"    calendar: month\n    lease: 10\n", "lease", "is never leased"},
-		{"    period: 1h\n    lease: 10\n", "lease", "a window of 1h or longer"},
 	} {
 		_, err := ParseFile([]byte(calendarRuleYAML + tc.yaml))
 		var ve *ValidationError
@@ -90,6 +89,26 @@ func TestParseCalendarErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "rules[0].calendar: calendar windows need algorithm: fixed_window") {
 			t.Errorf("%q: %v", alg, err)
 		}
+	}
+}
+
+// A fixed lease on a period of an hour or more is refused on write
+// (CheckWrite) but stays valid for Validate, which the FSM runs again on
+// every replayed command: a log written by an older version that stored
+// one must replay to the same rule set.
+func TestCheckWriteRefusesLongFixedLeases(t *testing.T) {
+	rs, err := ParseFile([]byte(calendarRuleYAML + "    period: 1h\n    lease: 10\n  - {id: ok, match: {route: /ok}, key: ip, rate: 5, period: 59m, lease: 5}\n"))
+	if err != nil {
+		t.Fatalf("a fixed lease on 1h must stay valid for Validate: %v", err)
+	}
+	err = CheckWrite(rs)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Field != "rules[0].lease" ||
+		!strings.Contains(ve.Problems[0].Msg, "is never leased") {
+		t.Fatalf("CheckWrite: %v, want one problem on rules[0].lease", err)
+	}
+	if err := CheckWrite(rs[1:]); err != nil {
+		t.Fatalf("59m with a lease: %v", err)
 	}
 }
 

@@ -242,8 +242,8 @@ func (r Rule) check(ps *problems) {
 	switch {
 	case r.Lease < LeaseOff:
 		ps.add("lease", "%s, got %d", errLeaseValue, int64(r.Lease))
-	case r.Lease > 0 && !r.Leasable():
-		ps.add("lease", "%d: a window of %s or longer (or a calendar window) is never leased: leased tokens would come back only when the window ends; use lease: off or auto (auto never leases it either)", r.Lease.Fixed(), Duration(LongWindow))
+	case r.Lease > 0 && r.Calendar != "":
+		ps.add("lease", "%d: %s", r.Lease.Fixed(), errLongLease)
 	case r.Lease > 0 && burst > 0 && r.Lease.Fixed() > burst:
 		ps.add("lease", "%d is over the burst (%d): a gateway may not hold more than the bucket", r.Lease.Fixed(), burst)
 	case r.Lease > 0 && windowed && r.Rate > 0 && r.Lease.Fixed() > r.Rate:
