@@ -50,3 +50,30 @@ func BenchmarkDecideLog(b *testing.B) {
 		b.Fatal("nothing allowed")
 	}
 }
+
+// BenchmarkDecideCalendar is FixedWindow with calendar days in a zone: the
+// same window most calls (as a plain window), a boundary computed from the
+// zone when one rolls (every 100 calls here, far more often than a day).
+func BenchmarkDecideCalendar(b *testing.B) {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Skip(err)
+	}
+	l := Limit{Algorithm: FixedWindow, Rate: 50, Period: Day.Nominal(), Calendar: &Calendar{Unit: Day, Zone: loc}}
+	step := int64(24*time.Hour) / 100
+	var s State
+	now := t0
+	allowed := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		var res Result
+		s, res = Decide(s, l, 1, now)
+		if res.Allowed {
+			allowed++
+		}
+		now += step
+	}
+	if allowed == 0 {
+		b.Fatal("nothing allowed")
+	}
+}

@@ -8,17 +8,24 @@ import (
 )
 
 // Calendar aligns a FixedWindow limit's windows to a time zone's calendar
-// (Limit.Calendar, Limit.Zone) instead of a multiple of Period: a day
-// starts at local midnight, a week at local midnight on Monday (ISO 8601),
-// a month at local midnight of the 1st, a year at local midnight of
-// January 1st. Windows are as long as the zone makes them: a day across a
-// daylight-saving change lasts 23 or 25 hours.
-type Calendar uint8
+// (Limit.Calendar) instead of multiples of Period: a day starts at local
+// midnight, a week at local midnight on Monday (ISO 8601), a month at
+// local midnight of the 1st, a year at local midnight of January 1st.
+// Windows are as long as the zone makes them: a day across a
+// daylight-saving change lasts 23 or 25 hours. A limit holds a pointer to
+// one (immutable, shared), which keeps Limit to five words: Decide takes
+// it by value on every check.
+type Calendar struct {
+	Unit Unit
+	Zone *time.Location // nil: UTC
+}
 
-// The calendar units. The zero value is NoCalendar: windows are Period
-// long, aligned to multiples of Period.
+// Unit is a calendar unit.
+type Unit uint8
+
+// The calendar units. The zero value is NoUnit: no calendar.
 const (
-	NoCalendar Calendar = iota
+	NoUnit Unit = iota
 	Day
 	Week
 	Month
@@ -26,44 +33,44 @@ const (
 )
 
 var calendarNames = [...]string{
-	NoCalendar: "",
-	Day:        "day",
-	Week:       "week",
-	Month:      "month",
-	Year:       "year",
+	NoUnit: "",
+	Day:    "day",
+	Week:   "week",
+	Month:  "month",
+	Year:   "year",
 }
 
 // ErrUnknownCalendar is returned (wrapped) for a calendar name or value
 // that is not one of the constants above.
 var ErrUnknownCalendar = errors.New("bucket: unknown calendar unit")
 
-// ParseCalendar maps the rules-file name of a calendar unit to its value;
-// the empty string means NoCalendar.
-func ParseCalendar(s string) (Calendar, error) {
+// ParseUnit maps the rules-file name of a calendar unit to its value; the
+// empty string means NoUnit.
+func ParseUnit(s string) (Unit, error) {
 	for c, name := range calendarNames {
 		if s == name {
-			return Calendar(c), nil
+			return Unit(c), nil
 		}
 	}
 	return 0, fmt.Errorf("%w %q (want day, week, month or year)", ErrUnknownCalendar, s)
 }
 
-// String returns the rules-file name ("" for NoCalendar), or
-// "calendar(N)" for an unknown value.
-func (c Calendar) String() string {
+// String returns the rules-file name ("" for NoUnit), or "calendar(N)"
+// for an unknown value.
+func (c Unit) String() string {
 	if c.valid() {
 		return calendarNames[c]
 	}
 	return "calendar(" + strconv.Itoa(int(c)) + ")"
 }
 
-func (c Calendar) valid() bool { return int(c) < len(calendarNames) }
+func (c Unit) valid() bool { return int(c) < len(calendarNames) }
 
 // Nominal is the unit's usual length: 24 h, 7 days, 30 days, 365 days
-// (0 for NoCalendar). A calendar limit carries it as its Period, which
+// (0 for NoUnit). A calendar limit carries it as its Period, which
 // reports say as the window's length; the windows themselves are as long
 // as the calendar makes them.
-func (c Calendar) Nominal() time.Duration {
+func (c Unit) Nominal() time.Duration {
 	const day = 24 * time.Hour
 	switch c {
 	case Day:
@@ -83,7 +90,7 @@ func (c Calendar) Nominal() time.Duration {
 // plus 26 h, which covers a daylight-saving shift of up to 2 h and a zone
 // moving across the date line by a whole day (a day lived twice).
 // Limit.IdleAfter answers it for a calendar limit.
-func (c Calendar) Longest() time.Duration {
+func (c Unit) Longest() time.Duration {
 	const day = 24 * time.Hour
 	var n time.Duration
 	switch c {
@@ -103,7 +110,7 @@ func (c Calendar) Longest() time.Duration {
 
 // bounds is the local midnight starting the unit that holds the date
 // y-m-d, and the one starting the next unit.
-func (c Calendar) bounds(y int, m time.Month, d int, wd time.Weekday, loc *time.Location) (start, end time.Time) {
+func (c Unit) bounds(y int, m time.Month, d int, wd time.Weekday, loc *time.Location) (start, end time.Time) {
 	switch c {
 	case Day:
 		return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
@@ -123,7 +130,7 @@ func (c Calendar) bounds(y int, m time.Month, d int, wd time.Weekday, loc *time.
 // it to one side of the change; the window then starts there, and every
 // window is computed the same way, so they still tile the line without
 // gaps or overlaps.
-func (c Calendar) window(now int64, loc *time.Location) (start, end int64) {
+func (c Unit) window(now int64, loc *time.Location) (start, end int64) {
 	if loc == nil {
 		loc = time.UTC
 	}

@@ -16,8 +16,8 @@ func zone(t *testing.T, name string) *time.Location {
 	return loc
 }
 
-func calLimit(c Calendar, rate int64, loc *time.Location) Limit {
-	return Limit{Algorithm: FixedWindow, Calendar: c, Rate: rate, Period: c.Nominal(), Zone: loc}
+func calLimit(c Unit, rate int64, loc *time.Location) Limit {
+	return Limit{Algorithm: FixedWindow, Rate: rate, Period: c.Nominal(), Calendar: &Calendar{Unit: c, Zone: loc}}
 }
 
 // at is a wall-clock time in loc, as unix ns (the fake clock's reading).
@@ -202,7 +202,7 @@ func TestCalendarWindowsTile(t *testing.T) {
 		"America/Sao_Paulo", "Pacific/Apia", "America/Havana", "Asia/Tehran", "Pacific/Kiritimati"}
 	for _, name := range zones {
 		loc := zone(t, name)
-		for _, c := range []Calendar{Day, Week, Month, Year} {
+		for _, c := range []Unit{Day, Week, Month, Year} {
 			from := at(time.UTC, 1990, 1, 1, 0, 0, 0, 0)
 			to := at(time.UTC, 2032, 1, 1, 0, 0, 0, 0)
 			start, end := c.window(from, loc)
@@ -228,14 +228,14 @@ func TestCalendarWindowsTile(t *testing.T) {
 
 func TestCalendarParseAndValidate(t *testing.T) {
 	for _, name := range []string{"day", "week", "month", "year"} {
-		c, err := ParseCalendar(name)
+		c, err := ParseUnit(name)
 		if err != nil || c.String() != name || c.Nominal() <= 0 {
-			t.Errorf("ParseCalendar(%q) = %v, %v", name, c, err)
+			t.Errorf("ParseUnit(%q) = %v, %v", name, c, err)
 		}
 	}
 	for _, bad := range []string{"Day", "days", "quarter", " month"} {
-		if _, err := ParseCalendar(bad); !errors.Is(err, ErrUnknownCalendar) {
-			t.Errorf("ParseCalendar(%q): %v", bad, err)
+		if _, err := ParseUnit(bad); !errors.Is(err, ErrUnknownCalendar) {
+			t.Errorf("ParseUnit(%q): %v", bad, err)
 		}
 	}
 	if err := calLimit(Month, 10, nil).Validate(DefaultMaxLog); err != nil {
@@ -246,7 +246,7 @@ func TestCalendarParseAndValidate(t *testing.T) {
 	if err := tb.Validate(DefaultMaxLog); !errors.Is(err, ErrInvalidLimit) {
 		t.Errorf("a calendar token bucket: %v", err)
 	}
-	unknown := calLimit(Calendar(9), 10, nil)
+	unknown := calLimit(Unit(9), 10, nil)
 	unknown.Period = time.Hour
 	if err := unknown.Validate(DefaultMaxLog); !errors.Is(err, ErrUnknownCalendar) {
 		t.Errorf("an unknown calendar: %v", err)

@@ -78,7 +78,8 @@
 // its start and length (A and C), so it too ends when its writer's would,
 // and the next one is the calendar window holding the reader's now.
 //
-// Calendar boundaries are computed from the given now and Limit.Zone only
+// Calendar boundaries are computed from the given now and the zone in
+// Limit.Calendar only
 // (time.Date over the zone the caller loaded), never from a clock.
 //
 // A state written under another limit (a rule edit) is read under the new
@@ -92,7 +93,7 @@
 // change a state becomes Full on a clock that does not go backwards: the
 // time to refill a whole bucket, one Period for FixedWindow and SlidingLog,
 // two Periods for SlidingWindow, the longest window of the unit for a
-// calendar FixedWindow (Calendar.Longest).
+// calendar FixedWindow (Unit.Longest).
 //
 // # Refunds
 //

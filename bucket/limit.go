@@ -37,24 +37,23 @@ const (
 // A Limit with Rate <= 0 or Period <= 0 is invalid; Decide treats it as
 // "block everything" rather than failing, so a rate-0 override blocks.
 //
-// Calendar (FixedWindow only) aligns the windows to Zone's calendar (nil:
-// UTC) instead of multiples of Period: Rate per day, week, month or year,
-// each window as long as the calendar makes it (see Calendar). Period is
-// then only what reports give as the window's length (Calendar.Nominal).
-// The zone comes in with the limit, so the package still reads no clock
-// and no zone database.
+// Calendar, when not nil (FixedWindow only), aligns the windows to a
+// zone's calendar instead of multiples of Period: Rate per day, week,
+// month or year, each window as long as the calendar makes it (see
+// Calendar). Period is then only what reports give as the window's length
+// (Unit.Nominal). The zone comes in with the limit, so the package still
+// reads no clock and no zone database.
 type Limit struct {
 	Algorithm Algorithm
-	Calendar  Calendar
 	Rate      int64
 	Period    time.Duration
 	Burst     int64
-	Zone      *time.Location
+	Calendar  *Calendar
 }
 
 // calendar reports whether l's windows follow a calendar.
 func (l Limit) calendar() bool {
-	return l.Calendar != NoCalendar && l.Algorithm == FixedWindow && l.Calendar.valid()
+	return l.Calendar != nil && l.Calendar.Unit != NoUnit && l.Algorithm == FixedWindow && l.Calendar.Unit.valid()
 }
 
 // Capacity is what a full bucket or an empty window allows: Burst (or Rate
@@ -70,14 +69,14 @@ func (l Limit) Capacity() int64 {
 // again (Full), given a clock that does not go backwards: the time to refill
 // a whole bucket for TokenBucket and LeakyBucket, one Period for FixedWindow
 // and SlidingLog, two Periods for SlidingWindow, the longest window of its
-// unit for a calendar limit (Calendar.Longest). It is 0 for an invalid
+// unit for a calendar limit (Unit.Longest). It is 0 for an invalid
 // limit.
 func (l Limit) IdleAfter() time.Duration {
 	if l.Rate <= 0 || l.Period <= 0 {
 		return 0
 	}
 	if l.calendar() {
-		return l.Calendar.Longest()
+		return l.Calendar.Unit.Longest()
 	}
 	switch l.Algorithm {
 	case TokenBucket, LeakyBucket:
@@ -109,10 +108,10 @@ func (l Limit) Validate(maxLog int64) error {
 		return fmt.Errorf("%w: rate %d above the maximum %d", ErrInvalidLimit, l.Rate, int64(MaxTokens))
 	case l.Burst > MaxTokens:
 		return fmt.Errorf("%w: burst %d above the maximum %d", ErrInvalidLimit, l.Burst, int64(MaxTokens))
-	case !l.Calendar.valid():
-		return fmt.Errorf("%w: %w: %d", ErrInvalidLimit, ErrUnknownCalendar, l.Calendar)
-	case l.Calendar != NoCalendar && l.Algorithm != FixedWindow:
-		return fmt.Errorf("%w: calendar windows (%s) need fixed_window, not %s", ErrInvalidLimit, l.Calendar, l.Algorithm)
+	case l.Calendar != nil && (!l.Calendar.Unit.valid() || l.Calendar.Unit == NoUnit):
+		return fmt.Errorf("%w: %w: %d", ErrInvalidLimit, ErrUnknownCalendar, l.Calendar.Unit)
+	case l.Calendar != nil && l.Algorithm != FixedWindow:
+		return fmt.Errorf("%w: calendar windows (%s) need fixed_window, not %s", ErrInvalidLimit, l.Calendar.Unit, l.Algorithm)
 	case l.Algorithm == SlidingLog && l.Rate > maxLog:
 		return fmt.Errorf("%w: %w: sliding_log rate %d above the maximum %d (use sliding_window)", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	}

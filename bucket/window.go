@@ -46,21 +46,8 @@ func (w fixedWin) state(count int64) State {
 // A calendar limit's state keeps its window until start + length (C); a
 // state without a length (written under a Period limit) keeps it until
 // the end of the calendar window holding its start. The next window is
-// the calendar window holding now.
+// the calendar window holding now (calendarRoll).
 func fixedRoll(s State, l Limit, now int64) fixedWin {
-	if l.calendar() {
-		if s != (State{}) {
-			end := satAdd(s.A, s.C)
-			if s.C <= 0 {
-				_, end = l.Calendar.window(s.A, l.Zone)
-			}
-			if now < end {
-				return fixedWin{start: s.A, length: end - s.A, count: min(max(s.B, 0), l.Rate)}
-			}
-		}
-		start, end := l.Calendar.window(now, l.Zone)
-		return fixedWin{start: start, length: end - start}
-	}
 	p := int64(l.Period)
 	if s == (State{}) {
 		return fixedWin{start: windowStart(now, p)}
@@ -71,8 +58,33 @@ func fixedRoll(s State, l Limit, now int64) fixedWin {
 	return fixedWin{start: s.A + (now-s.A)/p*p}
 }
 
+// calendarRoll is fixedRoll for a limit with a Calendar (kept apart, and
+// chosen by each caller, so that fixedRoll stays small enough to inline on
+// the Period path).
+func calendarRoll(s State, l Limit, now int64) fixedWin {
+	if !l.calendar() { // an unknown unit: Period windows
+		return fixedRoll(s, l, now)
+	}
+	if s != (State{}) {
+		end := satAdd(s.A, s.C)
+		if s.C <= 0 {
+			_, end = l.Calendar.Unit.window(s.A, l.Calendar.Zone)
+		}
+		if now < end {
+			return fixedWin{start: s.A, length: end - s.A, count: min(max(s.B, 0), l.Rate)}
+		}
+	}
+	start, end := l.Calendar.Unit.window(now, l.Calendar.Zone)
+	return fixedWin{start: start, length: end - start}
+}
+
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
-	w := fixedRoll(s, l, now)
+	var w fixedWin
+	if l.Calendar != nil {
+		w = calendarRoll(s, l, now)
+	} else {
+		w = fixedRoll(s, l, now)
+	}
 	end := time.Duration(w.end(l) - now) // window end, from now
 	res := Result{Limit: l.Rate}
 	if w.count > 0 {
@@ -98,7 +110,12 @@ func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 }
 
 func fixedRefund(s State, l Limit, cost int64, now int64) State {
-	w := fixedRoll(s, l, now)
+	var w fixedWin
+	if l.Calendar != nil {
+		w = calendarRoll(s, l, now)
+	} else {
+		w = fixedRoll(s, l, now)
+	}
 	if w.count == 0 {
 		return s // nothing left to give back; keep the window seen
 	}

@@ -174,7 +174,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		if o := it.Override; o != nil && !blocked {
 			lim.Rate, lim.Period, lim.Burst = o.Rate, o.Period, o.Burst
-			lim.Calendar, lim.Zone = bucket.NoCalendar, nil // the descriptor's own unit replaces a calendar
+			lim.Calendar = nil // the descriptor's own unit replaces a calendar
 			if lim.Burst <= 0 {
 				lim.Burst = o.Rate
 			}

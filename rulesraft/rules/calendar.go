@@ -31,10 +31,10 @@ func (r *Rule) Leasable() bool {
 }
 
 // Window is the length reports give for r's window: its period, or a
-// calendar rule's nominal unit (bucket.Calendar.Nominal: a month is 30
+// calendar rule's nominal unit (bucket.Unit.Nominal: a month is 30
 // days there; the windows themselves follow the calendar).
 func (r *Rule) Window() time.Duration {
-	if c, err := bucket.ParseCalendar(r.Calendar); err == nil && c != bucket.NoCalendar {
+	if c, err := bucket.ParseUnit(r.Calendar); err == nil && c != bucket.NoUnit {
 		return c.Nominal()
 	}
 	return r.Period.D()
@@ -101,7 +101,7 @@ func (r Rule) checkCalendar(ps *problems, alg string) {
 		}
 		return
 	}
-	if c, err := bucket.ParseCalendar(r.Calendar); err != nil || c == bucket.NoCalendar {
+	if c, err := bucket.ParseUnit(r.Calendar); err != nil || c == bucket.NoUnit {
 		ps.add("calendar", "%q: want day, week, month or year", r.Calendar)
 	}
 	if alg != AlgFixedWindow {

@@ -31,7 +31,7 @@ func TestParseCalendarRule(t *testing.T) {
 		t.Fatalf("parsed %+v", r)
 	}
 	lim := r.Limit()
-	if lim.Calendar != bucket.Month || lim.Zone == nil || lim.Zone.String() != "Europe/Berlin" ||
+	if lim.Calendar == nil || lim.Calendar.Unit != bucket.Month || lim.Calendar.Zone.String() != "Europe/Berlin" ||
 		lim.Period != 30*24*time.Hour || lim.Algorithm != bucket.FixedWindow {
 		t.Fatalf("limit %+v", lim)
 	}
@@ -42,7 +42,7 @@ func TestParseCalendarRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := Normalize(rs[0]); n.Timezone != DefaultTimezone || n.Limit().Zone != time.UTC {
+	if n := Normalize(rs[0]); n.Timezone != DefaultTimezone || n.Limit().Calendar.Zone != time.UTC {
 		t.Fatalf("a day in no zone: %+v", n)
 	}
 	// JSON (the HTTP API, the Raft log) keeps both fields.

@@ -105,9 +105,9 @@ func (r Rule) Limit() bucket.Limit {
 		burst = r.Rate
 	}
 	lim := bucket.Limit{Algorithm: a, Rate: r.Rate, Period: r.Period.D(), Burst: burst}
-	if c, err := bucket.ParseCalendar(r.Calendar); err == nil && c != bucket.NoCalendar {
-		lim.Calendar, lim.Period = c, c.Nominal()
-		lim.Zone, _ = LoadZone(r.Timezone)
+	if c, err := bucket.ParseUnit(r.Calendar); err == nil && c != bucket.NoUnit {
+		zone, _ := LoadZone(r.Timezone)
+		lim.Calendar, lim.Period = &bucket.Calendar{Unit: c, Zone: zone}, c.Nominal()
 	}
 	return lim
 }
