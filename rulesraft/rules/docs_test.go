@@ -93,7 +93,7 @@ func TestRulesDoc(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("docs/rules.md, %q: field %s is missing (type %q, default %q)", c.section, f.Name, f.Type, f.Default)
-			case d.Type != f.Type || d.Default != f.Default:
+			case d != Field{Name: f.Name, Type: f.Type, Default: f.Default}:
 				t.Errorf("docs/rules.md, %q: %s has type %q, default %q; the parser's table says %q, %q",
 					c.section, f.Name, d.Type, d.Default, f.Type, f.Default)
 			}
