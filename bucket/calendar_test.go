@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 	_ "time/tzdata" // the same zone database on every machine
@@ -250,5 +251,61 @@ func TestCalendarParseAndValidate(t *testing.T) {
 	unknown.Period = time.Hour
 	if err := unknown.Validate(DefaultMaxLog); !errors.Is(err, ErrUnknownCalendar) {
 		t.Errorf("an unknown calendar: %v", err)
+	}
+}
+
+// Random steps on a clock that mostly runs forward (and sometimes jumps
+// back), over days, weeks and months in a zone with daylight saving: no
+// calendar window ever admits more than Rate, remaining stays within
+// [0, Rate], and a denial's RetryAfter is exactly the time to the end of
+// the window the state holds.
+func TestCalendarPropertyNeverOverWindow(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	rng := rand.New(rand.NewPCG(29, 1))
+	for _, c := range []Unit{Day, Week, Month} {
+		for run := range 40 {
+			rate := int64(1 + rng.IntN(20))
+			l := calLimit(c, rate, berlin)
+			var s State
+			now := at(berlin, 2026, time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), 0, 0, 0)
+			latest := now
+			taken := map[int64]int64{} // by window start
+			for range 400 {
+				switch k := rng.IntN(10); {
+				case k < 7:
+					now += rng.Int64N(int64(c.Nominal()) / 8)
+				case k < 9:
+					now += rng.Int64N(int64(time.Hour))
+				default:
+					now -= rng.Int64N(int64(2 * time.Hour))
+				}
+				cost := int64(rng.IntN(int(rate) + 1))
+				ns, r := Decide(s, l, cost, now)
+				if r.Remaining < 0 || r.Remaining > rate {
+					t.Fatalf("%v run %d: remaining %d of %d", c, run, r.Remaining, rate)
+				}
+				if !r.Allowed {
+					if want := time.Duration(satAdd(s.A, s.C) - now); r.RetryAfter != want {
+						t.Fatalf("%v run %d: retry after %v, want %v to the window's end", c, run, r.RetryAfter, want)
+					}
+					continue
+				}
+				if cost > 0 {
+					// Count by the calendar window of the latest time seen:
+					// a clock gone back stays in the state's window.
+					latest = max(latest, now)
+					start, _ := c.window(latest, berlin)
+					if ns.A != start && ns.A > start {
+						t.Fatalf("%v run %d: state window %v after the latest time's %v", c, run, ns.A, start)
+					}
+					taken[ns.A] += cost
+					if taken[ns.A] > rate {
+						t.Fatalf("%v run %d: %d admitted in the window from %v, rate %d", c, run, taken[ns.A],
+							time.Unix(0, ns.A).In(berlin), rate)
+					}
+				}
+				s = ns
+			}
+		}
 	}
 }
