@@ -3,6 +3,11 @@ package rules
 import (
 	"sync"
 	"time"
+	// Validate loads a calendar rule's zone, and the Raft FSM runs it on
+	// every member, a gateway's rule cache on every gateway: with the
+	// database built in, a host without one (a FROM scratch image) reads
+	// the same zones instead of refusing the rule set.
+	_ "time/tzdata"
 
 	"github.com/weirlimit/weir/bucket"
 )
