@@ -107,8 +107,10 @@ func Full(s State, l Limit, now int64) bool {
 		x, _ := m.gcraDeficit(s, now)
 		return x.zero()
 	case FixedWindow:
-		w := fixedRoll(s, l, now)
-		return w.count == 0
+		if l.Calendar != nil {
+			return calendarRoll(s, l, now).count == 0
+		}
+		return fixedRoll(s, l, now).count == 0
 	default:
 		w := slidingRoll(s, l, now)
 		return w.cur == 0 && w.prev == 0

@@ -29,7 +29,11 @@
 //     B = TAT fraction in 1/Rate ns, C = latest time seen.
 //   - FixedWindow: a count per window [k×Period, (k+1)×Period). At most Rate
 //     per window, so at most 2×Rate across a window boundary. State: A =
-//     window start, B = count.
+//     window start, B = count. With Limit.Calendar the windows are the
+//     days, weeks (from Monday), months or years of Limit.Zone instead,
+//     from local midnight to local midnight, so a day across a
+//     daylight-saving change lasts 23 or 25 hours; C = the window's length
+//     (calendar.go).
 //   - SlidingWindow: the previous window's count weighted by its overlap with
 //     the sliding window (now-Period, now], plus the current window's count
 //     (Cloudflare's design). Cheap and smooth, approximate: tokens bunched at
@@ -70,7 +74,13 @@
 // onto the reader's clock first (nodes do this for every counter state
 // they receive). A window keeps its state's own grid once started (the
 // windows of a fresh state start on the period's grid), so a state moved
-// by Later rolls exactly when its writer's would.
+// by Later rolls exactly when its writer's would; a calendar window keeps
+// its start and length (A and C), so it too ends when its writer's would,
+// and the next one is the calendar window holding the reader's now.
+//
+// Calendar boundaries are computed from the given now and the zone in
+// Limit.Calendar only
+// (time.Date over the zone the caller loaded), never from a clock.
 //
 // A state written under another limit (a rule edit) is read under the new
 // one and never counts as more than empty: a bucket deficit is capped at
@@ -82,7 +92,8 @@
 // the caller may drop it. Limit.IdleAfter bounds how long after its last
 // change a state becomes Full on a clock that does not go backwards: the
 // time to refill a whole bucket, one Period for FixedWindow and SlidingLog,
-// two Periods for SlidingWindow.
+// two Periods for SlidingWindow, the longest window of the unit for a
+// calendar FixedWindow (Unit.Longest).
 //
 // # Refunds
 //

@@ -36,11 +36,24 @@ const (
 //
 // A Limit with Rate <= 0 or Period <= 0 is invalid; Decide treats it as
 // "block everything" rather than failing, so a rate-0 override blocks.
+//
+// Calendar, when not nil (FixedWindow only), aligns the windows to a
+// zone's calendar instead of multiples of Period: Rate per day, week,
+// month or year, each window as long as the calendar makes it (see
+// Calendar). Period is then only what reports give as the window's length
+// (Unit.Nominal). The zone comes in with the limit, so the package still
+// reads no clock and no zone database.
 type Limit struct {
 	Algorithm Algorithm
 	Rate      int64
 	Period    time.Duration
 	Burst     int64
+	Calendar  *Calendar
+}
+
+// calendar reports whether l's windows follow a calendar.
+func (l Limit) calendar() bool {
+	return l.Calendar != nil && l.Calendar.Unit != NoUnit && l.Algorithm == FixedWindow && l.Calendar.Unit.valid()
 }
 
 // Capacity is what a full bucket or an empty window allows: Burst (or Rate
@@ -55,10 +68,15 @@ func (l Limit) Capacity() int64 {
 // IdleAfter is how long after its last change a state is certainly fresh
 // again (Full), given a clock that does not go backwards: the time to refill
 // a whole bucket for TokenBucket and LeakyBucket, one Period for FixedWindow
-// and SlidingLog, two Periods for SlidingWindow. It is 0 for an invalid limit.
+// and SlidingLog, two Periods for SlidingWindow, the longest window of its
+// unit for a calendar limit (Unit.Longest). It is 0 for an invalid
+// limit.
 func (l Limit) IdleAfter() time.Duration {
 	if l.Rate <= 0 || l.Period <= 0 {
 		return 0
+	}
+	if l.calendar() {
+		return l.Calendar.Unit.Longest()
 	}
 	switch l.Algorithm {
 	case TokenBucket, LeakyBucket:
@@ -90,6 +108,10 @@ func (l Limit) Validate(maxLog int64) error {
 		return fmt.Errorf("%w: rate %d above the maximum %d", ErrInvalidLimit, l.Rate, int64(MaxTokens))
 	case l.Burst > MaxTokens:
 		return fmt.Errorf("%w: burst %d above the maximum %d", ErrInvalidLimit, l.Burst, int64(MaxTokens))
+	case l.Calendar != nil && (!l.Calendar.Unit.valid() || l.Calendar.Unit == NoUnit):
+		return fmt.Errorf("%w: %w: %d", ErrInvalidLimit, ErrUnknownCalendar, l.Calendar.Unit)
+	case l.Calendar != nil && l.Algorithm != FixedWindow:
+		return fmt.Errorf("%w: calendar windows (%s) need fixed_window, not %s", ErrInvalidLimit, l.Calendar.Unit, l.Algorithm)
 	case l.Algorithm == SlidingLog && l.Rate > maxLog:
 		return fmt.Errorf("%w: %w: sliding_log rate %d above the maximum %d (use sliding_window)", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	}

@@ -8,10 +8,30 @@ import "time"
 //	   for a state started fresh, see fixedRoll)
 //	B  tokens taken in that window (0 after a refund: A still marks the
 //	   latest window seen)
-//	C  unused (0)
+//	C  the window's length in ns for a calendar limit (its windows differ
+//	   in length: months, days across a daylight-saving change); 0 for a
+//	   Period window, whose length is the limit's
+//
+// Start and length both live in the state, so a state moved onto a
+// reader's clock by Later (which moves A) keeps its count until the same
+// instant its writer would, whatever the reader's zone database says.
 type fixedWin struct {
-	start int64 // window start
-	count int64 // tokens taken in it
+	start  int64 // window start
+	length int64 // C: calendar window length, 0 for a Period window
+	count  int64 // tokens taken in it
+}
+
+// end is when the window ends.
+func (w fixedWin) end(l Limit) int64 {
+	if w.length > 0 {
+		return satAdd(w.start, w.length)
+	}
+	return w.start + int64(l.Period)
+}
+
+// state is w holding count tokens.
+func (w fixedWin) state(count int64) State {
+	return State{A: w.start, B: count, C: w.length}
 }
 
 // fixedRoll brings s to now. A clock that went back into an earlier window
@@ -22,6 +42,11 @@ type fixedWin struct {
 // there. A start off the grid (a state written under another limit, or
 // read on a clock ahead of its writer's, see Later) thus keeps its count
 // until its own window ends.
+//
+// A calendar limit's state keeps its window until start + length (C); a
+// state without a length (written under a Period limit) keeps it until
+// the end of the calendar window holding its start. The next window is
+// the calendar window holding now (calendarRoll).
 func fixedRoll(s State, l Limit, now int64) fixedWin {
 	p := int64(l.Period)
 	if s == (State{}) {
@@ -33,10 +58,34 @@ func fixedRoll(s State, l Limit, now int64) fixedWin {
 	return fixedWin{start: s.A + (now-s.A)/p*p}
 }
 
+// calendarRoll is fixedRoll for a limit with a Calendar (kept apart, and
+// chosen by each caller, so that fixedRoll stays small enough to inline on
+// the Period path).
+func calendarRoll(s State, l Limit, now int64) fixedWin {
+	if !l.calendar() { // an unknown unit: Period windows
+		return fixedRoll(s, l, now)
+	}
+	if s != (State{}) {
+		end := satAdd(s.A, s.C)
+		if s.C <= 0 {
+			_, end = l.Calendar.Unit.window(s.A, l.Calendar.Zone)
+		}
+		if now < end {
+			return fixedWin{start: s.A, length: end - s.A, count: min(max(s.B, 0), l.Rate)}
+		}
+	}
+	start, end := l.Calendar.Unit.window(now, l.Calendar.Zone)
+	return fixedWin{start: start, length: end - start}
+}
+
 func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
-	w := fixedRoll(s, l, now)
-	p := time.Duration(l.Period)
-	end := time.Duration(w.start-now) + p // window end, from now
+	var w fixedWin
+	if l.Calendar != nil {
+		w = calendarRoll(s, l, now)
+	} else {
+		w = fixedRoll(s, l, now)
+	}
+	end := time.Duration(w.end(l) - now) // window end, from now
 	res := Result{Limit: l.Rate}
 	if w.count > 0 {
 		res.ResetAfter = end
@@ -57,15 +106,20 @@ func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 		return s, res
 	}
 	res.ResetAfter = end
-	return State{A: w.start, B: w.count + cost}, res
+	return w.state(w.count + cost), res
 }
 
 func fixedRefund(s State, l Limit, cost int64, now int64) State {
-	w := fixedRoll(s, l, now)
+	var w fixedWin
+	if l.Calendar != nil {
+		w = calendarRoll(s, l, now)
+	} else {
+		w = fixedRoll(s, l, now)
+	}
 	if w.count == 0 {
 		return s // nothing left to give back; keep the window seen
 	}
-	return State{A: w.start, B: max(w.count-cost, 0)}
+	return w.state(max(w.count-cost, 0))
 }
 
 // SlidingWindow state words:

@@ -46,7 +46,7 @@ rules:
     match: {route: /lease}
     key: apikey
     rate: 1
-    period: 1h
+    period: 59m # under an hour: longer windows are never leased
     burst: 50
     lease: 5
     timeout: 200ms

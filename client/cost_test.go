@@ -37,7 +37,7 @@ rules:
     match: {route: /lc}
     key: apikey
     rate: 1
-    period: 1h
+    period: 59m # under an hour: longer windows are never leased
     burst: 100
     lease: 20
     cost_header: X-Weir-Cost

@@ -159,6 +159,10 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		var lim Limit
 		var ok bool
 		switch n := p.rule.Lease.Fixed(); {
+		case !p.rule.Leasable():
+			// A long window (a calendar window, a period of an hour or
+			// more) is never leased, fixed or automatic: leased tokens
+			// would come back only when it ends (rules.Rule.Leasable).
 		case n > 0 && cost <= n:
 			if lim, ok = c.local.takeLease(p.id, cost, now); !ok {
 				p.grab = true
@@ -431,7 +435,7 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 		Shadow: p.rule.Shadow || x.GetShadow(),
 	}
 	if p.lim.Window == 0 {
-		p.lim.Window = p.rule.Period.D()
+		p.lim.Window = p.rule.Window()
 	}
 	if x.GetVoided() {
 		// Voided: it would have passed, but another rule of the request
@@ -468,7 +472,7 @@ func ms(v int64) time.Duration {
 // by settleOpen.
 func (c *Client) fallback(rs *ruleState, p *pending, reason string, now time.Time) {
 	p.done = true
-	p.lim = Limit{Rule: p.rule.ID, Key: p.key, Window: p.rule.Period.D(), Shadow: p.rule.Shadow, Fallback: true}
+	p.lim = Limit{Rule: p.rule.ID, Key: p.key, Window: p.rule.Window(), Shadow: p.rule.Shadow, Fallback: true}
 	c.stats.fallbacks.Add(1)
 	c.metrics.fallbacks.WithLabelValues(p.rule.ID, p.rule.FailMode, reason).Inc()
 	if ok, n := c.logLim.allow(now, time.Second); ok {

@@ -55,7 +55,7 @@ func (n *Node) rules() *ruleView {
 	if set != nil {
 		for _, r := range set.Rules {
 			r = rules.Normalize(r)
-			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Period.D().Truncate(time.Millisecond),
+			v.rules[r.ID] = &compiledRule{rule: r, limit: r.Limit(), window: r.Window().Truncate(time.Millisecond),
 				cap: &shard.KeyCap{Rule: r.ID, MaxKeys: r.MaxKeys}, auto: autoLeasable(&r), volatile: !r.IsDurable()}
 		}
 		for _, o := range set.Overrides {
@@ -68,9 +68,11 @@ func (n *Node) rules() *ruleView {
 
 // autoLeasable reports whether the owner may lease r's hot keys on its
 // own: lease auto, and not a shadow rule (never blocks), a global-scope
-// rule (its quota is shared with other regions) or an unlimited one.
+// rule (its quota is shared with other regions), an unlimited one, or a
+// long window (rules.Rule.Leasable: a calendar window or a period of an
+// hour or more, whose leased tokens would come back only at its end).
 func autoLeasable(r *rules.Rule) bool {
-	return r.Lease == rules.LeaseAuto && !r.Shadow && !r.Global() && !r.Unlimited
+	return r.Lease == rules.LeaseAuto && !r.Shadow && !r.Global() && !r.Unlimited && r.Leasable()
 }
 
 // effective resolves a rule's limit for key at now, honouring an active
@@ -174,6 +176,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		if o := it.Override; o != nil && !blocked {
 			lim.Rate, lim.Period, lim.Burst = o.Rate, o.Period, o.Burst
+			lim.Calendar = nil // the descriptor's own unit replaces a calendar
 			if lim.Burst <= 0 {
 				lim.Burst = o.Rate
 			}

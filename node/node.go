@@ -233,7 +233,7 @@ func New(cfg Config) (*Node, error) {
 		MaxWait:      60 * time.Second,
 		Logger:       n.log.With("component", "api"),
 		Registry:     cfg.Registry,
-		Now:          time.Now,
+		Now:          func() time.Time { return time.Unix(0, cfg.Now()) }, // the decisions' clock: reset_at = now + reset
 		DialOptions:  []grpc.DialOption{n.peerCreds()},
 	}, backend{n})
 	if err != nil {

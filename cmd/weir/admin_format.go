@@ -60,6 +60,15 @@ func rateString(rate int64, period rules.Duration) string {
 	return strconv.FormatInt(rate, 10) + "/" + shortDuration(period.D())
 }
 
+// ruleRate is a rule's rate as the rules table shows it: "10/1m", or for a
+// calendar rule "10000/month Europe/Berlin".
+func ruleRate(r *rules.Rule) string {
+	if r.Calendar != "" {
+		return strconv.FormatInt(r.Rate, 10) + "/" + r.Calendar + " " + r.Timezone
+	}
+	return rateString(r.Rate, r.Period)
+}
+
 // shortDuration drops time.Duration's trailing zero units: "1m" not "1m0s".
 func shortDuration(d time.Duration) string {
 	s := d.String()
@@ -92,7 +101,7 @@ func formatRules(w io.Writer, version uint64, rs []rules.Rule) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
 			r.ID, orDash(route), orDash(r.Match.Method), r.Match.Plan, orDash(r.Key), r.Algorithm,
-			rateString(r.Rate, r.Period), r.Burst, r.FailMode, shortDuration(r.Timeout.D()), yesNo(r.Shadow), r.Lease)
+			ruleRate(&r), r.Burst, r.FailMode, shortDuration(r.Timeout.D()), yesNo(r.Shadow), r.Lease)
 	}
 	return tw.Flush()
 }
@@ -116,6 +125,9 @@ func formatRule(w io.Writer, version uint64, r rules.Rule) error {
 		{"timeout", shortDuration(r.Timeout.D())},
 		{"shadow", strconv.FormatBool(r.Shadow)},
 		{"lease", r.Lease.String()},
+	}
+	if r.Calendar != "" { // calendar windows instead of a period
+		rows = append(rows, [][2]string{{"calendar", r.Calendar}, {"timezone", r.Timezone}}...)
 	}
 	if r.Match.Domain != "" { // a descriptor rule (Envoy's rate limit service)
 		rows = append(rows, [][2]string{

@@ -224,6 +224,8 @@ type limitsAnswer struct {
 		Remaining    int64  `json:"remaining"`
 		Limit        int64  `json:"limit"`
 		ResetAt      string `json:"reset_at"`
+		Calendar     string `json:"calendar"` // a calendar rule's unit and zone; reset_at is in that zone
+		Timezone     string `json:"timezone"`
 		RetryAfterMS int64  `json:"retry_after_ms"`
 		RuleVersion  uint64 `json:"rule_version"`
 		Error        string `json:"error"`
@@ -236,7 +238,8 @@ func (c *cli) limitsCmd() *cobra.Command {
 		Short: "Show a key's quota under each rule that applies to it",
 		Long: "Show, without taking anything, a limited key's quota under each rule of its key\n" +
 			"type (apikey:ak_1 → the apikey rules; global:global → the global rules):\n" +
-			"remaining of limit, and when the bucket is full again (reset_at).",
+			"remaining of limit, and when the bucket is full again (reset_at; for a calendar\n" +
+			"rule, the next boundary in the rule's zone, e.g. 2026-01-01T00:00:00.000+01:00 (month, Europe/Berlin)).",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || args[0] == "" {
 				return usageErr(cmd, "want one KEY, e.g. apikey:ak_42")
@@ -266,7 +269,11 @@ func (c *cli) limitsCmd() *cobra.Command {
 					fmt.Fprintf(tw, "%s\t-\t-\t%s\t-\n", l.Rule, l.Error)
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\n", l.Rule, l.Remaining, l.Limit, orDash(l.ResetAt), l.RuleVersion)
+				reset := orDash(l.ResetAt)
+				if l.Calendar != "" {
+					reset += " (" + l.Calendar + ", " + l.Timezone + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\n", l.Rule, l.Remaining, l.Limit, reset, l.RuleVersion)
 			}
 			return tw.Flush()
 		})

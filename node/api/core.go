@@ -269,6 +269,9 @@ func (s *Server) applyRules(ctx context.Context, a admin, in []rules.Rule, repla
 	if err != nil {
 		return written{}, err
 	}
+	if err := rules.CheckWrite(in); err != nil { // refused on write only: the FSM replays older logs
+		return written{}, err
+	}
 	diff := rules.DiffSets(cur.Rules, next)
 	if dryRun {
 		return written{version: cur.Version, diff: diff}, nil

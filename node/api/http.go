@@ -852,27 +852,49 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	// ResetAt is when the bucket is full again / the window ends, to the
-	// millisecond (RFC 3339, UTC); empty for an item not decided (or one
-	// that never resets: a block with no end).
+	// millisecond (RFC 3339, UTC; in the rule's zone for a calendar rule,
+	// which Calendar and Timezone then name); empty for an item not
+	// decided (or one that never resets: a block with no end).
 	type limitJSON struct {
 		Rule string `json:"rule"`
 		checkResultJSON
-		ResetAt string `json:"reset_at,omitempty"`
+		ResetAt  string `json:"reset_at,omitempty"`
+		Calendar string `json:"calendar,omitempty"`
+		Timezone string `json:"timezone,omitempty"`
 	}
 	out := struct {
 		Key    string      `json:"key"`
 		Limits []limitJSON `json:"limits"`
 	}{Key: key, Limits: make([]limitJSON, len(ls))}
 	now := s.cfg.Now()
+	set := s.b.Rules().Current()
 	for i := range ls {
 		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
+		zone := time.UTC
+		if r, ok := ruleOf(set, l.Rule); ok && r.Calendar != "" {
+			l.Calendar, l.Timezone = r.Calendar, r.Timezone
+			if l.Timezone == "" {
+				l.Timezone = rules.DefaultTimezone
+			}
+			if loc, err := rules.LoadZone(r.Timezone); err == nil {
+				zone = loc
+			}
+		}
 		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
-			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).In(zone).Format("2006-01-02T15:04:05.000Z07:00")
 		}
 		out.Limits[i] = l
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// ruleOf is the rule id of set, if set (nil: none) holds it.
+func ruleOf(set *rules.Set, id string) (rules.Rule, bool) {
+	if set == nil {
+		return rules.Rule{}, false
+	}
+	return set.Rule(id)
 }
 
 // forPlan keeps the limits of the rules that apply to requests of plan

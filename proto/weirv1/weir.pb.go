@@ -904,7 +904,12 @@ type Rule struct {
 	// "off": the rule's counters are never written to a data dir; "" or
 	// "on" (default): long-lived ones are. Numbered apart from the fields
 	// before them, which other changes extend.
-	Durable       string `protobuf:"bytes,45,opt,name=durable,proto3" json:"durable,omitempty"`
+	Durable string `protobuf:"bytes,45,opt,name=durable,proto3" json:"durable,omitempty"`
+	// Calendar windows (fixed_window, instead of period): "day", "week",
+	// "month" or "year" of timezone (an IANA name; empty: UTC). Numbered
+	// apart from the fields before them, which other changes extend.
+	Calendar      string `protobuf:"bytes,40,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	Timezone      string `protobuf:"bytes,41,opt,name=timezone,proto3" json:"timezone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1075,6 +1080,20 @@ func (x *Rule) GetLeaseMode() string {
 func (x *Rule) GetDurable() string {
 	if x != nil {
 		return x.Durable
+	}
+	return ""
+}
+
+func (x *Rule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *Rule) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
 	}
 	return ""
 }
@@ -3785,7 +3804,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x9b\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd3\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3809,7 +3828,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
 	"\n" +
 	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x18\n" +
-	"\adurable\x18- \x01(\tR\adurable\">\n" +
+	"\adurable\x18- \x01(\tR\adurable\x12\x1a\n" +
+	"\bcalendar\x18( \x01(\tR\bcalendar\x12\x1a\n" +
+	"\btimezone\x18) \x01(\tR\btimezone\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +

@@ -3,8 +3,10 @@
 // requests to rules, and the diff shown by `weir rules diff`.
 //
 // It does no I/O, reads no clock (Override.Active takes now) and holds no
-// package-level mutable state, so a gateway links it without linking Raft;
-// the Raft FSM in the parent package stores these types.
+// package-level mutable state but a memo of the time zones calendar rules
+// loaded (LoadZone: immutable values, read from the zone database once
+// each), so a gateway links it without linking Raft; the Raft FSM in the
+// parent package stores these types.
 //
 // Invariants:
 //   - ParseFile takes or refuses a file as a whole; a refusal is a
@@ -12,6 +14,10 @@
 //     errors.Is(err, ErrInvalid) holds for every validation error.
 //   - A rule that passes Validate yields a bucket.Limit that passes
 //     bucket.Limit.Validate(MaxLogLimit).
+//   - Validate never refuses what an earlier version stored: the FSM runs
+//     it again on every replayed command. A refusal that tightens an old
+//     rule (a fixed lease on a period of 1h or more) is CheckWrite's, which
+//     the write edge runs beside Merge.
 //   - Zero fields mean defaults (Normalize writes them out). A burst of 0
 //     means "equal to rate"; YAML cannot tell "burst: 0" from an absent
 //     burst, so an explicit 0 is not an error. A timeout of 0 means 5ms.

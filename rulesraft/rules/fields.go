@@ -54,6 +54,8 @@ func RuleFields() []Field {
 		{"algorithm", "string", DefaultAlgorithm, ""},
 		{"rate", "whole number", Required, ""},
 		{"period", "duration", Required, ""},
+		{"calendar", "day | week | month | year", Unset, FeatureCalendar},
+		{"timezone", "IANA time zone name", DefaultTimezone, FeatureCalendar},
 		{"burst", "whole number", "= rate", ""},
 		{"fail_mode", "string", DefaultFailMode, ""},
 		{"timeout", "duration", Duration(DefaultTimeout).String(), ""},

@@ -208,6 +208,10 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.int(v, name, &r.Rate)
 		case "period":
 			d.dur(v, name, &r.Period)
+		case "calendar":
+			d.str(v, name, &r.Calendar)
+		case "timezone":
+			d.str(v, name, &r.Timezone)
 		case "burst":
 			d.int(v, name, &r.Burst)
 		case "fail_mode":

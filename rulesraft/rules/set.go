@@ -153,6 +153,8 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("algorithm", a.Algorithm, b.Algorithm)
 	cs.add("rate", a.Rate, b.Rate)
 	cs.add("period", a.Period, b.Period)
+	cs.add("calendar", a.Calendar, b.Calendar)
+	cs.add("timezone", a.Timezone, b.Timezone)
 	cs.add("burst", a.Burst, b.Burst)
 	cs.add("fail_mode", a.FailMode, b.FailMode)
 	cs.add("timeout", a.Timeout, b.Timeout)

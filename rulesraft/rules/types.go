@@ -69,6 +69,8 @@ type Rule struct {
 	Algorithm string   `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
 	Rate      int64    `json:"rate" yaml:"rate"`
 	Period    Duration `json:"period" yaml:"period"`
+	Calendar  string   `json:"calendar,omitempty" yaml:"calendar,omitempty"` // day | week | month | year of Timezone: see calendar.go
+	Timezone  string   `json:"timezone,omitempty" yaml:"timezone,omitempty"` // IANA name of a calendar rule's zone ("": UTC)
 	Burst     int64    `json:"burst,omitempty" yaml:"burst,omitempty"`
 	FailMode  string   `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
 	Timeout   Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
@@ -347,6 +349,7 @@ func (r Rule) Equal(o Rule) bool {
 		r.Match.Plan == o.Match.Plan && r.Match.Domain == o.Match.Domain &&
 		slices.Equal(r.Match.Descriptor, o.Match.Descriptor) && r.Key == o.Key &&
 		r.Algorithm == o.Algorithm && r.Rate == o.Rate && r.Period == o.Period && r.Burst == o.Burst &&
+		r.Calendar == o.Calendar && r.Timezone == o.Timezone &&
 		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
 		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
 		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events &&

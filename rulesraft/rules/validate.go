@@ -77,6 +77,9 @@ func Normalize(r Rule) Rule {
 	if r.Burst == 0 {
 		r.Burst = r.Rate
 	}
+	if r.Calendar != "" && r.Timezone == "" {
+		r.Timezone = DefaultTimezone
+	}
 	if name, ok := strings.CutPrefix(r.Key, KeyHeaderPrefix); ok && isToken(name) {
 		r.Key = KeyHeaderPrefix + canonicalHeader(name)
 	}
@@ -85,7 +88,9 @@ func Normalize(r Rule) Rule {
 
 // Limit returns the rule's limit for the bucket package. It assumes a valid
 // rule: an unknown algorithm yields the default one, and a burst of 0
-// becomes the rate.
+// becomes the rate. A calendar rule's limit carries its unit, its loaded
+// zone (UTC if the zone cannot be loaded here) and the unit's nominal
+// length as Period.
 func (r Rule) Limit() bucket.Limit {
 	alg := r.Algorithm
 	if alg == "" {
@@ -99,7 +104,12 @@ func (r Rule) Limit() bucket.Limit {
 	if burst == 0 {
 		burst = r.Rate
 	}
-	return bucket.Limit{Algorithm: a, Rate: r.Rate, Period: r.Period.D(), Burst: burst}
+	lim := bucket.Limit{Algorithm: a, Rate: r.Rate, Period: r.Period.D(), Burst: burst}
+	if c, err := bucket.ParseUnit(r.Calendar); err == nil && c != bucket.NoUnit {
+		zone, _ := LoadZone(r.Timezone)
+		lim.Calendar, lim.Period = &bucket.Calendar{Unit: c, Zone: zone}, c.Nominal()
+	}
+	return lim
 }
 
 // Validate checks one rule, as written or normalized (empty fields mean
@@ -209,8 +219,9 @@ func (r Rule) check(ps *problems) {
 	} else if alg == AlgSlidingLog && r.Rate > MaxLogLimit {
 		ps.add("rate", "%d is over %d, the most a sliding_log keeps (use sliding_window for larger limits)", r.Rate, MaxLogLimit)
 	}
-	if r.Period <= 0 {
-		ps.add("period", "must be > 0 (a Go duration such as 1s, 1m, 1h)")
+	r.checkCalendar(ps, alg)
+	if r.Period <= 0 && r.Calendar == "" {
+		ps.add("period", "must be > 0 (a Go duration such as 1s, 1m, 1h; or calendar: day | week | month | year)")
 	}
 	if r.Burst < 0 {
 		ps.add("burst", "must be >= 0 (0 or absent means equal to rate)")
@@ -231,6 +242,8 @@ func (r Rule) check(ps *problems) {
 	switch {
 	case r.Lease < LeaseOff:
 		ps.add("lease", "%s, got %d", errLeaseValue, int64(r.Lease))
+	case r.Lease > 0 && r.Calendar != "":
+		ps.add("lease", "%d: %s", r.Lease.Fixed(), errLongLease)
 	case r.Lease > 0 && burst > 0 && r.Lease.Fixed() > burst:
 		ps.add("lease", "%d is over the burst (%d): a gateway may not hold more than the bucket", r.Lease.Fixed(), burst)
 	case r.Lease > 0 && windowed && r.Rate > 0 && r.Lease.Fixed() > r.Rate:

@@ -32,6 +32,8 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Replaces:   r.Replaces,
 		Unlimited:  r.Unlimited,
 		Durable:    r.Durable,
+		Calendar:   r.Calendar,
+		Timezone:   r.Timezone,
 	}
 }
 
@@ -134,6 +136,8 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Replaces:   p.GetReplaces(),
 		Unlimited:  p.GetUnlimited(),
 		Durable:    p.GetDurable(),
+		Calendar:   p.GetCalendar(),
+		Timezone:   p.GetTimezone(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}

@@ -33,7 +33,9 @@ func TestRuleRoundTrip(t *testing.T) {
 	desc := rules.Rule{ID: "edge.addr", Match: rules.Match{Domain: "edge", Descriptor: []rules.Entry{{Key: "remote_address"}, {Key: "path", Value: "/v1/*"}}},
 		Key: "descriptor", Rate: 5, Period: rules.Duration(time.Minute), Replaces: []string{"edge.generic"}}
 	free := rules.Rule{ID: "edge.free", Match: rules.Match{Domain: "edge", Descriptor: []rules.Entry{{Key: "plan", Value: "free"}}}, Unlimited: true}
-	for _, r := range []rules.Rule{sampleRule(), {ID: "bare", Match: rules.Match{Route: "/"}, Key: "ip", Rate: 1, Period: rules.Duration(90 * time.Minute)}, desc, free} {
+	month := rules.Rule{ID: "plan.month", Match: rules.Match{Route: "/v1/reports"}, Key: "apikey", Algorithm: "fixed_window", Rate: 10000,
+		Calendar: "month", Timezone: "Europe/Berlin"}
+	for _, r := range []rules.Rule{sampleRule(), {ID: "bare", Match: rules.Match{Route: "/"}, Key: "ip", Rate: 1, Period: rules.Duration(90 * time.Minute)}, desc, free, month} {
 		p := RuleToProto(r)
 		got, err := RuleFromProto(p)
 		if err != nil {
