@@ -83,7 +83,7 @@ func (w *wireRequest) UnmarshalVT(b []byte) error {
 
 var errDecodeOnly = errors.New("rls: the request is only decoded here")
 
-func (w *wireRequest) SizeVT() int                               { return 0 }
+func (w *wireRequest) SizeVT() int                                { return 0 }
 func (w *wireRequest) MarshalToSizedBufferVT([]byte) (int, error) { return 0, errDecodeOnly }
 
 // ProtoReflect lets another codec fill the generated message instead.
