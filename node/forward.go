@@ -113,10 +113,11 @@ type fwdTable struct {
 // at low load. One receiver goroutine per open stream reads the answers
 // and hands each caller its results.
 //
-// Timeouts: a request is answered within ForwardTimeout or not at all;
-// when the oldest request in flight has waited that long the stream is
-// stalled, and it is torn down: every request in flight on it fails (its
-// items are answered unavailable by check), and the next write opens a
+// Timeouts: a request is answered within ForwardTimeout or fails (its
+// items are answered unavailable by check) and leaves the window; a late
+// answer is known by its id and dropped. A stream that has answered
+// nothing for ForwardTimeout while requests wait is stalled and torn
+// down: every request in flight on it fails, and the next write opens a
 // fresh stream. A request whose write found the stream already ended
 // (its connection broke while idle) was never seen by the peer and goes
 // once more on a fresh stream. A caller gives up at its own context
@@ -173,7 +174,8 @@ type fwdStream struct {
 	cancel  context.CancelFunc
 	pending []*fwdReq // in the order sent
 	dead    bool      // torn down or ended: nothing more is written on it
-	stalled bool      // torn down because the oldest request waited ForwardTimeout
+	stalled bool      // torn down because nothing was answered for ForwardTimeout
+	heard   time.Time // when it opened or last answered a request
 	armed   bool      // timer is running
 	timer   *time.Timer
 }
@@ -530,7 +532,7 @@ func (f *forwarder) stream() (*fwdStream, error) {
 		cancel()
 		return nil, err
 	}
-	st = &fwdStream{cc: cc, cs: cs, cancel: cancel}
+	st = &fwdStream{cc: cc, cs: cs, cancel: cancel, heard: time.Now()}
 	st.timer = time.AfterFunc(time.Hour, func() { f.watch(st) })
 	st.timer.Stop()
 	f.mu.Lock()
@@ -545,26 +547,44 @@ func (f *forwarder) stream() (*fwdStream, error) {
 	return st, nil
 }
 
-// watch runs when a stream's timer fires: it tears the stream down if its
-// oldest request has waited ForwardTimeout, else waits for that request's
-// deadline (the timer runs only while requests are in flight).
+// watch runs when a stream's timer fires (the timer runs only while
+// requests are in flight, set for the oldest one's deadline). The requests
+// that have waited ForwardTimeout are answered unavailable and leave the
+// window (their late answers are dropped by id); if the stream has
+// answered nothing for that long either, it is stalled and torn down, and
+// the rest fail with it. Otherwise the timer waits for the next deadline.
 func (f *forwarder) watch(st *fwdStream) {
 	timeout := f.n.cfg.ForwardTimeout
+	now := time.Now()
 	f.mu.Lock()
-	if st.dead || len(st.pending) == 0 {
+	k := 0
+	for k < len(st.pending) && now.Sub(st.pending[k].sent) >= timeout {
+		k++
+	}
+	var expired []*fwdReq
+	stalled := false
+	if !st.dead && k > 0 {
+		expired = slices.Clone(st.pending[:k])
+		st.pending = slices.Delete(st.pending, 0, k)
+		stalled = now.Sub(st.heard) >= timeout
+	}
+	if st.dead || stalled || len(st.pending) == 0 {
 		st.armed = false
-		f.mu.Unlock()
-		return
+	} else {
+		st.timer.Reset(timeout - now.Sub(st.pending[0].sent))
 	}
-	left := timeout - time.Since(st.pending[0].sent)
-	if left > 0 {
-		st.timer.Reset(left)
-		f.mu.Unlock()
-		return
-	}
-	st.armed = false
 	f.mu.Unlock()
-	f.teardown(st, true)
+	err := fmt.Errorf("peer %s: no answer within %v: %w", f.dest, timeout, context.DeadlineExceeded)
+	for _, r := range expired {
+		for _, c := range r.calls {
+			c.answer(nil, err)
+		}
+		f.freeReq(r)
+		f.settle()
+	}
+	if stalled {
+		f.teardown(st, true)
+	}
 }
 
 // teardown ends st: nothing more is written on it, and its receiver
@@ -597,9 +617,14 @@ func (f *forwarder) receive(st *fwdStream) {
 			st.armed = false
 			st.timer.Stop()
 		}
+		st.heard = time.Now()
+		late := r == nil && resp.GetId() <= f.nextID // answered after its deadline (watch)
 		f.mu.Unlock()
+		if late {
+			continue
+		}
 		if r == nil {
-			err = fmt.Errorf("peer %s answered request %d, which is not in flight", f.dest, resp.GetId())
+			err = fmt.Errorf("peer %s answered request %d, which was never sent", f.dest, resp.GetId())
 			break
 		}
 		if bad := f.deliver(r, &resp); bad != nil {
