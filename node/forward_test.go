@@ -251,9 +251,9 @@ type slowPeer struct {
 	slow    string
 	release chan struct{}
 	gate    atomic.Pointer[chan struct{}] // set: a stall, over when closed
-	opened  atomic.Int64 // ForwardStreams opened
-	ended   atomic.Int64 // ForwardStreams whose caller went away
-	held    atomic.Int64 // requests holding the slow key received
+	opened  atomic.Int64                  // ForwardStreams opened
+	ended   atomic.Int64                  // ForwardStreams whose caller went away
+	held    atomic.Int64                  // requests holding the slow key received
 }
 
 func (p *slowPeer) ForwardStream(st grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
