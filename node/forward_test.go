@@ -413,3 +413,48 @@ func TestForwardStreamTimeouts(t *testing.T) {
 		t.Fatalf("%d forward streams opened to the owner, want 2", got)
 	}
 }
+
+// A forwarded request whose decision waits (here for a rule version the
+// owner does not reach within the wait) is decided aside: the request sent after it on the
+// same stream is answered first.
+func TestForwardStreamWaitingRequestAside(t *testing.T) {
+	c := testcluster.New(t, 2)
+	v := c.ApplyRules(checkRules)
+	owner := c.Nodes[0]
+	local, _ := keysByOwner(t, owner)
+
+	cc, err := grpc.NewClient(owner.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	st, err := weirv1.NewPeerClient(cc).ForwardStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*weirv1.CheckStreamRequest{
+		{Id: 1, Items: []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1, RuleVersion: v + 1000}}},
+		{Id: 2, Items: []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1}}},
+	} {
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var order []uint64
+	for range 2 {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, resp.Id)
+		// Both are decided: request 1 by the rules the owner has once
+		// the wait is over (its rule exists there).
+		if len(resp.Results) != 1 || resp.Results[0].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			t.Fatalf("request %d answered %v", resp.Id, resp)
+		}
+	}
+	if order[0] != 2 {
+		t.Fatalf("answers in order %v, want request 2 first", order)
+	}
+	_ = st.CloseSend()
+}
