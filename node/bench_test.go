@@ -239,3 +239,38 @@ func BenchmarkNodeCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNodeCheckForwarded calls Node.Check in process on one node of a
+// 3-node cluster with keys the other two own, one item a check: the
+// forward path's own cost and allocations (the forward stream, the peer's
+// decision and the answer), with 1 and 16 callers per core (SetParallelism).
+func BenchmarkNodeCheckForwarded(b *testing.B) {
+	c := testcluster.New(b, 3)
+	c.ApplyRules(benchRules)
+	c.WaitStable(3)
+	nd := c.Nodes[0]
+	r := memberRing(b, nd)
+	var keys []string
+	for k := 0; len(keys) < 1000; k++ {
+		if key := fmt.Sprintf("apikey:k%d", k); r.Owner(key) != nd.ID() {
+			keys = append(keys, key)
+		}
+	}
+	for _, callers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("parallelism=%d", callers), func(b *testing.B) {
+			b.SetParallelism(callers)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+				items, out := []limit.Item{{Rule: "bench", Cost: 1}}, make([]limit.Result, 1)
+				for pb.Next() {
+					items[0].Key = keys[rng.IntN(len(keys))]
+					if err := nd.Check(context.Background(), items, out); err != nil || out[0].Code != limit.CodeNone {
+						b.Errorf("%v %v", err, out[0])
+						return
+					}
+				}
+			})
+		})
+	}
+}

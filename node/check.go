@@ -248,7 +248,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	for _, dest := range sortedDests(remote) {
 		idx := remote[dest]
 		f := n.forwarder(dest)
-		c, err := f.start(ctx, forwardItems(items, idx, rv.version, forwarded))
+		c, err := f.start(ctx, items, idx, rv.version, forwarded)
 		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
 	}
 	if len(sc.local) > 0 {
@@ -267,16 +267,13 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	}
 	for _, rc := range calls {
 		err := rc.err
-		var got []limit.Result
 		if err == nil {
-			got, err = rc.f.wait(ctx, rc.c)
+			err = rc.f.wait(ctx, rc.c, res, rc.idx)
 		}
-		for j, i := range rc.idx {
-			if err != nil {
+		if err != nil {
+			for _, i := range rc.idx {
 				res[i].Code, res[i].Err = limit.CodeUnavailable, "owner "+rc.f.dest+" unreachable: "+err.Error()
-				continue
 			}
-			res[i] = got[j]
 		}
 	}
 	return nil
@@ -295,17 +292,21 @@ type remoteCall struct {
 // matched against, and its hop count: 0 for a caller's items, one more for
 // items this node was forwarded. The caller's items are not changed.
 func forwardItems(items []limit.Item, idx []int, ver uint64, forwarded bool) []limit.Item {
-	sub := make([]limit.Item, len(idx))
-	for j, i := range idx {
+	return appendForwardItems(make([]limit.Item, 0, len(idx)), items, idx, ver, forwarded)
+}
+
+// appendForwardItems is forwardItems appending to dst.
+func appendForwardItems(dst, items []limit.Item, idx []int, ver uint64, forwarded bool) []limit.Item {
+	for _, i := range idx {
 		it := items[i]
 		var hops uint32
 		if forwarded {
 			hops = it.Hops + 1
 		}
 		it.RuleVersion, it.Hops = max(it.RuleVersion, ver), hops
-		sub[j] = it
+		dst = append(dst, it)
 	}
-	return sub
+	return dst
 }
 
 // checkScratch holds a check's local part; reused through scratchPool (the

@@ -152,8 +152,8 @@ type Config struct {
 	ForwardTimeout time.Duration
 	// ForwardMaxBatch caps the items coalesced in one forwarded request.
 	ForwardMaxBatch int
-	// ForwardInflight is the number of forward senders per destination,
-	// each with its own Peer.ForwardStream and one request in flight.
+	// ForwardInflight is the most forward requests in flight at once on
+	// a destination's Peer.ForwardStream (forward.go).
 	ForwardInflight int
 
 	// Gossip timing; DefaultConfig is tuned for a LAN.

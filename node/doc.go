@@ -64,10 +64,11 @@
 //     published Routes and pins the partitions it decides locally.
 //   - shard goroutines (node/shard): the counters; the check path never
 //     locks them.
-//   - one forwarder per destination, ForwardInflight sender goroutines
-//     each, coalescing items bound for that member into few requests
-//     (flushed when a send slot frees, never after a fixed sleep); pruned
-//     when the member leaves.
+//   - one forwarder per destination, coalescing items bound for that
+//     member into few requests on one pipelined stream: the check that
+//     finds no write in progress writes, never after a fixed sleep; one
+//     receiver goroutine per open stream answers them. Pruned when the
+//     member leaves.
 //   - the replicator loop: changed counters shipped to replicas.
 //   - reconnectLoop: rejoins members gossip declared dead (every 2 s for
 //     2 minutes, then every 30 s up to 15 minutes), so the two sides of a
@@ -81,6 +82,7 @@
 //     (the check path takes it once per batch, for sampled items only);
 //     the events buffer has its own small lock.
 //   - the member book the gossip callbacks fill (clusterview.Book, the
-//     ring-view policy's source) has its own lock; fwdMu guards the
-//     forwarder map. Neither is held while calling out.
+//     ring-view policy's source) has its own lock; the forwarder table
+//     is swapped atomically (fwdTable.mu serializes changes) and each
+//     forwarder has its own lock. None is held while calling out.
 package node

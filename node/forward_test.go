@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,4 +240,221 @@ func metricValue(t *testing.T, addr, name string) string {
 	}
 	t.Fatalf("no metric %s", name)
 	return ""
+}
+
+// slowPeer is a node's Peer service behind a front that answers
+// ForwardStream requests out of order, each relayed to the node as a
+// unary Forward: a request holding the key slow waits until release is
+// closed, and while a stall is on (a gate) every request waits for it to end.
+type slowPeer struct {
+	*legacyPeer
+	slow    string
+	release chan struct{}
+	gate    atomic.Pointer[chan struct{}] // set: a stall, over when closed
+	opened  atomic.Int64                  // ForwardStreams opened
+	ended   atomic.Int64                  // ForwardStreams whose caller went away
+	held    atomic.Int64                  // requests holding the slow key received
+}
+
+func (p *slowPeer) ForwardStream(st grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
+	p.opened.Add(1)
+	var mu sync.Mutex
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			p.ended.Add(1)
+			return nil
+		}
+		go func() {
+			if g := p.gate.Load(); g != nil {
+				select {
+				case <-*g:
+				case <-st.Context().Done():
+				}
+			}
+			for _, it := range req.Items {
+				if it.Key == p.slow {
+					p.held.Add(1)
+					select {
+					case <-p.release:
+					case <-st.Context().Done():
+					}
+				}
+			}
+			resp := &weirv1.CheckStreamResponse{Id: req.Id}
+			if got, err := p.real.Forward(st.Context(), &weirv1.CheckRequest{Items: req.Items}); err != nil {
+				resp.ErrorCode, resp.Error = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE, err.Error()
+			} else {
+				resp.Results = got.Results
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			_ = st.Send(resp)
+		}()
+	}
+}
+
+// The forward stream's timeout policy: a request past its own deadline
+// (ForwardTimeout) is answered unavailable alone while the requests behind
+// it are answered, its late answer is dropped by id and the stream goes
+// on; a stream that answers nothing for ForwardTimeout is torn down, its
+// requests answered unavailable, and the next check opens a fresh one.
+func TestForwardStreamTimeouts(t *testing.T) {
+	c := testcluster.New(t, 2)
+	v := c.ApplyRules(checkRules + `
+  - id: many
+    match: {route: /m, method: GET}
+    key: apikey
+    rate: 1000
+    period: 1h
+    burst: 1000
+`)
+	var peers []*slowPeer
+	fronts := map[string]string{}
+	for _, nd := range c.Nodes {
+		sp := &slowPeer{legacyPeer: &legacyPeer{}, release: make(chan struct{})}
+		fronts[nd.GRPCAddr()] = testcluster.Front(t, nd.GRPCAddr(), func(s *grpc.Server, to *grpc.ClientConn) {
+			sp.real = weirv1.NewPeerClient(to)
+			weirv1.RegisterPeerServer(s, sp)
+		})
+		peers = append(peers, sp)
+	}
+	cfg := testcluster.Config(t, "n3")
+	cfg.Join = []string{c.Nodes[0].GossipAddr()}
+	cfg.ForwardTimeout = 300 * time.Millisecond
+	cfg.PeerDialer = func(ctx context.Context, addr string) (net.Conn, error) {
+		if front, ok := fronts[addr]; ok {
+			addr = front
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	entry := c.Start(cfg)
+	c.WaitStable(3)
+	testwait.For(t, 10*time.Second, "the rules on the new node", func() error {
+		if s := entry.Store().Current(); s == nil || s.Version < v {
+			return fmt.Errorf("n3 has not applied version %d yet", v)
+		}
+		return nil
+	})
+	// Two keys of the same owner, not the entry.
+	r := memberRing(t, entry)
+	var owner, fast, slow string
+	for k := 0; k < 10_000 && slow == ""; k++ {
+		key := fmt.Sprintf("apikey:s%d", k)
+		switch o := r.Owner(key); {
+		case o == entry.ID():
+		case fast == "":
+			owner, fast = o, key
+		case o == owner:
+			slow = key
+		}
+	}
+	var sp *slowPeer
+	for i, nd := range c.Nodes {
+		if nd.ID() == owner {
+			sp = peers[i]
+		}
+	}
+	for _, p := range peers {
+		p.slow = slow
+	}
+	check := func(key string) limit.Result {
+		t.Helper()
+		res := make([]limit.Result, 1)
+		if err := entry.Check(context.Background(), []limit.Item{{Key: key, Rule: "many", Cost: 1}}, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if r := check(fast); r.Code != limit.CodeNone || !r.Allowed {
+		t.Fatalf("first check: %v", r)
+	}
+
+	// A request past its own deadline fails alone.
+	slowRes := make(chan limit.Result, 1)
+	go func() {
+		res := make([]limit.Result, 1)
+		_ = entry.Check(context.Background(), []limit.Item{{Key: slow, Rule: "many", Cost: 1}}, res)
+		slowRes <- res[0]
+	}()
+	testwait.Until(t, "the slow request at the owner", func() bool { return sp.held.Load() > 0 })
+	for i := range 5 {
+		if r := check(fast); r.Code != limit.CodeNone || !r.Allowed {
+			t.Fatalf("check %d behind the slow request: %v", i, r)
+		}
+	}
+	if r := <-slowRes; r.Code != limit.CodeUnavailable || !strings.Contains(r.Err, "no answer within") {
+		t.Fatalf("the slow request: %v, want unavailable (no answer within the timeout)", r)
+	}
+	close(sp.release) // its late answer comes now and is dropped
+	for i := range 3 {
+		if r := check(fast); r.Code != limit.CodeNone || !r.Allowed {
+			t.Fatalf("check %d after the late answer: %v", i, r)
+		}
+	}
+	if got := sp.opened.Load(); got != 1 {
+		t.Fatalf("%d forward streams opened to the owner, want 1 (kept through a request's timeout)", got)
+	}
+
+	// A stream that answers nothing is torn down.
+	gate := make(chan struct{})
+	sp.gate.Store(&gate)
+	if r := check(fast); r.Code != limit.CodeUnavailable || !strings.Contains(r.Err, "no answer within") {
+		t.Fatalf("check on a stalled stream: %v, want unavailable", r)
+	}
+	testwait.Until(t, "the stalled stream to end", func() bool { return sp.ended.Load() == 1 })
+	sp.gate.Store(nil)
+	close(gate)
+	if r := check(fast); r.Code != limit.CodeNone || !r.Allowed {
+		t.Fatalf("check after the stall: %v", r)
+	}
+	if got := sp.opened.Load(); got != 2 {
+		t.Fatalf("%d forward streams opened to the owner, want 2", got)
+	}
+}
+
+// A forwarded request whose decision waits (here for a rule version the
+// owner does not reach within the wait) is decided aside: the request sent after it on the
+// same stream is answered first.
+func TestForwardStreamWaitingRequestAside(t *testing.T) {
+	c := testcluster.New(t, 2)
+	v := c.ApplyRules(checkRules)
+	owner := c.Nodes[0]
+	local, _ := keysByOwner(t, owner)
+
+	cc, err := grpc.NewClient(owner.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	st, err := weirv1.NewPeerClient(cc).ForwardStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*weirv1.CheckStreamRequest{
+		{Id: 1, Items: []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1, RuleVersion: v + 1000}}},
+		{Id: 2, Items: []*weirv1.CheckItem{{Key: local, Rule: "three", Cost: 1}}},
+	} {
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var order []uint64
+	for range 2 {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, resp.Id)
+		// Both are decided: request 1 by the rules the owner has once
+		// the wait is over (its rule exists there).
+		if len(resp.Results) != 1 || resp.Results[0].ErrorCode != weirv1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			t.Fatalf("request %d answered %v", resp.Id, resp)
+		}
+	}
+	if order[0] != 2 {
+		t.Fatalf("answers in order %v, want request 2 first", order)
+	}
+	_ = st.CloseSend()
 }

@@ -79,8 +79,7 @@ type Node struct {
 	ops           *opsState      // events, hot keys, rates (ops.go)
 	opsAPI        *opsapi.Server // /ui/, /v1/events, the Ops service
 	rviewMu       sync.Mutex
-	fwdMu         sync.Mutex
-	fwd           map[string]*forwarder
+	fwd           fwdTable       // a forwarder per destination (forward.go)
 	replTransport *peerTransport // replication streams to peers
 	leaving       atomic.Bool
 	joined        atomic.Bool // gossip join done (when Join is configured)
@@ -136,7 +135,6 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger.With("node", cfg.ID),
 		now:      cfg.Now,
 		changed:  make(chan struct{}, 1),
-		fwd:      map[string]*forwarder{},
 		gossiped: clusterview.NewBook(cfg.ID),
 		keyring:  keyring,
 	}

@@ -36,13 +36,34 @@ func (s *peerServer) Forward(ctx context.Context, req *weirv1.CheckRequest) (*we
 }
 
 // ForwardStream decides each request of the stream exactly as Forward
-// would, in order, and answers it with the request's id (checkstream.Serve).
-// Its answers reuse one set of result messages (limitpb.ResultBuf).
+// would and answers it with the request's id. The sender pipelines its
+// requests (forward.go), so a request whose decision may wait (mayWait: a
+// rule version not applied yet, partitions waiting for their counters) is
+// decided aside (checkstream.ServeAside), not holding up the requests
+// behind it; every other request is decided on the stream's goroutine, in
+// order, its answer in one reused set of result messages
+// (limitpb.ResultBuf).
 func (s *peerServer) ForwardStream(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]) error {
 	var buf limitpb.ResultBuf
-	return checkstream.Serve(stream, func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
+	return checkstream.ServeAside(stream, func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error) {
 		return s.forwardInto(ctx, items, &buf)
-	})
+	}, s.n.mayWait, s.forward)
+}
+
+// mayWait reports whether deciding items may wait: an item asks for a
+// rule version this node has not applied, or partitions wait for their
+// counters (replication.Routes.Pending).
+func (n *Node) mayWait(items []*weirv1.CheckItem) bool {
+	if n.handoff.Routes().Pending() > 0 {
+		return true
+	}
+	v := n.rules().version
+	for _, it := range items {
+		if it.GetRuleVersion() > v {
+			return true
+		}
+	}
+	return false
 }
 
 // forward is the body of Forward and ForwardStream: one result per item,

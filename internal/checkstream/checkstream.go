@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,28 +161,77 @@ func (s *Stream) Do(ctx context.Context, key any, open Opener, items []*weirv1.C
 // cost.
 func Serve(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse],
 	decide func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)) error {
+	return ServeAside(stream, decide, nil, nil)
+}
+
+// Decide decides a request's items: one result per item, or an error for
+// the request as a whole.
+type Decide func(ctx context.Context, items []*weirv1.CheckItem) ([]*weirv1.CheckResult, error)
+
+// ServeAside is Serve, except that a request for which aside reports true
+// (one whose decision may wait) is decided by decideAside on a goroutine
+// of its own and answered when done, so it does not hold up the requests
+// behind it: answers may then come out of order, and the caller matches
+// them by id. It returns once those goroutines are done.
+func ServeAside(stream grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse],
+	decide Decide, aside func(items []*weirv1.CheckItem) bool, decideAside Decide) error {
 	ctx := stream.Context()
+	ls := &lockedSend{BidiStreamingServer: stream}
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	resp := new(weirv1.CheckStreamResponse) // reused: Send has encoded it when it returns
-	return Each(stream, func(req *weirv1.CheckStreamRequest) *weirv1.CheckStreamResponse {
-		resp.Reset()
-		resp.Id = req.GetId()
-		if res, err := decide(ctx, req.GetItems()); err != nil {
-			st := status.Convert(err)
-			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
-			if st.Code() == codes.InvalidArgument {
-				resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
-			}
-			resp.Error = st.Code().String() + ": " + st.Message()
-		} else {
-			resp.Results = res
+	return Each(ls, func(req *weirv1.CheckStreamRequest) *weirv1.CheckStreamResponse {
+		if aside != nil && aside(req.GetItems()) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var r weirv1.CheckStreamResponse
+				res, err := decideAside(ctx, req.GetItems())
+				Answer(&r, req.GetId(), res, err)
+				_ = ls.Send(&r) // a failed Send ends the stream: Recv fails too
+			}()
+			return nil
 		}
+		res, err := decide(ctx, req.GetItems())
+		Answer(resp, req.GetId(), res, err)
 		return resp
 	})
 }
 
+// lockedSend serializes a server stream's Sends (grpc-go allows one at a
+// time).
+type lockedSend struct {
+	grpc.BidiStreamingServer[weirv1.CheckStreamRequest, weirv1.CheckStreamResponse]
+	mu sync.Mutex
+}
+
+func (l *lockedSend) Send(r *weirv1.CheckStreamResponse) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.BidiStreamingServer.Send(r)
+}
+
+// Answer sets resp to the answer of request id as Serve gives it: res, or
+// err as the request's error_code (INVALID_ARGUMENT for a gRPC
+// InvalidArgument status, else UNAVAILABLE) and error.
+func Answer(resp *weirv1.CheckStreamResponse, id uint64, res []*weirv1.CheckResult, err error) {
+	resp.Reset()
+	resp.Id = id
+	if err != nil {
+		st := status.Convert(err)
+		resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_UNAVAILABLE
+		if st.Code() == codes.InvalidArgument {
+			resp.ErrorCode = weirv1.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+		}
+		resp.Error = st.Code().String() + ": " + st.Message()
+		return
+	}
+	resp.Results = res
+}
+
 // Each answers every request of a server stream with handle's response, in
-// order (a nil response answers nothing), until the caller closes its side
-// (nil) or the stream fails (the Recv or Send error).
+// order (a nil response: handle answers it otherwise), until the caller
+// closes its side (nil) or the stream fails (the Recv or Send error).
 func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func(*Req) *Resp) error {
 	for {
 		req, err := stream.Recv()

@@ -12,8 +12,11 @@
 // descriptor no rule matches is not limited.
 //
 // The pure part is plan (request → items) and answer (results →
-// response), in domain types; ShouldRateLimit converts the proto at the
-// edge. Invariants:
+// response), in domain types; the edge converts the wire: on a node (whose
+// codec is internal/grpcwin's) wire.go decodes the request and encodes the
+// answer by hand with protowire, equal to the reflective codec's
+// (TestWireDecodeMatchesReflective, TestWireEncodeMatchesReflective,
+// FuzzWireRequest); ShouldRateLimit takes the generated messages. Invariants:
 //   - A malformed request (empty or oversized domain, too many
 //     descriptors or entries, empty keys, oversized or non-UTF-8 keys and
 //     values, a huge hits_addend) is InvalidArgument as a whole and

@@ -113,8 +113,9 @@ func New(cfg Config, b Backend) (*Server, error) {
 	return s, nil
 }
 
-// Register registers the service on g.
-func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+// Register registers the service on g, with the hand-written codec of
+// wire.go for its messages.
+func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
 
 // descriptors returns the matcher for the current rule set, compiled once
 // per version.
@@ -158,15 +159,20 @@ func (s *Server) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest
 	r := fromProto(in)
 	resp, err := s.Decide(ctx, &r)
 	if err != nil {
-		if errors.Is(err, limit.ErrInvalid) {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
-		}
-		if s.cfg.ErrorMapper != nil {
-			return nil, s.cfg.ErrorMapper(err)
-		}
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, s.statusOf(err)
 	}
 	return toProto(resp), nil
+}
+
+// statusOf is the gRPC status error of a Decide error.
+func (s *Server) statusOf(err error) error {
+	if errors.Is(err, limit.ErrInvalid) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s.cfg.ErrorMapper != nil {
+		return s.cfg.ErrorMapper(err)
+	}
+	return status.Error(codes.Unavailable, err.Error())
 }
 
 // Decide is ShouldRateLimit in domain terms.
