@@ -230,7 +230,8 @@ func Answer(resp *weirv1.CheckStreamResponse, id uint64, res []*weirv1.CheckResu
 }
 
 // Each answers every request of a server stream with handle's response, in
-// order (a nil response: handle answers it otherwise), until the caller
+// order (a nil response sends nothing: the request wants no answer, or
+// handle answers it otherwise), until the caller
 // closes its side (nil) or the stream fails (the Recv or Send error).
 func Each[Req, Resp any](stream grpc.BidiStreamingServer[Req, Resp], handle func(*Req) *Resp) error {
 	for {
