@@ -3,9 +3,11 @@ package shard_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/internal/sched/schedtest"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
@@ -119,5 +121,43 @@ func TestBusyShardBatchesWhatQueued(t *testing.T) {
 	}
 	if st.Items != n+1 || st.Batches != 2 {
 		t.Errorf("%d items in %d batches, want %d in 2", st.Items, st.Batches, n+1)
+	}
+}
+
+// Many goroutines checking one shard at once: every check is answered
+// (a request left queued while the lock is free would wait here for the
+// hourly sweep tick, past the deadline) and every token is counted once.
+func TestContendedShardAnswersEveryCheck(t *testing.T) {
+	const callers, each = 16, 500
+	e := start(t, shard.Config{Shards: 1, SweepEvery: time.Hour, SweepPass: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	const burst = callers * each / 2
+	perDay := bucket.Limit{Rate: burst, Period: 24 * time.Hour, Burst: burst} // no refill within the test
+	it := shard.Item{ID: 1, Partition: 0, Limit: perDay, Cost: 1}
+	var allowed atomic.Int64
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			out := make([]shard.Result, 1)
+			for range each {
+				if err := e.Check(ctx, []shard.Item{it}, out); err != nil {
+					errs <- err
+					return
+				}
+				if out[0].Allowed {
+					allowed.Add(1)
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatalf("a check was never answered: %v", err)
+		}
+	}
+	if got := allowed.Load(); got != burst {
+		t.Errorf("%d checks allowed, want exactly the burst %d", got, burst)
 	}
 }
