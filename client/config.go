@@ -62,10 +62,11 @@ type Config struct {
 	// --spawn 3` (64 callers, 4 gateways, 2 cores): 22.6k checks/s at 1,
 	// 18.1k at 2, 16.3k at 4. Over streams, 1 and 2 were within noise.
 	InFlight int
-	// Linger is the longest a sender waits, before a request, for the
-	// callers its previous request answered to ask again (0: never
-	// waits). A lone caller never waits; under open-loop load a request
-	// may wait up to Linger for more arrivals.
+	// Linger bounds how long a sender, before a request, lets the callers
+	// its previous request answered run so they can join it (0: never).
+	// It yields to them (runtime.Gosched) and stops as soon as a yield
+	// brings nobody: it never waits on a timer, so a quiet gateway sends
+	// at once. A lone caller never lingers.
 	Linger time.Duration
 	// QueueSize bounds the checks waiting per node; beyond it checks fail
 	// over to their fail mode at once.

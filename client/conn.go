@@ -237,9 +237,10 @@ func (n *nodeConn) enqueue(cl *call) error {
 
 // run is one of InFlight sender loops: take the first waiting call and a
 // free sender, then whatever else queued meanwhile (up to MaxBatch items),
-// and send it all as one request. No fixed wait: under load, calls pile up
-// while every sender is busy and leave together; the one wait is the
-// linger (fewer calls queued than the sender expects back). Long-lived
+// and send it all as one request. No wait on a timer: under load, calls
+// pile up while every sender is busy and leave together, and a sender
+// expecting more callers back than have queued lets the runnable ones run
+// first (linger). Long-lived
 // loops (rather than a goroutine per RPC) keep their grown stacks.
 func (n *nodeConn) run(ctx context.Context) {
 	defer n.c.wg.Done()
@@ -273,7 +274,7 @@ func (n *nodeConn) run(ctx context.Context) {
 		// The callers the previous request answered are likely to ask
 		// again, beside the calls that queued while it was out.
 		if want := s.lg.prev + s.lg.others; want > len(s.batch) && n.c.cfg.Linger > 0 && count < n.c.cfg.MaxBatch {
-			s.batch, count = n.linger(ctx, &s.lg, want, s.batch, count)
+			s.batch, count = n.linger(want, s.batch, count)
 		}
 		n.queued.Add(-int32(len(s.batch)))
 		n.sendOn(s)
@@ -295,70 +296,35 @@ func (n *nodeConn) drain(batch []*call, count int) ([]*call, int) {
 	return batch, count
 }
 
-// lingerState is a sender's state for waiting briefly before a send.
+// lingerState is what a sender remembers of its previous request to
+// gather the next one.
 type lingerState struct {
-	prev   int         // calls in the previous request: callers likely to come back
-	others int         // calls queued when its answer came: not those callers
-	timer  *time.Timer // reused
-	// skip is how many more sends go without the timed wait, and idle
-	// how many timed waits in a row found no caller (the callers were
-	// elsewhere: a gateway's go on to the upstream once answered).
-	skip, idle int
+	prev   int // calls in the previous request: callers likely to come back
+	others int // calls queued when its answer came: not those callers
 }
 
-// lingerSkipMax bounds the sends a sender makes without the timed wait
-// after timed waits that found nobody: 1, 2, 4, … up to this many.
-const lingerSkipMax = 64
-
-// linger waits at most Config.Linger for batch to hold want calls: the
-// previous request's callers coming back, beside the calls that queued
-// while it was out. The callers a request answered were woken together
-// and usually ask again at once: on a busy machine, the first of them
-// would otherwise leave alone (or with the calls that queued meanwhile)
-// and the rest wait a whole round trip for the next request. A lone
-// caller (the previous request held one call, nothing else queued) never
-// waits. Where the timed wait keeps finding nobody (the answered callers
-// do other work first, as a gateway's proxy the request upstream), the
-// sender skips it for 1, 2, 4, … up to lingerSkipMax sends, and waits
-// again once a wait finds a caller.
-func (n *nodeConn) linger(ctx context.Context, lg *lingerState, want int, batch []*call, count int) ([]*call, int) {
-	// First let the callers already runnable (woken by the previous
-	// answer) run and queue: often all of them, without a timer.
-	runtime.Gosched()
-	if batch, count = n.drain(batch, count); len(batch) >= want || count >= n.c.cfg.MaxBatch {
-		return batch, count
-	}
-	if lg.skip > 0 {
-		lg.skip--
-		return batch, count
-	}
-	before := len(batch)
-	defer func() {
-		if len(batch) > before {
-			lg.idle = 0
-			return
-		}
-		lg.idle++
-		lg.skip = min(lingerSkipMax, 1<<min(lg.idle-1, 30))
-	}()
-	if lg.timer == nil {
-		lg.timer = time.NewTimer(n.c.cfg.Linger)
-	} else {
-		lg.timer.Reset(n.c.cfg.Linger)
-	}
-	defer lg.timer.Stop()
-	for len(batch) < want && count < n.c.cfg.MaxBatch {
-		select {
-		case cl := <-n.queue:
-			batch = append(batch, cl)
-			count += len(cl.items)
-		case <-lg.timer.C:
-			return batch, count
-		case <-ctx.Done():
+// linger gathers the previous request's callers coming back, beside the
+// calls that queued while it was out, for at most Linger in all. The
+// callers a request answered were woken together and usually ask again
+// at once: on a busy machine, the first of them would otherwise leave
+// alone (or with the calls that queued meanwhile) and the rest wait a
+// whole round trip for the next request. It decides by what is queued, not
+// by waiting: it lets the runnable callers run (runtime.Gosched) and takes
+// what they queued, and yields again only while a yield brought a call and
+// want is not reached. There is no timer: in an idle Go process any timer
+// under 1 ms fires after about 1.1 ms, so a timed wait of microseconds
+// really waited a millisecond whenever a gateway was quiet. A lone caller
+// (the previous request held one call, nothing else queued) never lingers.
+func (n *nodeConn) linger(want int, batch []*call, count int) ([]*call, int) {
+	start := time.Now()
+	for {
+		runtime.Gosched()
+		before := len(batch)
+		batch, count = n.drain(batch, count)
+		if len(batch) >= want || count >= n.c.cfg.MaxBatch || len(batch) == before || time.Since(start) >= n.c.cfg.Linger {
 			return batch, count
 		}
 	}
-	return batch, count
 }
 
 func (n *nodeConn) failQueued() {

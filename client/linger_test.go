@@ -73,127 +73,50 @@ func lingerConn(linger time.Duration) *nodeConn {
 func lingerAsync(n *nodeConn, want int) <-chan []*call {
 	out := make(chan []*call, 1)
 	go func() {
-		var lg lingerState
-		batch, _ := n.linger(context.Background(), &lg, want, []*call{{}}, 1)
+		batch, _ := n.linger(want, []*call{{}}, 1)
 		out <- batch
 	}()
 	return out
 }
 
-// TestLingerWaitsForTheCallsExpected: the sender waits (here up to an
-// hour) until the expected calls have queued, and no longer.
-func TestLingerWaitsForTheCallsExpected(t *testing.T) {
+// TestLingerNeverWaitsOnATimer: a sender expecting callers back that do
+// not come leaves at once with what it has, however long Linger is (an
+// hour here: the timed wait this replaced would hang the test).
+func TestLingerNeverWaitsOnATimer(t *testing.T) {
 	n := lingerConn(time.Hour)
-	got := lingerAsync(n, 3)
-	n.queue <- &call{}
-	select {
-	case b := <-got:
-		t.Fatalf("linger returned %d calls with 3 expected", len(b))
-	case <-time.After(50 * time.Millisecond):
-	}
-	n.queue <- &call{}
-	select {
-	case b := <-got:
-		if len(b) != 3 {
-			t.Fatalf("linger returned %d calls, want 3", len(b))
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("linger still waiting with the 3 expected calls queued")
-	}
-	if len(n.queue) != 0 {
-		t.Errorf("%d calls left queued", len(n.queue))
-	}
-}
-
-// TestLingerGivesUpAfterLinger: calls that do not come back cost at most
-// Linger; the sender then leaves with what it has.
-func TestLingerGivesUpAfterLinger(t *testing.T) {
-	n := lingerConn(time.Millisecond)
 	select {
 	case b := <-lingerAsync(n, 5):
 		if len(b) != 1 {
 			t.Fatalf("linger returned %d calls, want the 1 it had", len(b))
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("linger did not give up after its 1ms")
+		t.Fatal("linger waited for callers that never came")
 	}
 }
 
-// TestLingerSkipsWaitsThatFindNobody: a timed wait that finds no caller
-// makes the next sends skip it, 1, 2, 4, … of them (a gateway's answered
-// callers go upstream first), while the calls already queued still
-// join; a wait that finds a caller ends the skipping.
-func TestLingerSkipsWaitsThatFindNobody(t *testing.T) {
-	n := lingerConn(time.Millisecond)
-	var lg lingerState
-	send := func() int {
-		t.Helper()
-		b, _ := n.linger(context.Background(), &lg, 5, []*call{{}}, 1)
-		return len(b)
-	}
-	waits := 0 // timed waits that found nobody: each raises idle
-	for range 8 {
-		idle := lg.idle
-		if got := send(); got != 1 {
-			t.Fatalf("linger returned %d calls, want 1", got)
-		}
-		if lg.idle > idle {
-			waits++
-		}
-	}
-	// Waits at sends 1, 3 and 6 (skipping 1, then 2, then 4 after
-	// them): 3 waits in 8 sends, 2 skips left.
-	if waits != 3 || lg.idle != 3 || lg.skip != 2 {
-		t.Fatalf("%d timed waits in 8 sends, idle %d, skip %d; want 3, 3, 2", waits, lg.idle, lg.skip)
-	}
-	n.queue <- &call{} // queued already: joins while skipping
-	if got := send(); got != 2 || lg.skip != 1 {
-		t.Fatalf("with a call queued: %d calls, skip %d; want 2, 1", got, lg.skip)
-	}
-	send() // the last skip
-	// A call that arrives during the timed wait (not before it: the
-	// drain would take it, which says nothing of the wait): idle and skip
-	// start over. There is no hook to tell when the wait has begun, so a
-	// call drained first is tried again with a longer head start.
-	n.c.cfg.Linger = time.Hour
-	for head := 10 * time.Millisecond; ; head *= 2 {
-		if head > 5*time.Second {
-			t.Fatalf("no call was taken by the timed wait; idle %d, skip %d", lg.idle, lg.skip)
-		}
-		lg.skip = 0
-		idle := lg.idle
-		got := make(chan int, 1)
-		go func() {
-			b, _ := n.linger(context.Background(), &lg, 2, []*call{{}}, 1)
-			got <- len(b)
-		}()
-		time.Sleep(head)
+// TestLingerTakesWhatQueued: every call already queued joins the batch
+// (up to MaxBatch items), however many were expected.
+func TestLingerTakesWhatQueued(t *testing.T) {
+	n := lingerConn(time.Hour)
+	for range 4 {
 		n.queue <- &call{}
-		if b := <-got; b != 2 {
-			t.Fatalf("linger returned %d calls, want 2", b)
-		}
-		if lg.idle != idle { // the wait took it
-			if lg.idle != 0 || lg.skip != 0 {
-				t.Fatalf("a wait that found a call: idle %d, skip %d; want 0, 0", lg.idle, lg.skip)
-			}
-			return
-		}
+	}
+	b, _ := n.linger(3, []*call{{}}, 1)
+	if len(b) != 5 || len(n.queue) != 0 {
+		t.Fatalf("linger took %d calls and left %d queued, want 5 and 0", len(b), len(n.queue))
 	}
 }
 
-// TestLingerStopsAtMaxBatch: the expected calls are not waited for
-// beyond MaxBatch items.
+// TestLingerStopsAtMaxBatch: the expected calls are not gathered beyond
+// MaxBatch items.
 func TestLingerStopsAtMaxBatch(t *testing.T) {
 	n := lingerConn(time.Hour)
 	n.c.cfg.MaxBatch = 2
 	n.queue <- &call{items: make([]*weirv1.CheckItem, 1)}
-	select {
-	case b := <-lingerAsync(n, 10):
-		if len(b) != 2 {
-			t.Fatalf("linger returned %d calls, want 2", len(b))
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("linger waited past MaxBatch")
+	n.queue <- &call{items: make([]*weirv1.CheckItem, 1)}
+	b, _ := n.linger(10, []*call{{}}, 1)
+	if len(b) != 2 {
+		t.Fatalf("linger returned %d calls, want 2", len(b))
 	}
 }
 

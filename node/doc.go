@@ -62,8 +62,9 @@
 //   - replication.Handoff's loop: the partition table (ready, pending,
 //     moved, released), the pulls and resyncs. The check path reads its
 //     published Routes and pins the partitions it decides locally.
-//   - shard goroutines (node/shard): the counters; the check path never
-//     locks them.
+//   - shards (node/shard): the counters, each shard's behind its lock; the
+//     check path decides at once when the shard is free and queues for
+//     the holder's next batch when it is busy.
 //   - one forwarder per destination, coalescing items bound for that
 //     member into few requests on one pipelined stream: the check that
 //     finds no write in progress writes, never after a fixed sleep; one

@@ -29,7 +29,7 @@ import (
 // the counter like any decision (and replicated), so a grant never lets
 // the key past its limit; the gateway spends them locally or gives them
 // back. A denied item of a hot key is told to retry when a whole grant
-// could be taken. Only the shard goroutine touches hotKeys.
+// could be taken. Only the holder of the shard's lock touches hotKeys.
 
 // hotKey is the rate estimate of one counter.
 type hotKey struct {

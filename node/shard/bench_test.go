@@ -56,3 +56,26 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckSerial: one caller at a time (a quiet node), one item per
+// Check: what a lone check pays to reach its shard and come back.
+func BenchmarkCheckSerial(b *testing.B) {
+	e, err := shard.New(shard.Config{OnChange: func([]replication.State) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.Start()
+	defer e.Close()
+	l := bucket.Limit{Rate: 1_000_000, Period: time.Second}
+	rng := rand.New(rand.NewPCG(1, 2))
+	items := make([]shard.Item, 1)
+	out := make([]shard.Result, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		id := mix(rng.Uint64N(100_000))
+		items[0] = shard.Item{ID: id, Partition: uint32(id % 1024), Limit: l, Cost: 1}
+		if err := e.Check(context.Background(), items, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

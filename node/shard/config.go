@@ -13,11 +13,13 @@ import (
 // Config configures an Engine. Zero fields take the DefaultConfig value in
 // New; Validate rejects negative or otherwise unusable values.
 type Config struct {
-	// Shards is the number of shard goroutines. Partition p belongs to
+	// Shards is the number of shards (each with a lock and a goroutine
+	// for its sweeps and left-over queue). Partition p belongs to
 	// shard p % Shards. Default GOMAXPROCS (a test that depends on how
 	// items split over shards sets it).
 	Shards int
-	// QueueLen is the capacity of each shard's request channel. Default 1024.
+	// QueueLen is the capacity of each shard's queue of requests waiting
+	// for its lock. Default 1024.
 	QueueLen int
 	// MaxBatch is how many queued requests a shard drains and decides in
 	// one go (one clock read, one OnChange call). Default 256.
@@ -34,8 +36,8 @@ type Config struct {
 	// freed memory is left to the Go runtime. A simulation drives it
 	// step by step.
 	Inline bool
-	// OnChange, if not nil, is called by a shard goroutine after each
-	// batch with the states that batch changed (decisions, refunds,
+	// OnChange, if not nil, is called under a shard's lock (on the
+	// goroutine that decided the batch) after each batch with the states that batch changed (decisions, refunds,
 	// imports), and after each sweep step with the fresh states
 	// (replication.State.Fresh) of the counters that idled out. It must not
 	// block. The slice and every Log in it are reused by the shard after

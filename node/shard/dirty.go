@@ -8,7 +8,7 @@ import "math/bits"
 // hashes already, so an open-addressing table indexed by the id's bits
 // needs no hashing, and bumping gen empties it in O(1).
 //
-// Owned by the shard goroutine.
+// Owned by the holder of the shard's lock.
 type dirtySet struct {
 	slots []dirtySlot // len is 0 or a power of two
 	gen   uint32      // slots with another gen are empty; never 0 once used

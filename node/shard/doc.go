@@ -2,24 +2,43 @@
 //
 // # Ownership
 //
-// An Engine runs Config.Shards goroutines. Partition p belongs to shard
-// p % Shards, and that shard's goroutine is the only one that ever reads or
-// writes the counters of p: each shard owns a map partition → (counter id →
-// entry) and every scratch buffer it uses. Other goroutines talk to a shard
-// only through its bounded request channel (Check, Export, Import, Drop all
-// queue there, in order) and read its statistics through atomics. There are
-// no locks on the decision path.
+// Partition p belongs to shard p % Config.Shards, and a shard's counters
+// are changed by one thread of execution at a time: whoever holds the
+// shard's lock. Each shard owns a map partition → (counter id → entry) and
+// every scratch buffer it uses; only the holder of its lock touches them.
+// Other goroutines read its statistics through atomics.
 //
-// # Batching
+// # Deciding: inline when uncontended, batched when busy
 //
-// Check splits its items by shard and sends one request per shard. A shard
-// takes a request, drains up to MaxBatch more that are already queued, reads
-// the clock once (Config.Now is the only clock), decides them in order with
-// the pure bucket package, calls OnChange once with the states the batch
-// changed, and then replies. OnChange runs on the shard goroutine, must not
-// block, and must copy what it keeps: the slice and its Log slices are
-// reused. Expiry of idle counters is not reported (an expired counter is
-// equal to a fresh one); Drop is not reported.
+// Check splits its items by shard and submits one request per shard, one
+// shard after the other (a goroutine holds at most one shard's lock at a
+// time, so locks have no order to keep). A submit first tries the shard's
+// lock (TryLock): when it is free, the caller's own goroutine decides its
+// request at once, with no goroutine hand-off. When it is busy, the
+// request queues on the shard's bounded channel (QueueLen) and the caller
+// waits for its answer; the holder decides everything queued, in batches
+// of up to MaxBatch requests, before it releases the lock, and after
+// releasing it looks at the queue once more, so a request never waits in
+// the queue while the lock is free. A caller's goroutine decides at most 4
+// batches this way (its own and three of others') before it leaves what is
+// still queued to the shard goroutine (a non-blocking kick), so its own
+// reply is not held up by a long run of others' work. Under load a batch
+// so still gathers everything that queued while the previous one was
+// decided, as when a shard goroutine drained its channel.
+//
+// Each batch reads the clock once (Config.Now is the only clock), decides
+// its requests in order with the pure bucket package, calls OnChange once
+// with the states the batch changed, and then answers. OnChange runs under
+// the shard's lock on whichever goroutine decided the batch (calls for
+// different shards may run at once), must not block, and must copy what
+// it keeps: the slice and its Log slices are reused. Expiry of idle
+// counters is not reported (an expired counter is equal to a fresh one);
+// Drop is not reported. Lock order: a shard's lock, then whatever OnChange
+// takes (the replicator's queue lock); nothing else is taken under it.
+//
+// One goroutine per shard remains, for what must happen without a caller:
+// the sweep ticker (an idle shard wakes once per SweepEvery, never per
+// check) and the batches callers left queued.
 //
 // # All-or-nothing
 //
@@ -45,7 +64,8 @@
 // previous one stopped, and drops counters past their deadline, so a
 // step's pause is bounded. Every SweepEvery a shard runs one step and
 // schedules as many more as it takes to walk all its slots within
-// SweepPass; they run one at a time between batches. So
+// SweepPass; the shard goroutine runs them one at a time, each under the
+// lock and followed by at most one batch of what queued meanwhile. So
 // however many counters a key flood left behind, each is dropped within
 // about 2*(SweepPass+SweepEvery) (12 s by default) of its idle deadline.
 // A partition's table shrinks once a quarter full and an emptied partition
@@ -122,7 +142,8 @@
 // one) and Tick runs the sweep, so a simulation steps it by hand.
 //
 // Close stops and joins every shard goroutine and the releaser; calls made
-// afterwards, and calls still waiting, return ErrClosed. A Check whose ctx
+// afterwards, and calls still waiting in a queue, return ErrClosed (a call
+// already deciding on its own goroutine finishes). A Check whose ctx
 // ends returns ctx.Err(); a shard skips a request whose ctx already ended,
 // but the parts of a call that were decided before stay decided.
 package shard

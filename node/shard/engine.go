@@ -217,19 +217,7 @@ func (e *Engine) send(ctx context.Context, s *shard, r *request) error {
 		s.decideNow(r)
 		return nil
 	}
-	select {
-	case s.in <- r:
-		return nil
-	default:
-	}
-	select {
-	case s.in <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.quit:
-		return ErrClosed
-	}
+	return s.submit(ctx, r, e.quit)
 }
 
 func (e *Engine) wait(ctx context.Context, r *request) error {

@@ -36,7 +36,7 @@ func newReleaser(cfg *Config) *releaser {
 	}
 }
 
-// freed is called by a shard goroutine with the bytes of table it just let
+// freed is called by a shard's sweep with the bytes of table it just let
 // go; it never blocks.
 func (r *releaser) freed(n int) {
 	if r.pending.Add(int64(n)) < r.threshold {

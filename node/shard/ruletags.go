@@ -7,7 +7,7 @@ package shard
 // tag 0 (items without a Cap, imported states not decided since) are not
 // counted; a decision gives an untagged counter its rule's tag.
 //
-// Owned by the shard goroutine.
+// Owned by the holder of the shard's lock.
 type ruleTags struct {
 	byName map[string]uint16
 	names  []string // by tag; "" for a free tag

@@ -24,7 +24,7 @@ const (
 )
 
 // request is what travels on a shard's channel. The sender fills it, the
-// shard goroutine decides it, writes out/states/err and sends on done
+// holder of the shard's lock decides it, writes out/states/err and sends on done
 // (buffered, so the shard never blocks on a caller that gave up).
 type request struct {
 	op     opKind
@@ -45,7 +45,7 @@ type logEntry struct {
 	tag  uint16 // rule tag and volatile bit (ruleTags)
 }
 
-// part holds one partition's counters. Only the owning shard goroutine
+// part holds one partition's counters. Only the holder of its shard's lock
 // touches it.
 type part struct {
 	t    table
@@ -78,7 +78,6 @@ type tentative struct {
 }
 
 type shard struct {
-	in          chan *request
 	sched       sched.Sched
 	now         func() int64
 	onChange    func([]replication.State)
@@ -92,11 +91,18 @@ type shard struct {
 	maxKeys     int64 // Config.MaxKeys
 	nShards     int64
 
-	// mu is taken only in an Inline engine, where callers' goroutines
-	// take turns at what the shard goroutine owns otherwise.
+	in   chan *request // requests waiting for the lock (bounded: QueueLen)
+	kick chan struct{} // wakes the shard goroutine to decide what callers left queued
+
+	// mu is the shard's single thread of execution: whoever holds it
+	// (a caller's goroutine, or the shard goroutine for sweeps and
+	// left-over batches) owns the fields below. It is taken with TryLock
+	// on the decision path (a busy shard is joined through in, not waited
+	// for), with Lock only by the shard goroutine and an Inline engine.
+	// A goroutine holds at most one shard's lock at a time.
 	mu sync.Mutex
 
-	// Owned by the shard goroutine only.
+	// Owned by the holder of mu.
 	parts     map[uint32]*part
 	live      int
 	batch     []*request
@@ -115,7 +121,7 @@ type shard struct {
 	passSlots int64 // slots and logs the tables had when the current pass began
 	hot       hotKeys
 
-	// Written by the shard goroutine, read by Stats.
+	// Written by the holder of mu, read by Stats.
 	keys        atomic.Int64
 	batches     atomic.Uint64
 	items       atomic.Uint64
@@ -129,6 +135,7 @@ func newShard(cfg *Config) *shard {
 	return &shard{
 		snapMinIdle: int64(cfg.SnapshotMinIdle),
 		in:          make(chan *request, cfg.QueueLen),
+		kick:        make(chan struct{}, 1),
 		sched:       cfg.Sched,
 		now:         cfg.Now,
 		onChange:    cfg.OnChange,
@@ -145,35 +152,47 @@ func newShard(cfg *Config) *shard {
 	}
 }
 
+// Rounds a caller's goroutine decides, at most, while it holds a shard's
+// lock (its own request's batch and then whatever queued meanwhile),
+// before it leaves the rest to the shard goroutine; and the rounds that
+// goroutine decides per wake-up before it lets its ticker in.
+const (
+	callerRounds = 4
+	shardRounds  = 16
+)
+
+// run is the shard goroutine: it runs the sweep ticker, and the batches
+// that callers left queued (kick) when they had decided callerRounds
+// batches for others. An idle shard wakes once per SweepEvery.
 func (s *shard) run(quit <-chan struct{}) {
 	tk := s.sched.NewTicker(s.sweepEvery)
 	defer tk.Stop()
 	tc := tk.C()
 	for {
-		if s.steps > 0 {
-			// Sweep steps are due: one step, then at most one batch, so
-			// they make progress under load and a pause stays one step
-			// long.
-			s.steps--
-			s.sweepStep()
-			select {
-			case <-quit:
-				return
-			case r := <-s.in:
-				s.take(r)
-			case <-tc:
-				s.tick()
-			default:
-			}
-			continue
-		}
 		select {
 		case <-quit:
 			return
-		case r := <-s.in:
-			s.take(r)
+		case <-s.kick:
+			s.mu.Lock()
+			s.serve(nil, shardRounds)
 		case <-tc:
+			s.mu.Lock()
 			s.tick()
+			s.serve(nil, 1)
+			// Further sweep steps, each followed by at most one batch of
+			// what queued meanwhile, so they make progress under load
+			// and a pause stays one step long.
+			for s.steps > 0 {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				s.mu.Lock()
+				s.steps--
+				s.sweepStep()
+				s.serve(nil, 1)
+			}
 		}
 	}
 }
@@ -187,20 +206,86 @@ func (s *shard) decideNow(r *request) {
 	clear(s.batch)
 }
 
-// take decides r and whatever else is queued, up to maxBatch requests.
-func (s *shard) take(r *request) {
-	s.batch = append(s.batch[:0], r)
-drain:
+// submit decides r: at once on the caller's goroutine when the shard's
+// lock is free, else by queueing it for whoever holds the lock (who
+// decides everything queued before releasing it). The caller then waits
+// on r.done. It fails only if ctx ends or the engine closes while the
+// queue is full.
+func (s *shard) submit(ctx context.Context, r *request, quit <-chan struct{}) error {
+	if s.mu.TryLock() {
+		s.serve(r, callerRounds)
+		return nil
+	}
+	select {
+	case s.in <- r:
+	default:
+		select {
+		case s.in <- r:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-quit:
+			return ErrClosed
+		}
+	}
+	// The holder may have released the lock between our TryLock and the
+	// queueing, after its last look at the queue.
+	if s.mu.TryLock() {
+		s.serve(nil, callerRounds)
+	}
+	return nil
+}
+
+// serve runs with s.mu held, which it releases: it decides first (if not
+// nil) with whatever is queued, then further batches while requests are
+// queued, up to rounds batches in all; what is still queued after that is
+// left to the shard goroutine (kick). Once the lock is released it looks
+// at the queue again: a request queued while the lock was held by us is
+// taken by us (or by whoever took the lock first), so no request waits in
+// the queue while the lock is free.
+func (s *shard) serve(first *request, rounds int) {
+	for done := 0; ; {
+		for {
+			s.batch = s.batch[:0]
+			if first != nil {
+				s.batch, first = append(s.batch, first), nil
+			}
+			s.drain()
+			if len(s.batch) == 0 {
+				break
+			}
+			s.process(s.batch)
+			clear(s.batch)
+			if done++; done >= rounds {
+				break
+			}
+		}
+		s.mu.Unlock()
+		if len(s.in) == 0 {
+			return
+		}
+		if done >= rounds {
+			select {
+			case s.kick <- struct{}{}:
+			default: // already kicked
+			}
+			return
+		}
+		if !s.mu.TryLock() {
+			return // its holder will look at the queue after releasing it
+		}
+	}
+}
+
+// drain adds queued requests to s.batch, up to maxBatch in all.
+func (s *shard) drain() {
 	for len(s.batch) < s.maxBatch {
 		select {
 		case r := <-s.in:
 			s.batch = append(s.batch, r)
 		default:
-			break drain
+			return
 		}
 	}
-	s.process(s.batch)
-	clear(s.batch)
 }
 
 // tick runs one sweep step and schedules as many more before the next tick
