@@ -93,7 +93,7 @@ func TestRulesDoc(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("docs/rules.md, %q: field %s is missing (type %q, default %q)", c.section, f.Name, f.Type, f.Default)
-			case d != f:
+			case d != Field{Name: f.Name, Type: f.Type, Default: f.Default}:
 				t.Errorf("docs/rules.md, %q: %s has type %q, default %q; the parser's table says %q, %q",
 					c.section, f.Name, d.Type, d.Default, f.Type, f.Default)
 			}
@@ -113,11 +113,21 @@ func TestRulesDoc(t *testing.T) {
 			t.Errorf("docs/rules.md, \"Keys, and a missing value\": %s is missing", k)
 		}
 	}
+	algs := map[string]bool{}
+	for _, a := range Algorithms() {
+		algs[a.Name] = true
+	}
 	for a := bucket.Algorithm(0); ; a++ {
 		name := a.String()
 		if strings.HasPrefix(name, "algorithm(") {
 			break
 		}
+		if !algs[name] {
+			t.Errorf("rules.Algorithms: %s is missing", name)
+		}
+	}
+	for _, a := range Algorithms() {
+		name := a.Name
 		found := false
 		for _, r := range rows["Algorithms"] {
 			found = found || r[0] == name || strings.HasPrefix(r[0], name+" ")

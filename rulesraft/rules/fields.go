@@ -15,6 +15,11 @@ type Field struct {
 	Name    string
 	Type    string
 	Default string
+	// Feature names what a member must support to store a rule that sets
+	// this field (features.go): "" for a field every version knows. A rule
+	// set that uses a feature some live member does not advertise is
+	// refused (docs/design.md, mixed versions).
+	Feature string
 }
 
 // Field.Default values that are not a value.
@@ -28,7 +33,7 @@ const (
 // FileFields are the fields at the top level of a rules file.
 func FileFields() []Field {
 	return []Field{
-		{"rules", "list of rules", Required},
+		{"rules", "list of rules", Required, ""},
 	}
 }
 
@@ -36,33 +41,33 @@ func FileFields() []Field {
 // them; a nested field follows its parent.
 func RuleFields() []Field {
 	return []Field{
-		{"id", "string", Required},
-		{"match", "mapping", Required},
-		{"match.route", "string", Required},
-		{"match.method", "string", AnyMethod},
-		{"match.plan", "string", AnyPlan},
-		{"match.domain", "string", Unset},
-		{"match.descriptor", "list of mappings", Unset},
-		{"match.descriptor[].key", "string", Required},
-		{"match.descriptor[].value", "string", "*"},
-		{"key", "string", Required},
-		{"algorithm", "string", DefaultAlgorithm},
-		{"rate", "whole number", Required},
-		{"period", "duration", Required},
-		{"burst", "whole number", "= rate"},
-		{"fail_mode", "string", DefaultFailMode},
-		{"timeout", "duration", Duration(DefaultTimeout).String()},
-		{"shadow", "bool", "false"},
-		{"lease", "auto | off | whole number", LeaseAuto.String()},
-		{"max_keys", "whole number", "0"},
-		{"cost", "whole number", "1"},
-		{"cost_header", "header name", Unset},
-		{"scope", "string", ScopeRegion},
-		{"events", "mapping", "{}"},
-		{"events.sample", "number", strconv.FormatFloat(DefaultEventSample, 'g', -1, 64)},
-		{"events.redact", "bool", "false"},
-		{"replaces", "list of rule ids", Unset},
-		{"unlimited", "bool", "false"},
+		{"id", "string", Required, ""},
+		{"match", "mapping", Required, ""},
+		{"match.route", "string", Required, ""},
+		{"match.method", "string", AnyMethod, ""},
+		{"match.plan", "string", AnyPlan, ""},
+		{"match.domain", "string", Unset, ""},
+		{"match.descriptor", "list of mappings", Unset, ""},
+		{"match.descriptor[].key", "string", Required, ""},
+		{"match.descriptor[].value", "string", "*", ""},
+		{"key", "string", Required, ""},
+		{"algorithm", "string", DefaultAlgorithm, ""},
+		{"rate", "whole number", Required, ""},
+		{"period", "duration", Required, ""},
+		{"burst", "whole number", "= rate", ""},
+		{"fail_mode", "string", DefaultFailMode, ""},
+		{"timeout", "duration", Duration(DefaultTimeout).String(), ""},
+		{"shadow", "bool", "false", ""},
+		{"lease", "auto | off | whole number", LeaseAuto.String(), ""},
+		{"max_keys", "whole number", "0", ""},
+		{"cost", "whole number", "1", ""},
+		{"cost_header", "header name", Unset, ""},
+		{"scope", "string", ScopeRegion, ""},
+		{"events", "mapping", "{}", ""},
+		{"events.sample", "number", strconv.FormatFloat(DefaultEventSample, 'g', -1, 64), ""},
+		{"events.redact", "bool", "false", ""},
+		{"replaces", "list of rule ids", Unset, ""},
+		{"unlimited", "bool", "false", ""},
 	}
 }
 
@@ -70,12 +75,12 @@ func RuleFields() []Field {
 // `weir overrides set`).
 func OverrideFields() []Field {
 	return []Field{
-		{"key", "string", Required},
-		{"rule", "string", Required},
-		{"rate", "whole number", Required},
-		{"burst", "whole number", "= rate"},
-		{"block", "bool", "false"},
-		{"expires_at", "RFC 3339 time", "never"},
+		{"key", "string", Required, ""},
+		{"rule", "string", Required, ""},
+		{"rate", "whole number", Required, ""},
+		{"burst", "whole number", "= rate", ""},
+		{"block", "bool", "false", ""},
+		{"expires_at", "RFC 3339 time", "never", ""},
 	}
 }
 
