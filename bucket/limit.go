@@ -90,6 +90,8 @@ func (l Limit) Validate(maxLog int64) error {
 		return fmt.Errorf("%w: rate %d above the maximum %d", ErrInvalidLimit, l.Rate, int64(MaxTokens))
 	case l.Burst > MaxTokens:
 		return fmt.Errorf("%w: burst %d above the maximum %d", ErrInvalidLimit, l.Burst, int64(MaxTokens))
+	case l.Algorithm == Concurrency && l.Rate > maxLog:
+		return fmt.Errorf("%w: %w: concurrency limit %d above the maximum %d", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	case l.Algorithm == SlidingLog && l.Rate > maxLog:
 		return fmt.Errorf("%w: %w: sliding_log rate %d above the maximum %d (use sliding_window)", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	}

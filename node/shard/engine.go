@@ -31,6 +31,10 @@ type Item struct {
 	// Gateway names the gateway asking (a non-zero hash) when it can hold
 	// an automatic lease of the counter now; 0: no lease may be granted.
 	Gateway uint64
+	// Release, for a concurrency counter, gives back this permit instead of
+	// deciding (Cost and Group are ignored): Result.Allowed says whether it
+	// was held. See permit.go.
+	Release *bucket.PermitID
 }
 
 // KeyCap is a rule's key cap: the most live counters of Rule this engine
@@ -56,6 +60,10 @@ type Result struct {
 	// Granted is an automatic lease: tokens taken beyond Cost for the
 	// item's Gateway (Remaining already counts them as taken).
 	Granted int64
+	// Permit is the permit an allowed concurrency item took (drawn from
+	// Config.Sched); zero for other items. It expires Limit.Period after
+	// the decision unless released first.
+	Permit bucket.PermitID
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without

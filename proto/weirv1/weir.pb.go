@@ -115,7 +115,11 @@ type CheckItem struct {
 	// flight): its identity, a non-zero hash of its gateway id. The owner
 	// counts the distinct gateways asking for a hot key and grants leases
 	// (CheckResult.lease_granted) only to items that carry it.
-	LeaseGateway  uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	LeaseGateway uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	// Set by nodes only (ignored from callers; Limiter.Release makes such
+	// items): release this permit (16 bytes) of a concurrency rule instead
+	// of checking. The result's allowed says whether it was held.
+	ReleasePermit []byte `protobuf:"bytes,12,opt,name=release_permit,json=releasePermit,proto3" json:"release_permit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +231,13 @@ func (x *CheckItem) GetLeaseGateway() uint64 {
 	return 0
 }
 
+func (x *CheckItem) GetReleasePermit() []byte {
+	if x != nil {
+		return x.ReleasePermit
+	}
+	return nil
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*CheckItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -305,9 +316,13 @@ type CheckResult struct {
 	// An automatic lease (rules with lease: auto): tokens the owner took
 	// beyond the item's cost, for the gateway that set lease_gateway to spend
 	// locally within its lease time and give back unspent. 0: none.
-	LeaseGranted  int64 `protobuf:"varint,12,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseGranted int64 `protobuf:"varint,12,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
+	// A concurrency rule's permit (16 bytes), held until released
+	// (Limiter.Release) or until permit_expires_ms from now.
+	Permit          []byte `protobuf:"bytes,13,opt,name=permit,proto3" json:"permit,omitempty"`
+	PermitExpiresMs int64  `protobuf:"varint,14,opt,name=permit_expires_ms,json=permitExpiresMs,proto3" json:"permit_expires_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CheckResult) Reset() {
@@ -420,6 +435,20 @@ func (x *CheckResult) GetRuleVersion() uint64 {
 func (x *CheckResult) GetLeaseGranted() int64 {
 	if x != nil {
 		return x.LeaseGranted
+	}
+	return 0
+}
+
+func (x *CheckResult) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+func (x *CheckResult) GetPermitExpiresMs() int64 {
+	if x != nil {
+		return x.PermitExpiresMs
 	}
 	return 0
 }
@@ -596,6 +625,220 @@ func (x *CheckStreamResponse) GetError() string {
 	return ""
 }
 
+type ReleaseItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Rule  string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The permit as CheckResult.permit gave it (16 bytes).
+	Permit        []byte `protobuf:"bytes,3,opt,name=permit,proto3" json:"permit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseItem) Reset() {
+	*x = ReleaseItem{}
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseItem) ProtoMessage() {}
+
+func (x *ReleaseItem) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseItem.ProtoReflect.Descriptor instead.
+func (*ReleaseItem) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReleaseItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReleaseItem) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ReleaseItem) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReleaseItem         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReleaseRequest) GetItems() []*ReleaseItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ReleaseResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The permit was held and is free now; false: it had expired, was
+	// released already, or never existed.
+	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// Set when the item could not be handled (unknown rule, not a
+	// concurrency rule, malformed permit, owner unavailable).
+	ErrorCode     ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=weir.v1.ErrorCode" json:"error_code,omitempty"`
+	Error         string    `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResult) Reset() {
+	*x = ReleaseResult{}
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResult) ProtoMessage() {}
+
+func (x *ReleaseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResult.ProtoReflect.Descriptor instead.
+func (*ReleaseResult) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReleaseResult) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ReleaseResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+func (x *ReleaseResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in order.
+	Results       []*ReleaseResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseResponse) GetResults() []*ReleaseResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type GetLimitsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -605,7 +848,7 @@ type GetLimitsRequest struct {
 
 func (x *GetLimitsRequest) Reset() {
 	*x = GetLimitsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +860,7 @@ func (x *GetLimitsRequest) String() string {
 func (*GetLimitsRequest) ProtoMessage() {}
 
 func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +873,7 @@ func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetLimitsRequest) GetKey() string {
@@ -650,7 +893,7 @@ type KeyLimit struct {
 
 func (x *KeyLimit) Reset() {
 	*x = KeyLimit{}
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +905,7 @@ func (x *KeyLimit) String() string {
 func (*KeyLimit) ProtoMessage() {}
 
 func (x *KeyLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +918,7 @@ func (x *KeyLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLimit.ProtoReflect.Descriptor instead.
 func (*KeyLimit) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyLimit) GetRule() string {
@@ -701,7 +944,7 @@ type GetLimitsResponse struct {
 
 func (x *GetLimitsResponse) Reset() {
 	*x = GetLimitsResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +956,7 @@ func (x *GetLimitsResponse) String() string {
 func (*GetLimitsResponse) ProtoMessage() {}
 
 func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +969,7 @@ func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLimitsResponse) GetLimits() []*KeyLimit {
@@ -751,7 +994,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1006,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1019,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Match) GetRoute() string {
@@ -826,7 +1069,7 @@ type DescriptorEntry struct {
 
 func (x *DescriptorEntry) Reset() {
 	*x = DescriptorEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1081,7 @@ func (x *DescriptorEntry) String() string {
 func (*DescriptorEntry) ProtoMessage() {}
 
 func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1094,7 @@ func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescriptorEntry.ProtoReflect.Descriptor instead.
 func (*DescriptorEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescriptorEntry) GetKey() string {
@@ -900,14 +1143,18 @@ type Rule struct {
 	Unlimited bool `protobuf:"varint,18,opt,name=unlimited,proto3" json:"unlimited,omitempty"`
 	// "off" (exact: never leased) or "" / "auto" (the owner leases hot keys
 	// on its own) when lease is 0; ignored when lease (a fixed count) is set.
-	LeaseMode     string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	LeaseMode string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
+	// algorithm: concurrency: requests in flight at once per key, and the
+	// longest one may hold its permit (Go duration; "": 30s).
+	Limit         int64  `protobuf:"varint,30,opt,name=limit,proto3" json:"limit,omitempty"`
+	PermitTtl     string `protobuf:"bytes,31,opt,name=permit_ttl,json=permitTtl,proto3" json:"permit_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1166,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1179,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Rule) GetId() string {
@@ -1068,6 +1315,20 @@ func (x *Rule) GetLeaseMode() string {
 	return ""
 }
 
+func (x *Rule) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Rule) GetPermitTtl() string {
+	if x != nil {
+		return x.PermitTtl
+	}
+	return ""
+}
+
 type EventsOption struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Fraction (0..1) of the rule's denials sampled as events; 0 with the
@@ -1081,7 +1342,7 @@ type EventsOption struct {
 
 func (x *EventsOption) Reset() {
 	*x = EventsOption{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1354,7 @@ func (x *EventsOption) String() string {
 func (*EventsOption) ProtoMessage() {}
 
 func (x *EventsOption) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1367,7 @@ func (x *EventsOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsOption.ProtoReflect.Descriptor instead.
 func (*EventsOption) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EventsOption) GetSample() float64 {
@@ -1138,7 +1399,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1411,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1424,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Override) GetKey() string {
@@ -1219,7 +1480,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1492,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1505,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -1282,7 +1543,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1555,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1568,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -1335,7 +1596,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1608,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1621,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -1397,7 +1658,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1670,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1683,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1463,7 +1724,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1736,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1749,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1515,7 +1776,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1788,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1801,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1567,7 +1828,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1840,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1853,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1620,7 +1881,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1893,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1906,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1681,7 +1942,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1954,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1967,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1734,7 +1995,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2007,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2020,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1784,7 +2045,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2057,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2070,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 type ReadIndexResponse struct {
@@ -1822,7 +2083,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2095,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2108,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadIndexResponse) GetVersion() uint64 {
@@ -1870,7 +2131,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2143,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2156,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1935,7 +2196,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2208,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2221,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -1982,7 +2243,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2255,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2268,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -2039,7 +2300,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2312,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2325,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -2096,7 +2357,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2369,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2382,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 type Member struct {
@@ -2143,7 +2404,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2416,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2429,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetId() string {
@@ -2249,7 +2510,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2522,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2535,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2326,17 +2587,21 @@ type CounterState struct {
 	Id        uint64 `protobuf:"fixed64,1,opt,name=id,proto3" json:"id,omitempty"`
 	Partition uint32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// The bucket state words and, for sliding_log, the log (owner's clock, ns).
-	A             int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
-	B             int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
-	C             int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
-	Log           []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	A   int64   `protobuf:"varint,3,opt,name=a,proto3" json:"a,omitempty"`
+	B   int64   `protobuf:"varint,4,opt,name=b,proto3" json:"b,omitempty"`
+	C   int64   `protobuf:"varint,5,opt,name=c,proto3" json:"c,omitempty"`
+	Log []int64 `protobuf:"varint,6,rep,packed,name=log,proto3" json:"log,omitempty"`
+	// For concurrency counters: the permits held, three words each (id
+	// high, id low, expiry ns on the owner's clock). Never moved by the
+	// clock-skew correction (sent_at_ns).
+	Permits       []int64 `protobuf:"varint,7,rep,packed,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2613,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2626,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2406,6 +2671,13 @@ func (x *CounterState) GetLog() []int64 {
 	return nil
 }
 
+func (x *CounterState) GetPermits() []int64 {
+	if x != nil {
+		return x.Permits
+	}
+	return nil
+}
+
 type ReplicateRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	From        string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -2420,7 +2692,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2704,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2717,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2484,7 +2756,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2768,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2781,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
 }
 
 type HandoffRequest struct {
@@ -2524,7 +2796,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2808,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2821,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2593,7 +2865,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2877,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2890,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2666,7 +2938,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2950,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2963,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2727,7 +2999,7 @@ type RegionExchangeRequest struct {
 
 func (x *RegionExchangeRequest) Reset() {
 	*x = RegionExchangeRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3011,7 @@ func (x *RegionExchangeRequest) String() string {
 func (*RegionExchangeRequest) ProtoMessage() {}
 
 func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3024,7 @@ func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeRequest.ProtoReflect.Descriptor instead.
 func (*RegionExchangeRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegionExchangeRequest) GetFrom() string {
@@ -2800,7 +3072,7 @@ type RegionExchangeResponse struct {
 
 func (x *RegionExchangeResponse) Reset() {
 	*x = RegionExchangeResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +3084,7 @@ func (x *RegionExchangeResponse) String() string {
 func (*RegionExchangeResponse) ProtoMessage() {}
 
 func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +3097,7 @@ func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeResponse.ProtoReflect.Descriptor instead.
 func (*RegionExchangeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegionExchangeResponse) GetFrom() string {
@@ -2853,7 +3125,7 @@ type RegionKey struct {
 
 func (x *RegionKey) Reset() {
 	*x = RegionKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3137,7 @@ func (x *RegionKey) String() string {
 func (*RegionKey) ProtoMessage() {}
 
 func (x *RegionKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3150,7 @@ func (x *RegionKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionKey.ProtoReflect.Descriptor instead.
 func (*RegionKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RegionKey) GetRule() string {
@@ -2937,7 +3209,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3221,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3234,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegionRecord) GetOrigin() int32 {
@@ -3131,7 +3403,7 @@ type GatewayReport struct {
 
 func (x *GatewayReport) Reset() {
 	*x = GatewayReport{}
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3415,7 @@ func (x *GatewayReport) String() string {
 func (*GatewayReport) ProtoMessage() {}
 
 func (x *GatewayReport) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3428,7 @@ func (x *GatewayReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReport.ProtoReflect.Descriptor instead.
 func (*GatewayReport) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GatewayReport) GetGatewayId() string {
@@ -3197,7 +3469,7 @@ type GatewayRuleCounts struct {
 
 func (x *GatewayRuleCounts) Reset() {
 	*x = GatewayRuleCounts{}
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3481,7 @@ func (x *GatewayRuleCounts) String() string {
 func (*GatewayRuleCounts) ProtoMessage() {}
 
 func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3494,7 @@ func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayRuleCounts.ProtoReflect.Descriptor instead.
 func (*GatewayRuleCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GatewayRuleCounts) GetRule() string {
@@ -3268,7 +3540,7 @@ type GatewayReportResponse struct {
 
 func (x *GatewayReportResponse) Reset() {
 	*x = GatewayReportResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3552,7 @@ func (x *GatewayReportResponse) String() string {
 func (*GatewayReportResponse) ProtoMessage() {}
 
 func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3565,7 @@ func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReportResponse.ProtoReflect.Descriptor instead.
 func (*GatewayReportResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
 }
 
 type EventsRequest struct {
@@ -3312,7 +3584,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3596,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3609,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventsRequest) GetRule() string {
@@ -3394,7 +3666,7 @@ type LimitEvent struct {
 
 func (x *LimitEvent) Reset() {
 	*x = LimitEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3678,7 @@ func (x *LimitEvent) String() string {
 func (*LimitEvent) ProtoMessage() {}
 
 func (x *LimitEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3691,7 @@ func (x *LimitEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitEvent.ProtoReflect.Descriptor instead.
 func (*LimitEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LimitEvent) GetTimeUnixMs() int64 {
@@ -3495,7 +3767,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3507,7 +3779,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3520,7 +3792,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HotKeysRequest) GetRule() string {
@@ -3551,7 +3823,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3835,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3848,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HotKey) GetRule() string {
@@ -3617,7 +3889,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[50]
+	mi := &file_weir_v1_weir_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3901,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[50]
+	mi := &file_weir_v1_weir_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3914,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{50}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HotKeysResponse) GetKeys() []*HotKey {
@@ -3663,7 +3935,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xc9\x02\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xf0\x02\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3676,9 +3948,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
 	"\x0eoverride_burst\x18\n" +
 	" \x01(\x03R\roverrideBurst\x12#\n" +
-	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\"8\n" +
+	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\x12%\n" +
+	"\x0erelease_permit\x18\f \x01(\fR\rreleasePermit\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xfa\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xbe\x03\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -3693,7 +3966,9 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06voided\x18\n" +
 	" \x01(\bR\x06voided\x12!\n" +
 	"\frule_version\x18\v \x01(\x04R\vruleVersion\x12#\n" +
-	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\"?\n" +
+	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\x12\x16\n" +
+	"\x06permit\x18\r \x01(\fR\x06permit\x12*\n" +
+	"\x11permit_expires_ms\x18\x0e \x01(\x03R\x0fpermitExpiresMs\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -3704,7 +3979,20 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\aresults\x18\x02 \x03(\v2\x14.weir.v1.CheckResultR\aresults\x121\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"$\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"K\n" +
+	"\vReleaseItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06permit\x18\x03 \x01(\fR\x06permit\"<\n" +
+	"\x0eReleaseRequest\x12*\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.weir.v1.ReleaseItemR\x05items\"t\n" +
+	"\rReleaseResult\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\x121\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"C\n" +
+	"\x0fReleaseResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.weir.v1.ReleaseResultR\aresults\"$\n" +
 	"\x10GetLimitsRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"L\n" +
 	"\bKeyLimit\x12\x12\n" +
@@ -3722,7 +4010,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x81\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xb6\x04\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3745,7 +4033,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\breplaces\x18\x11 \x03(\tR\breplaces\x12\x1c\n" +
 	"\tunlimited\x18\x12 \x01(\bR\tunlimited\x12\x1d\n" +
 	"\n" +
-	"lease_mode\x18\x13 \x01(\tR\tleaseMode\">\n" +
+	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x14\n" +
+	"\x05limit\x18\x1e \x01(\x03R\x05limit\x12\x1d\n" +
+	"\n" +
+	"permit_ttl\x18\x1f \x01(\tR\tpermitTtl\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
@@ -3834,14 +4125,15 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\rR\x11replicationFactor\x12\x12\n" +
 	"\x04load\x18\x05 \x01(\x01R\x04load\x12\x1a\n" +
-	"\bgateways\x18\x06 \x01(\rR\bgateways\"x\n" +
+	"\bgateways\x18\x06 \x01(\rR\bgateways\"\x92\x01\n" +
 	"\fCounterState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\f\n" +
 	"\x01a\x18\x03 \x01(\x03R\x01a\x12\f\n" +
 	"\x01b\x18\x04 \x01(\x03R\x01b\x12\f\n" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
-	"\x03log\x18\x06 \x03(\x03R\x03log\"\x96\x01\n" +
+	"\x03log\x18\x06 \x03(\x03R\x03log\x12\x18\n" +
+	"\apermits\x18\a \x03(\x03R\apermits\"\x96\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +
@@ -3949,11 +4241,12 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x02\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\x12\x16\n" +
-	"\x12ERROR_CODE_KEY_CAP\x10\x05\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\xd3\x01\n" +
+	"\x12ERROR_CODE_KEY_CAP\x10\x05\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\x91\x02\n" +
 	"\aLimiter\x126\n" +
 	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
 	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
-	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse2\xfd\x04\n" +
+	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse\x12<\n" +
+	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponse2\xfd\x04\n" +
 	"\x05Rules\x128\n" +
 	"\tListRules\x12\x19.weir.v1.ListRulesRequest\x1a\x10.weir.v1.RuleSet\x121\n" +
 	"\aGetRule\x12\x17.weir.v1.GetRuleRequest\x1a\r.weir.v1.Rule\x12@\n" +
@@ -3996,7 +4289,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
@@ -4005,51 +4298,55 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*CheckResponse)(nil),          // 4: weir.v1.CheckResponse
 	(*CheckStreamRequest)(nil),     // 5: weir.v1.CheckStreamRequest
 	(*CheckStreamResponse)(nil),    // 6: weir.v1.CheckStreamResponse
-	(*GetLimitsRequest)(nil),       // 7: weir.v1.GetLimitsRequest
-	(*KeyLimit)(nil),               // 8: weir.v1.KeyLimit
-	(*GetLimitsResponse)(nil),      // 9: weir.v1.GetLimitsResponse
-	(*Match)(nil),                  // 10: weir.v1.Match
-	(*DescriptorEntry)(nil),        // 11: weir.v1.DescriptorEntry
-	(*Rule)(nil),                   // 12: weir.v1.Rule
-	(*EventsOption)(nil),           // 13: weir.v1.EventsOption
-	(*Override)(nil),               // 14: weir.v1.Override
-	(*RuleSet)(nil),                // 15: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),       // 16: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),         // 17: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),      // 18: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),      // 19: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),        // 20: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),     // 21: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil),  // 22: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),          // 23: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),         // 24: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),       // 25: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 26: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),           // 27: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 28: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),           // 29: weir.v1.WatchRequest
-	(*WatchEvent)(nil),             // 30: weir.v1.WatchEvent
-	(*MembersRequest)(nil),         // 31: weir.v1.MembersRequest
-	(*Member)(nil),                 // 32: weir.v1.Member
-	(*MembersResponse)(nil),        // 33: weir.v1.MembersResponse
-	(*CounterState)(nil),           // 34: weir.v1.CounterState
-	(*ReplicateRequest)(nil),       // 35: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),      // 36: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),         // 37: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),        // 38: weir.v1.HandoffResponse
-	(*Moved)(nil),                  // 39: weir.v1.Moved
-	(*RegionExchangeRequest)(nil),  // 40: weir.v1.RegionExchangeRequest
-	(*RegionExchangeResponse)(nil), // 41: weir.v1.RegionExchangeResponse
-	(*RegionKey)(nil),              // 42: weir.v1.RegionKey
-	(*RegionRecord)(nil),           // 43: weir.v1.RegionRecord
-	(*GatewayReport)(nil),          // 44: weir.v1.GatewayReport
-	(*GatewayRuleCounts)(nil),      // 45: weir.v1.GatewayRuleCounts
-	(*GatewayReportResponse)(nil),  // 46: weir.v1.GatewayReportResponse
-	(*EventsRequest)(nil),          // 47: weir.v1.EventsRequest
-	(*LimitEvent)(nil),             // 48: weir.v1.LimitEvent
-	(*HotKeysRequest)(nil),         // 49: weir.v1.HotKeysRequest
-	(*HotKey)(nil),                 // 50: weir.v1.HotKey
-	(*HotKeysResponse)(nil),        // 51: weir.v1.HotKeysResponse
+	(*ReleaseItem)(nil),            // 7: weir.v1.ReleaseItem
+	(*ReleaseRequest)(nil),         // 8: weir.v1.ReleaseRequest
+	(*ReleaseResult)(nil),          // 9: weir.v1.ReleaseResult
+	(*ReleaseResponse)(nil),        // 10: weir.v1.ReleaseResponse
+	(*GetLimitsRequest)(nil),       // 11: weir.v1.GetLimitsRequest
+	(*KeyLimit)(nil),               // 12: weir.v1.KeyLimit
+	(*GetLimitsResponse)(nil),      // 13: weir.v1.GetLimitsResponse
+	(*Match)(nil),                  // 14: weir.v1.Match
+	(*DescriptorEntry)(nil),        // 15: weir.v1.DescriptorEntry
+	(*Rule)(nil),                   // 16: weir.v1.Rule
+	(*EventsOption)(nil),           // 17: weir.v1.EventsOption
+	(*Override)(nil),               // 18: weir.v1.Override
+	(*RuleSet)(nil),                // 19: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),       // 20: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),         // 21: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),      // 22: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),      // 23: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),        // 24: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),     // 25: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil),  // 26: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),          // 27: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),         // 28: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),       // 29: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 30: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),           // 31: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 32: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),           // 33: weir.v1.WatchRequest
+	(*WatchEvent)(nil),             // 34: weir.v1.WatchEvent
+	(*MembersRequest)(nil),         // 35: weir.v1.MembersRequest
+	(*Member)(nil),                 // 36: weir.v1.Member
+	(*MembersResponse)(nil),        // 37: weir.v1.MembersResponse
+	(*CounterState)(nil),           // 38: weir.v1.CounterState
+	(*ReplicateRequest)(nil),       // 39: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),      // 40: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),         // 41: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),        // 42: weir.v1.HandoffResponse
+	(*Moved)(nil),                  // 43: weir.v1.Moved
+	(*RegionExchangeRequest)(nil),  // 44: weir.v1.RegionExchangeRequest
+	(*RegionExchangeResponse)(nil), // 45: weir.v1.RegionExchangeResponse
+	(*RegionKey)(nil),              // 46: weir.v1.RegionKey
+	(*RegionRecord)(nil),           // 47: weir.v1.RegionRecord
+	(*GatewayReport)(nil),          // 48: weir.v1.GatewayReport
+	(*GatewayRuleCounts)(nil),      // 49: weir.v1.GatewayRuleCounts
+	(*GatewayReportResponse)(nil),  // 50: weir.v1.GatewayReportResponse
+	(*EventsRequest)(nil),          // 51: weir.v1.EventsRequest
+	(*LimitEvent)(nil),             // 52: weir.v1.LimitEvent
+	(*HotKeysRequest)(nil),         // 53: weir.v1.HotKeysRequest
+	(*HotKey)(nil),                 // 54: weir.v1.HotKey
+	(*HotKeysResponse)(nil),        // 55: weir.v1.HotKeysResponse
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -4058,81 +4355,86 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 3: weir.v1.CheckStreamRequest.items:type_name -> weir.v1.CheckItem
 	3,  // 4: weir.v1.CheckStreamResponse.results:type_name -> weir.v1.CheckResult
 	0,  // 5: weir.v1.CheckStreamResponse.error_code:type_name -> weir.v1.ErrorCode
-	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
-	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
-	11, // 8: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
-	10, // 9: weir.v1.Rule.match:type_name -> weir.v1.Match
-	13, // 10: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
-	12, // 11: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	14, // 12: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	12, // 13: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	14, // 14: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	27, // 15: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	15, // 16: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	32, // 17: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	34, // 18: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	34, // 19: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	39, // 20: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	34, // 21: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	42, // 22: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
-	42, // 23: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
-	43, // 24: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
-	45, // 25: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
-	48, // 26: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
-	50, // 27: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
-	2,  // 28: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 29: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 30: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	16, // 31: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	17, // 32: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	18, // 33: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	19, // 34: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	24, // 35: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	20, // 36: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	21, // 37: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	22, // 38: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	29, // 39: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	25, // 40: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	31, // 41: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	31, // 42: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 43: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 44: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	35, // 45: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	35, // 46: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	37, // 47: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	40, // 48: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
-	47, // 49: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
-	49, // 50: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
-	44, // 51: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
-	4,  // 52: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 53: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 54: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	15, // 55: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	12, // 56: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	23, // 57: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	23, // 58: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	28, // 59: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	23, // 60: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	23, // 61: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	23, // 62: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	30, // 63: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	26, // 64: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	33, // 65: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	33, // 66: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 67: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 68: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	36, // 69: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	36, // 70: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	38, // 71: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	41, // 72: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
-	48, // 73: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
-	51, // 74: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
-	46, // 75: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
-	52, // [52:76] is the sub-list for method output_type
-	28, // [28:52] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	7,  // 6: weir.v1.ReleaseRequest.items:type_name -> weir.v1.ReleaseItem
+	0,  // 7: weir.v1.ReleaseResult.error_code:type_name -> weir.v1.ErrorCode
+	9,  // 8: weir.v1.ReleaseResponse.results:type_name -> weir.v1.ReleaseResult
+	3,  // 9: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
+	12, // 10: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
+	15, // 11: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
+	14, // 12: weir.v1.Rule.match:type_name -> weir.v1.Match
+	17, // 13: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
+	16, // 14: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	18, // 15: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	16, // 16: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	18, // 17: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	31, // 18: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	19, // 19: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	36, // 20: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	38, // 21: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	38, // 22: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	43, // 23: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	38, // 24: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	46, // 25: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	46, // 26: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	47, // 27: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	49, // 28: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	52, // 29: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	54, // 30: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 31: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 32: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	11, // 33: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	8,  // 34: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	20, // 35: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	21, // 36: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	22, // 37: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	23, // 38: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	28, // 39: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	24, // 40: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	25, // 41: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	26, // 42: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	33, // 43: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	29, // 44: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	35, // 45: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	35, // 46: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 47: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 48: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	39, // 49: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	39, // 50: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	41, // 51: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	44, // 52: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	51, // 53: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	53, // 54: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	48, // 55: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 56: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 57: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	13, // 58: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	10, // 59: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	19, // 60: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	16, // 61: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	27, // 62: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	27, // 63: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	32, // 64: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	27, // 65: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	27, // 66: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	27, // 67: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	34, // 68: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	30, // 69: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	37, // 70: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	37, // 71: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 72: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 73: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	40, // 74: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	40, // 75: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	42, // 76: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	45, // 77: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	52, // 78: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	55, // 79: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	50, // 80: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	56, // [56:81] is the sub-list for method output_type
+	31, // [31:56] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -4146,7 +4448,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

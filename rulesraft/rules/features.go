@@ -12,6 +12,12 @@ import (
 // upgrade never splits the rule set: an older member never meets a rule it
 // would read differently. The tables in fields.go are the one list.
 
+// Features of this version.
+const (
+	// FeatureConcurrency: algorithm: concurrency, limit and permit_ttl.
+	FeatureConcurrency = "concurrency"
+)
+
 // AlgorithmRow is one algorithm name a rule may give, with the feature a
 // member must support to store it ("" for those every version knows).
 type AlgorithmRow struct {
@@ -27,6 +33,7 @@ func Algorithms() []AlgorithmRow {
 		{AlgFixedWindow, ""},
 		{AlgSlidingWindow, ""},
 		{AlgSlidingLog, ""},
+		{AlgConcurrency, FeatureConcurrency},
 	}
 }
 

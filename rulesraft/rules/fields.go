@@ -68,6 +68,8 @@ func RuleFields() []Field {
 		{"events.redact", "bool", "false", ""},
 		{"replaces", "list of rule ids", Unset, ""},
 		{"unlimited", "bool", "false", ""},
+		{"limit", "whole number", Unset, FeatureConcurrency},
+		{"permit_ttl", "duration", Duration(DefaultPermitTTL).String(), FeatureConcurrency},
 	}
 }
 

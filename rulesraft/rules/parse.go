@@ -232,6 +232,10 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.strs(v, name, &r.Replaces)
 		case "unlimited":
 			d.bool(v, name, &r.Unlimited)
+		case "limit":
+			d.int(v, name, &r.Concurrency)
+		case "permit_ttl":
+			d.dur(v, name, &r.PermitTTL)
 		default:
 			delete(lines, name)
 			p.add(k, prefix+name, "unknown field (want %s)", fieldNames(RuleFields(), ""))

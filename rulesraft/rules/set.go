@@ -167,6 +167,8 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("match.descriptor", FormatEntries(a.Match.Descriptor), FormatEntries(b.Match.Descriptor))
 	cs.add("replaces", strings.Join(a.Replaces, ","), strings.Join(b.Replaces, ","))
 	cs.add("unlimited", a.Unlimited, b.Unlimited)
+	cs.add("limit", a.Concurrency, b.Concurrency)
+	cs.add("permit_ttl", a.PermitTTL, b.PermitTTL)
 	return cs
 }
 

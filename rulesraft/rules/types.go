@@ -29,6 +29,9 @@ const (
 	AlgFixedWindow   = "fixed_window"
 	AlgSlidingWindow = "sliding_window"
 	AlgSlidingLog    = "sliding_log"
+	// AlgConcurrency limits requests in flight (Rule.Concurrency permits
+	// held at once, each for at most Rule.PermitTTL).
+	AlgConcurrency = "concurrency"
 )
 
 // AlgGCRA is an alias: GCRA is the leaky bucket as a meter (one
@@ -105,6 +108,13 @@ type Rule struct {
 	// it takes precedence over less specific descriptor rules, as
 	// envoyproxy/ratelimit's "unlimited: true". Rate and period are 0.
 	Unlimited bool `json:"unlimited,omitempty" yaml:"unlimited,omitempty"`
+	// Concurrency (written "limit") is, for algorithm: concurrency, the
+	// requests of one key in flight at once: an allowed check holds a
+	// permit until it is released or PermitTTL (0: DefaultPermitTTL)
+	// passes. Such a rule takes no rate, period, burst, lease or cost
+	// (ConcurrencyRefuses).
+	Concurrency int64    `json:"limit,omitempty" yaml:"limit,omitempty"`
+	PermitTTL   Duration `json:"permit_ttl,omitempty" yaml:"permit_ttl,omitempty"`
 }
 
 // Lease is a rule's lease setting: LeaseAuto, LeaseOff, or a fixed count
@@ -345,5 +355,6 @@ func (r Rule) Equal(o Rule) bool {
 		r.Algorithm == o.Algorithm && r.Rate == o.Rate && r.Period == o.Period && r.Burst == o.Burst &&
 		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
 		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
-		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events
+		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events &&
+		r.Concurrency == o.Concurrency && r.PermitTTL == o.PermitTTL
 }

@@ -31,6 +31,8 @@ func RuleToProto(r rules.Rule) *weirv1.Rule {
 		Events:     eventsToProto(r.Events),
 		Replaces:   r.Replaces,
 		Unlimited:  r.Unlimited,
+		Limit:      r.Concurrency,
+		PermitTtl:  durationString(r.PermitTTL),
 	}
 }
 
@@ -131,7 +133,8 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		Scope:      p.GetScope(),
 		Events:     rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
 		Replaces:   p.GetReplaces(),
-		Unlimited:  p.GetUnlimited(),
+		Unlimited:   p.GetUnlimited(),
+		Concurrency: p.GetLimit(),
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}
@@ -141,6 +144,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 	}
 	r.Period = parseDuration(p.GetPeriod(), prefix+"period", ps)
 	r.Timeout = parseDuration(p.GetTimeout(), prefix+"timeout", ps)
+	r.PermitTTL = parseDuration(p.GetPermitTtl(), prefix+"permit_ttl", ps)
 	return r
 }
 
