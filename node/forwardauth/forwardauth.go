@@ -192,6 +192,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	for _, c := range checks {
+		if c.Rule.HoldsPermits() { // nothing would give the permit back
+			writeCodedError(w, http.StatusInternalServerError, "concurrency_rule", rules.NoReleaseOn("forward-auth", c.Rule.ID))
+			return
+		}
+	}
 	cost, err := reqmatch.Cost(checks, &req) // a rule's cost, or its cost_header
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -284,10 +290,14 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeCodedError(w, status, "invalid_argument", msg)
+}
+
+func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
-	}{msg, "invalid_argument"})
+	}{msg, code})
 }

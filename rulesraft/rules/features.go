@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 )
 
 // A feature is a name for rule fields and algorithms added after the first
@@ -123,4 +124,16 @@ func RulesFeatures(rs []Rule) (features []string, firstRule map[string]string) {
 	}
 	slices.Sort(features)
 	return features, firstRule
+}
+
+// HoldsPermits reports whether r is a concurrency rule: an allowed check
+// takes a permit that the caller must release (or that expires).
+func (r *Rule) HoldsPermits() bool { return canonicalAlgorithm(r.Algorithm) == AlgConcurrency }
+
+// NoReleaseOn is the answer of an edge that cannot release a permit
+// (Envoy's rate limit service, forward-auth) for a matched concurrency
+// rule.
+func NoReleaseOn(edge, rule string) string {
+	return "rule " + strconv.Quote(rule) + " limits requests in flight (algorithm: concurrency), and " + edge +
+		" cannot release a permit: use the Go SDK middleware, `weir gateway`, or POST /v1/limits/check with POST /v1/limits/release (docs/gateways.md)"
 }
