@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -25,6 +26,10 @@ func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway}
 		if p.OverrideRate > 0 {
 			dst[i].Override = &limit.Override{Rate: p.OverrideRate, Period: time.Duration(p.OverridePeriodMs) * time.Millisecond, Burst: p.OverrideBurst}
+		}
+		if len(p.ReleasePermit) > 0 {
+			id, _ := limit.PermitFromBytes(p.ReleasePermit) // malformed: the zero id, which no permit has
+			dst[i].Release = &id
 		}
 	}
 	return dst
@@ -84,6 +89,10 @@ func ItemToProto(dst *weirv1.CheckItem, it *limit.Item) {
 	if o := it.Override; o != nil {
 		dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = o.Rate, o.Period.Milliseconds(), o.Burst
 	}
+	dst.ReleasePermit = nil
+	if it.Release != nil {
+		dst.ReleasePermit = limit.PermitBytes(*it.Release)
+	}
 }
 
 // ResultsToProto converts results into wire results allocated in one block.
@@ -135,6 +144,7 @@ func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {
 	dst.ErrorCode, dst.Error = CodeToProto(r.Code), r.Err
 	dst.Shadow, dst.Voided = r.Shadow, r.Voided
 	dst.RuleVersion, dst.LeaseGranted = r.RuleVersion, r.LeaseGranted
+	dst.Permit, dst.PermitExpiresMs = limit.PermitBytes(r.Permit), limit.Millis(r.PermitExpires)
 }
 
 // ResultsFromProto converts wire results into one slice of values; a nil
@@ -157,7 +167,17 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 		Code: CodeFromProto(p.GetErrorCode()), Err: p.GetError(),
 		Shadow: p.GetShadow(), Voided: p.GetVoided(), RuleVersion: p.GetRuleVersion(),
 		LeaseGranted: p.GetLeaseGranted(),
+		Permit:       permitFromProto(p.GetPermit()), PermitExpires: limit.FromMillis(p.GetPermitExpiresMs()),
 	}
+}
+
+// permitFromProto reads a result's permit; absent or malformed: none.
+func permitFromProto(b []byte) bucket.PermitID {
+	if len(b) == 0 {
+		return bucket.PermitID{}
+	}
+	id, _ := limit.PermitFromBytes(b)
+	return id
 }
 
 // wireCodes pairs each error code with its wire form; a code missing here

@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	handle("PUT /v1/overrides", accepts(s.putOverride, jsonTypes...))
 	handle("DELETE /v1/overrides", s.deleteOverrideHTTP)
 	handle("POST /v1/limits/check", accepts(s.checkHTTP, jsonTypes...))
+	handle("POST /v1/limits/release", accepts(s.releaseHTTP, jsonTypes...))
 	handle("GET /v1/limits/{key...}", s.getLimitsHTTP)
 	handle("GET /v1/cluster", s.getCluster)
 	handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
@@ -744,6 +745,10 @@ type checkResultJSON struct {
 	ErrorCode    string `json:"error_code,omitempty"`
 	// RuleVersion is the rules version that decided the item.
 	RuleVersion uint64 `json:"rule_version,omitempty"`
+	// Permit, for a concurrency rule, is the permit an allowed check holds
+	// until POST /v1/limits/release or PermitExpiresMS from now.
+	Permit          string `json:"permit,omitempty"`
+	PermitExpiresMS int64  `json:"permit_expires_ms,omitempty"`
 }
 
 func resultJSON(r *limit.Result) checkResultJSON {
@@ -751,6 +756,9 @@ func resultJSON(r *limit.Result) checkResultJSON {
 		Allowed: r.Allowed, Remaining: r.Remaining, Limit: r.Limit,
 		ResetMS: limit.Millis(r.Reset), RetryAfterMS: limit.Millis(r.RetryAfter), WindowMS: limit.Millis(r.Window),
 		Shadow: r.Shadow, Error: r.Err, RuleVersion: r.RuleVersion,
+	}
+	if !r.Permit.Zero() {
+		out.Permit, out.PermitExpiresMS = limit.FormatPermit(r.Permit), limit.Millis(r.PermitExpires)
 	}
 	if r.Code != limit.CodeNone {
 		out.ErrorCode = r.Code.String()
@@ -858,6 +866,9 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		Rule string `json:"rule"`
 		checkResultJSON
 		ResetAt string `json:"reset_at,omitempty"`
+		// PermitsHeld, for a concurrency rule, is the key's requests in
+		// flight: permits held now.
+		PermitsHeld *int64 `json:"permits_held,omitempty"`
 	}
 	out := struct {
 		Key    string      `json:"key"`
@@ -868,6 +879,10 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
 		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
 			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		if ls[i].Result.Code == limit.CodeNone && holdsPermits(s.b.Rules().Current(), ls[i].Rule) {
+			held := max(ls[i].Result.Limit-ls[i].Result.Remaining, 0)
+			l.PermitsHeld = &held
 		}
 		out.Limits[i] = l
 	}
