@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ type Limit struct {
 	Shadow     bool          // reported only; never blocks
 	Fallback   bool          // decided by the fail mode, not the cluster
 	Leased     bool          // served from a local lease
+	// Permit, for a concurrency rule, is the permit the request holds
+	// (16 bytes) until Client.Release gives it back or PermitExpires
+	// passes; nil otherwise.
+	Permit        []byte
+	PermitExpires time.Duration
 }
 
 // Decision is the answer for one request.
@@ -159,6 +165,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		var lim Limit
 		var ok bool
 		switch n := p.rule.Lease.Fixed(); {
+		case p.rule.HoldsPermits(): // a permit is the owner's alone: never leased
 		case n > 0 && cost <= n:
 			if lim, ok = c.local.takeLease(p.id, cost, now); !ok {
 				p.grab = true
@@ -443,6 +450,14 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 	if p.lim.Shadow {
 		return
 	}
+	if p.rule.HoldsPermits() {
+		// Never cached as blocked: a release may free a permit long
+		// before the retry-after (the first permit's expiry).
+		if p.lim.Allowed {
+			p.lim.Permit, p.lim.PermitExpires = bytes.Clone(x.GetPermit()), ms(x.GetPermitExpiresMs())
+		}
+		return
+	}
 	if !p.lim.Allowed {
 		c.local.block(p.id, p.lim, cost, now)
 		return
@@ -530,6 +545,10 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 		if !p.open {
 			continue
 		}
+		if p.rule.HoldsPermits() { // fail open: admitted, holding no permit
+			p.lim.Allowed = true
+			continue
+		}
 		_, lim := c.shareLimit(rs, p, now)
 		e := c.local.share[p.id]
 		if e == nil {
@@ -549,7 +568,7 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 			continue
 		}
 		p.open = false
-		if !ok && p.lim.Allowed { // give back what the others' denial voids
+		if !ok && p.lim.Allowed && !p.rule.HoldsPermits() { // give back what the others' denial voids
 			_, lim := c.shareLimit(rs, p, now)
 			e := c.local.share[p.id]
 			e.st = bucket.Refund(e.st, lim, cost, now.UnixNano())

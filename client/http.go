@@ -30,7 +30,9 @@ func WithRequestFunc(f func(*http.Request) Request) MiddlewareOption {
 	return func(m *middleware) { m.request, m.custom = f, true }
 }
 
-// Middleware decides every request with Decide. It sets the rate-limit
+// Middleware decides every request with Decide. Permits of concurrency
+// rules are released when next returns (the answer ended) or the client
+// goes away, whichever is first. It sets the rate-limit
 // headers (SetHeaders) on every response to which a rule applied, answers
 // 429 or 503 with Retry-After and a JSON body when denied, and otherwise
 // calls next.
@@ -46,6 +48,9 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 				return
 			}
 			d := c.Decide(r.Context(), m.request(r))
+			if d.HoldsPermits() { // concurrency rules: give the permits back when the request ends
+				defer c.releaseAfter(r, d)()
+			}
 			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)

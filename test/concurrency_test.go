@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -24,6 +26,13 @@ rules:
     algorithm: concurrency
     limit: 16
     permit_ttl: 30s
+  - id: uploads
+    match: {route: /v1/uploads, method: POST}
+    key: apikey
+    algorithm: concurrency
+    limit: 16
+    timeout: 2s          # a loaded test machine: not the fail mode
+    fail_mode: closed
   - id: short
     match: {route: /v1/reports, method: POST}
     key: apikey
@@ -327,4 +336,96 @@ func TestConcurrencyOwnerKilledWhilePermitsHeld(t *testing.T) {
 	if r := c.acquire(entry[0], key, "inflight"); !r.Allowed {
 		t.Fatal("denied after every permit was released")
 	}
+}
+
+// The Go SDK's middleware (what `weir gateway` runs) releases a request's
+// permit when the upstream answer ends, and when the client goes away
+// while the upstream still works.
+func TestConcurrencyMiddlewareReleases(t *testing.T) {
+	c := newCluster(t, 1)
+	v := c.ApplyRules(concurrencyRules)
+	n := c.Nodes[0]
+	cfg := client.DefaultConfig()
+	cfg.Cluster, cfg.GatewayID = []string{n.GRPCAddr()}, "gw"
+	cl, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	testwait.Until(t, "the gateway to hold the rules", func() bool { return cl.RulesVersion() >= v })
+
+	finish := make(chan struct{}) // closed: the upstream answers
+	stuck := make(chan struct{})  // closed at cleanup: the stuck upstream ends
+	var inUpstream atomic.Int64
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inUpstream.Add(1)
+		if r.Header.Get("X-Stuck") != "" {
+			<-stuck // ignores the client going away
+			return
+		}
+		<-finish
+		w.WriteHeader(http.StatusOK)
+	})
+	srv := httptest.NewServer(cl.Middleware()(upstream))
+	var answer sync.Once
+	t.Cleanup(func() { answer.Do(func() { close(finish) }); close(stuck); srv.Close() })
+	const key = "apikey:ak_mw"
+	send := func(ctx context.Context, stuckHdr bool) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/uploads", nil)
+		req.Header.Set("X-API-Key", "ak_mw")
+		if stuckHdr {
+			req.Header.Set("X-Stuck", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// 16 requests in flight hold the 16 permits.
+	codes := make(chan int, 16)
+	for range 16 {
+		go func() {
+			code, err := send(context.Background(), false)
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- code
+		}()
+	}
+	testwait.For(t, 20*time.Second, "16 requests in the upstream", func() error {
+		if k := inUpstream.Load(); k != 16 {
+			select {
+			case code := <-codes:
+				t.Fatalf("a request answered %d before the upstream did", code)
+			default:
+			}
+			return fmt.Errorf("%d in the upstream", k)
+		}
+		return nil
+	})
+	if h := c.held(n, key, "uploads"); h != 16 {
+		t.Fatalf("%d permits held with 16 requests in flight", h)
+	}
+	if code, _ := send(context.Background(), false); code != http.StatusTooManyRequests {
+		t.Fatalf("a 17th request in flight: %d, want 429", code)
+	}
+	answer.Do(func() { close(finish) }) // the upstream answers: the middleware releases every permit
+	for range 16 {
+		if code := <-codes; code != http.StatusOK {
+			t.Fatalf("a request in flight answered %d", code)
+		}
+	}
+	testwait.Until(t, "the permits released after the answers", func() bool { return c.held(n, key, "uploads") == 0 })
+
+	// A client that goes away while the upstream is stuck: released too.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, _ = send(ctx, true) }()
+	testwait.Until(t, "the stuck request in the upstream", func() bool { return inUpstream.Load() == 17 })
+	if h := c.held(n, key, "uploads"); h != 1 {
+		t.Fatalf("%d permits held with one stuck request", h)
+	}
+	cancel()
+	testwait.Until(t, "the permit released when the client went away", func() bool { return c.held(n, key, "uploads") == 0 })
 }
