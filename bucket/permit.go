@@ -120,3 +120,27 @@ func untilLast(ps []int64, now int64) time.Duration {
 	}
 	return time.Duration(last - now)
 }
+
+// DecideAbove is Decide for a request that must leave floor tokens in the
+// bucket (a reserve kept for other classes of requests): it takes cost
+// only when cost + floor would pass. shed reports a request refused for
+// the floor alone (cost alone would have passed); its RetryAfter is the
+// wait until cost + floor would pass. floor ≤ 0 is Decide.
+func DecideAbove(s State, l Limit, cost, floor int64, now int64) (State, Result, bool) {
+	if floor <= 0 || cost <= 0 {
+		ns, r := Decide(s, l, cost, now)
+		return ns, r, false
+	}
+	if _, probe := Decide(s, l, cost+floor, now); probe.Allowed {
+		ns, r := Decide(s, l, cost, now)
+		return ns, r, false
+	} else if _, plain := Decide(s, l, cost, now); plain.Allowed {
+		plain.Allowed, plain.RetryAfter = false, probe.RetryAfter
+		if probe.RetryAfter < 0 {
+			plain.RetryAfter = Never
+		}
+		return s, plain, true
+	}
+	ns, r := Decide(s, l, cost, now)
+	return ns, r, false
+}

@@ -101,10 +101,13 @@ func SetHeadersStyle(h http.Header, style headers.Style, d Decision) {
 }
 
 // WriteDenied answers a denied request: d.Status (429 or 503) with the
-// JSON body {"error": ..., "retry_after_ms": N}. Headers must already be set.
+// JSON body {"error": ..., "retry_after_ms": N}, and "reason": "shed" for
+// a request shed to keep a reserve (503). Headers must already be set.
 func WriteDenied(w http.ResponseWriter, d Decision) {
-	status, msg := d.Status, "rate limited"
-	if errors.Is(d.Err, ErrNotReady) {
+	status, msg, reason := d.Status, "rate limited", ""
+	if errors.Is(d.Err, ErrShed) {
+		msg, reason = "shed: capacity kept for higher-priority requests; retry later", "shed"
+	} else if errors.Is(d.Err, ErrNotReady) {
 		msg = "rate limiter not ready: no rules yet"
 	} else if errors.Is(d.Err, ErrInvalidCheck) {
 		msg = d.Err.Error()
@@ -118,6 +121,7 @@ func WriteDenied(w http.ResponseWriter, d Decision) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error        string `json:"error"`
+		Reason       string `json:"reason,omitempty"`
 		RetryAfterMs int64  `json:"retry_after_ms"`
-	}{msg, max(d.RetryAfter, 0).Milliseconds()})
+	}{msg, reason, max(d.RetryAfter, 0).Milliseconds()})
 }

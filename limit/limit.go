@@ -58,6 +58,9 @@ type Item struct {
 	// Allowed says whether it was held. Only the release operation
 	// (Limiter.Release, POST /v1/limits/release) sets it.
 	Release *bucket.PermitID
+	// Priority is the request's class under a rule with a reserve (its
+	// priority_header's value; "": the rule's priority_default).
+	Priority string
 }
 
 // Override is a per-check limit (Item.Override): Rate tokens per Period,
@@ -107,6 +110,9 @@ type Result struct {
 	// (zero otherwise); it is held until released or for PermitExpires.
 	Permit        bucket.PermitID
 	PermitExpires time.Duration
+	// Shed: denied to keep the rule's reserve for other classes (answer
+	// 503 "shed", not 429); the tokens were there for a higher class.
+	Shed bool
 }
 
 // ErrorCode says why an item could not be decided.

@@ -222,6 +222,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Cap:       cr.cap,
 			Gateway:   gw,
 			Release:   it.Release,
+			Floor:     cr.floor(it.Priority, lim),
 		})
 		sc.idx = append(sc.idx, i)
 	}
@@ -461,6 +462,7 @@ func fillResult(r *limit.Result, b shard.Result) {
 	r.Voided = b.Voided
 	r.LeaseGranted = b.Granted
 	r.Permit = b.Permit
+	r.Shed = b.Shed
 }
 
 // settleGroups enforces all-or-nothing across keys and nodes (the group

@@ -23,3 +23,16 @@ func permitMismatch(cr *compiledRule, it *limit.Item) string {
 	}
 	return ""
 }
+
+// floor is the tokens an item of class (its priority; "": the rule's
+// priority_default) must leave under lim: the reserves of the rule's other
+// classes (rules.Reserves.Floor). 0 for a rule without a reserve.
+func (cr *compiledRule) floor(class string, lim bucket.Limit) int64 {
+	if len(cr.rule.Reserve) == 0 {
+		return 0
+	}
+	if class == "" {
+		class = cr.rule.Class(nil)
+	}
+	return cr.rule.Reserve.Floor(class, lim.Capacity())
+}

@@ -247,6 +247,8 @@ func decodeCheckItem(data []byte, it *weirv1.CheckItem) bool {
 				it.Rule = rules.intern(f.b)
 			case 12:
 				it.ReleasePermit = append([]byte(nil), f.b...)
+			case 13:
+				it.Priority = rules.intern(f.b)
 			default:
 				return false
 			}

@@ -192,6 +192,9 @@ func appendResultJSON(buf []byte, r *limit.Result) ([]byte, bool) {
 		buf = append(buf, `,"rule_version":`...)
 		buf = strconv.AppendUint(buf, r.RuleVersion, 10)
 	}
+	if r.Shed {
+		return buf, false
+	}
 	if !r.Permit.Zero() {
 		buf = append(buf, `,"permit":"`...)
 		buf = append(buf, limit.FormatPermit(r.Permit)...)

@@ -722,6 +722,8 @@ type checkItemJSON struct {
 	Rule           string `json:"rule"`
 	Cost           *int64 `json:"cost"`
 	MinRuleVersion uint64 `json:"min_rule_version"`
+	// Priority is the request's class under rules with a reserve.
+	Priority string `json:"priority"`
 }
 
 func (c checkItemJSON) item() limit.Item {
@@ -729,7 +731,7 @@ func (c checkItemJSON) item() limit.Item {
 	if c.Cost != nil {
 		cost = *c.Cost
 	}
-	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost, RuleVersion: c.MinRuleVersion}
+	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost, RuleVersion: c.MinRuleVersion, Priority: c.Priority}
 }
 
 // checkResultJSON is one decision as the HTTP API reports it.
@@ -749,6 +751,9 @@ type checkResultJSON struct {
 	// until POST /v1/limits/release or PermitExpiresMS from now.
 	Permit          string `json:"permit,omitempty"`
 	PermitExpiresMS int64  `json:"permit_expires_ms,omitempty"`
+	// Shed: denied to keep the rule's reserve for other classes (answer
+	// your client 503, not 429).
+	Shed bool `json:"shed,omitempty"`
 }
 
 func resultJSON(r *limit.Result) checkResultJSON {
@@ -760,6 +765,7 @@ func resultJSON(r *limit.Result) checkResultJSON {
 	if !r.Permit.Zero() {
 		out.Permit, out.PermitExpiresMS = limit.FormatPermit(r.Permit), limit.Millis(r.PermitExpires)
 	}
+	out.Shed = r.Shed
 	if r.Code != limit.CodeNone {
 		out.ErrorCode = r.Code.String()
 		if out.Error == "" {

@@ -206,6 +206,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	items := make([]limit.Item, len(checks))
 	for i, c := range checks {
 		items[i] = limit.Item{Key: c.Key, Rule: c.Rule.ID, Cost: cost, Group: 1}
+		if len(c.Rule.Reserve) > 0 {
+			items[i].Priority = c.Rule.Class(req.Header.Get)
+		}
 	}
 	res := make([]limit.Result, len(items))
 	if err := limit.DecideValid(items, res, func(items []limit.Item, out []limit.Result) error {
@@ -241,7 +244,7 @@ type decision struct {
 // one with the fewest remaining.
 func decide(checks []reqmatch.Check, res []limit.Result) decision {
 	d := decision{allowed: true, status: http.StatusOK}
-	limited, closed := false, false
+	limited, closed, shed := false, false, false
 	var pol *headers.Policy
 	var polWait time.Duration
 	polDenied := false
@@ -258,6 +261,8 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 				denied, closed = true, true
 				wait = time.Second
 			}
+		case !x.Allowed && x.Shed:
+			denied, shed = true, true
 		case !x.Allowed && !x.Voided:
 			denied, limited = true, true
 		}
@@ -282,7 +287,7 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 	d.policy = pol
 	if !d.allowed {
 		d.status = http.StatusTooManyRequests
-		if closed && !limited {
+		if (closed || shed) && !limited {
 			d.status = http.StatusServiceUnavailable
 		}
 	}

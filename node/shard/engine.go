@@ -35,6 +35,10 @@ type Item struct {
 	// deciding (Cost and Group are ignored): Result.Allowed says whether it
 	// was held. See permit.go.
 	Release *bucket.PermitID
+	// Floor is the tokens the item must leave in its bucket (a rule's
+	// reserve for other classes); an item refused for the floor alone is
+	// answered Result.Shed. 0: none.
+	Floor int64
 }
 
 // KeyCap is a rule's key cap: the most live counters of Rule this engine
@@ -64,6 +68,8 @@ type Result struct {
 	// Config.Sched); zero for other items. It expires Limit.Period after
 	// the decision unless released first.
 	Permit bucket.PermitID
+	// Shed: refused for the item's Floor alone (bucket.DecideAbove).
+	Shed bool
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without

@@ -505,6 +505,12 @@ func (s *shard) one(it *Item, now int64) Result {
 		ns = bucket.Refund(old, it.Limit, it.Cost, now)
 		_, res = bucket.Decide(ns, it.Limit, 0, now)
 		res.Allowed = true
+	} else if it.Floor > 0 {
+		var shed bool
+		ns, res, shed = bucket.DecideAbove(old, it.Limit, it.Cost, it.Floor, now)
+		if shed {
+			return Result{Result: res, Shed: true}
+		}
 	} else {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
@@ -535,6 +541,7 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		t := s.tentFor(it)
 		var res bucket.Result
 		var permit bucket.PermitID
+		shed := false
 		switch {
 		case t.permits:
 			if it.Cost > 0 {
@@ -547,10 +554,10 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		case t.key.log:
 			t.lg, res = bucket.DecideLog(t.lg, it.Limit, it.Cost, now)
 		default:
-			t.s, res = bucket.Decide(t.s, it.Limit, it.Cost, now)
+			t.s, res, shed = bucket.DecideAbove(t.s, it.Limit, it.Cost, it.Floor, now)
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
-		out[j] = Result{Result: res, Permit: permit}
+		out[j] = Result{Result: res, Permit: permit, Shed: shed}
 		if it.Cap != nil && t.tag == 0 && t.old.tag == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
 			t.tag = s.tags.get(it.Cap.Rule)
 			if !t.existed && s.capped(t.tag, it) {

@@ -120,6 +120,9 @@ type CheckItem struct {
 	// items): release this permit (16 bytes) of a concurrency rule instead
 	// of checking. The result's allowed says whether it was held.
 	ReleasePermit []byte `protobuf:"bytes,12,opt,name=release_permit,json=releasePermit,proto3" json:"release_permit,omitempty"`
+	// The request's priority class, for a rule with a reserve (the value of
+	// its priority_header; "": the rule's priority_default).
+	Priority      string `protobuf:"bytes,13,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +241,13 @@ func (x *CheckItem) GetReleasePermit() []byte {
 	return nil
 }
 
+func (x *CheckItem) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*CheckItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -321,8 +331,12 @@ type CheckResult struct {
 	// (Limiter.Release) or until permit_expires_ms from now.
 	Permit          []byte `protobuf:"bytes,13,opt,name=permit,proto3" json:"permit,omitempty"`
 	PermitExpiresMs int64  `protobuf:"varint,14,opt,name=permit_expires_ms,json=permitExpiresMs,proto3" json:"permit_expires_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Denied to keep a rule's reserve for other classes (load shedding: the
+	// caller answers 503 "shed", not 429): the tokens were there, but taking
+	// them would leave less than the reserves of the classes above.
+	Shed          bool `protobuf:"varint,15,opt,name=shed,proto3" json:"shed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckResult) Reset() {
@@ -451,6 +465,13 @@ func (x *CheckResult) GetPermitExpiresMs() int64 {
 		return x.PermitExpiresMs
 	}
 	return 0
+}
+
+func (x *CheckResult) GetShed() bool {
+	if x != nil {
+		return x.Shed
+	}
+	return false
 }
 
 type CheckResponse struct {
@@ -1146,10 +1167,15 @@ type Rule struct {
 	LeaseMode string `protobuf:"bytes,19,opt,name=lease_mode,json=leaseMode,proto3" json:"lease_mode,omitempty"`
 	// algorithm: concurrency: requests in flight at once per key, and the
 	// longest one may hold its permit (Go duration; "": 30s).
-	Limit         int64  `protobuf:"varint,30,opt,name=limit,proto3" json:"limit,omitempty"`
-	PermitTtl     string `protobuf:"bytes,31,opt,name=permit_ttl,json=permitTtl,proto3" json:"permit_ttl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit     int64  `protobuf:"varint,30,opt,name=limit,proto3" json:"limit,omitempty"`
+	PermitTtl string `protobuf:"bytes,31,opt,name=permit_ttl,json=permitTtl,proto3" json:"permit_ttl,omitempty"`
+	// The reserve for critical traffic: the header naming a request's class,
+	// the class without it, and the percent of capacity kept per class.
+	PriorityHeader  string           `protobuf:"bytes,32,opt,name=priority_header,json=priorityHeader,proto3" json:"priority_header,omitempty"`
+	PriorityDefault string           `protobuf:"bytes,33,opt,name=priority_default,json=priorityDefault,proto3" json:"priority_default,omitempty"`
+	Reserve         map[string]int64 `protobuf:"bytes,34,rep,name=reserve,proto3" json:"reserve,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
@@ -1327,6 +1353,27 @@ func (x *Rule) GetPermitTtl() string {
 		return x.PermitTtl
 	}
 	return ""
+}
+
+func (x *Rule) GetPriorityHeader() string {
+	if x != nil {
+		return x.PriorityHeader
+	}
+	return ""
+}
+
+func (x *Rule) GetPriorityDefault() string {
+	if x != nil {
+		return x.PriorityDefault
+	}
+	return ""
+}
+
+func (x *Rule) GetReserve() map[string]int64 {
+	if x != nil {
+		return x.Reserve
+	}
+	return nil
 }
 
 type EventsOption struct {
@@ -3935,7 +3982,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xf0\x02\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\x8c\x03\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3949,9 +3996,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0eoverride_burst\x18\n" +
 	" \x01(\x03R\roverrideBurst\x12#\n" +
 	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\x12%\n" +
-	"\x0erelease_permit\x18\f \x01(\fR\rreleasePermit\"8\n" +
+	"\x0erelease_permit\x18\f \x01(\fR\rreleasePermit\x12\x1a\n" +
+	"\bpriority\x18\r \x01(\tR\bpriority\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xbe\x03\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd2\x03\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -3968,7 +4016,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\frule_version\x18\v \x01(\x04R\vruleVersion\x12#\n" +
 	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\x12\x16\n" +
 	"\x06permit\x18\r \x01(\fR\x06permit\x12*\n" +
-	"\x11permit_expires_ms\x18\x0e \x01(\x03R\x0fpermitExpiresMs\"?\n" +
+	"\x11permit_expires_ms\x18\x0e \x01(\x03R\x0fpermitExpiresMs\x12\x12\n" +
+	"\x04shed\x18\x0f \x01(\bR\x04shed\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -4010,7 +4059,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xb6\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xfc\x05\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -4036,7 +4085,13 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x14\n" +
 	"\x05limit\x18\x1e \x01(\x03R\x05limit\x12\x1d\n" +
 	"\n" +
-	"permit_ttl\x18\x1f \x01(\tR\tpermitTtl\">\n" +
+	"permit_ttl\x18\x1f \x01(\tR\tpermitTtl\x12'\n" +
+	"\x0fpriority_header\x18  \x01(\tR\x0epriorityHeader\x12)\n" +
+	"\x10priority_default\x18! \x01(\tR\x0fpriorityDefault\x124\n" +
+	"\areserve\x18\" \x03(\v2\x1a.weir.v1.Rule.ReserveEntryR\areserve\x1a:\n" +
+	"\fReserveEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
@@ -4289,7 +4344,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
@@ -4347,6 +4402,7 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*HotKeysRequest)(nil),         // 53: weir.v1.HotKeysRequest
 	(*HotKey)(nil),                 // 54: weir.v1.HotKey
 	(*HotKeysResponse)(nil),        // 55: weir.v1.HotKeysResponse
+	nil,                            // 56: weir.v1.Rule.ReserveEntry
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -4363,78 +4419,79 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	15, // 11: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
 	14, // 12: weir.v1.Rule.match:type_name -> weir.v1.Match
 	17, // 13: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
-	16, // 14: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	18, // 15: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	16, // 16: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	18, // 17: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	31, // 18: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	19, // 19: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	36, // 20: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	38, // 21: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	38, // 22: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	43, // 23: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	38, // 24: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	46, // 25: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
-	46, // 26: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
-	47, // 27: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
-	49, // 28: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
-	52, // 29: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
-	54, // 30: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
-	2,  // 31: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 32: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	11, // 33: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	8,  // 34: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
-	20, // 35: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	21, // 36: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	22, // 37: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	23, // 38: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	28, // 39: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	24, // 40: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	25, // 41: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	26, // 42: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	33, // 43: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	29, // 44: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	35, // 45: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	35, // 46: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 47: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 48: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	39, // 49: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	39, // 50: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	41, // 51: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	44, // 52: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
-	51, // 53: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
-	53, // 54: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
-	48, // 55: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
-	4,  // 56: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 57: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	13, // 58: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	10, // 59: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
-	19, // 60: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	16, // 61: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	27, // 62: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	27, // 63: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	32, // 64: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	27, // 65: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	27, // 66: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	27, // 67: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	34, // 68: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	30, // 69: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	37, // 70: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	37, // 71: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 72: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 73: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	40, // 74: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	40, // 75: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	42, // 76: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	45, // 77: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
-	52, // 78: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
-	55, // 79: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
-	50, // 80: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
-	56, // [56:81] is the sub-list for method output_type
-	31, // [31:56] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	56, // 14: weir.v1.Rule.reserve:type_name -> weir.v1.Rule.ReserveEntry
+	16, // 15: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	18, // 16: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	16, // 17: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	18, // 18: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	31, // 19: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	19, // 20: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	36, // 21: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	38, // 22: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	38, // 23: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	43, // 24: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	38, // 25: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	46, // 26: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	46, // 27: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	47, // 28: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	49, // 29: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	52, // 30: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	54, // 31: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 32: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 33: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	11, // 34: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	8,  // 35: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	20, // 36: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	21, // 37: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	22, // 38: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	23, // 39: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	28, // 40: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	24, // 41: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	25, // 42: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	26, // 43: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	33, // 44: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	29, // 45: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	35, // 46: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	35, // 47: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 48: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 49: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	39, // 50: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	39, // 51: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	41, // 52: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	44, // 53: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	51, // 54: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	53, // 55: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	48, // 56: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 57: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 58: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	13, // 59: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	10, // 60: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	19, // 61: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	16, // 62: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	27, // 63: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	27, // 64: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	32, // 65: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	27, // 66: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	27, // 67: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	27, // 68: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	34, // 69: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	30, // 70: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	37, // 71: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	37, // 72: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 73: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 74: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	40, // 75: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	40, // 76: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	42, // 77: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	45, // 78: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	52, // 79: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	55, // 80: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	50, // 81: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	57, // [57:82] is the sub-list for method output_type
+	32, // [32:57] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -4448,7 +4505,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

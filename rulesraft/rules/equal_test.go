@@ -34,6 +34,9 @@ func TestEqualSeesEveryField(t *testing.T) {
 		"Match.Descriptor": func(r *Rule) { r.Match.Descriptor = []Entry{{Key: "k", Value: "w"}} },
 		"Concurrency":      func(r *Rule) { r.Concurrency = 4 },
 		"PermitTTL":        func(r *Rule) { r.PermitTTL = Duration(time.Minute) },
+		"PriorityHeader":   func(r *Rule) { r.PriorityHeader = "X-Priority" },
+		"PriorityDefault":  func(r *Rule) { r.PriorityDefault = "batch" },
+		"Reserve":          func(r *Rule) { r.Reserve = Reserves{"critical": 20} },
 	}
 	fields := map[string]bool{}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Rule]()) {

@@ -17,6 +17,8 @@ import (
 const (
 	// FeatureConcurrency: algorithm: concurrency, limit and permit_ttl.
 	FeatureConcurrency = "concurrency"
+	// FeatureReserve: priority_header, priority_default and reserve.
+	FeatureReserve = "reserve"
 )
 
 // AlgorithmRow is one algorithm name a rule may give, with the feature a

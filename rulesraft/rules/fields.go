@@ -70,6 +70,9 @@ func RuleFields() []Field {
 		{"unlimited", "bool", "false", ""},
 		{"limit", "whole number", Unset, FeatureConcurrency},
 		{"permit_ttl", "duration", Duration(DefaultPermitTTL).String(), FeatureConcurrency},
+		{"priority_header", "header name", Unset, FeatureReserve},
+		{"priority_default", "string", DefaultPriorityClass, FeatureReserve},
+		{"reserve", "mapping of class to percent", Unset, FeatureReserve},
 	}
 }
 

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +116,14 @@ type Rule struct {
 	// (ConcurrencyRefuses).
 	Concurrency int64    `json:"limit,omitempty" yaml:"limit,omitempty"`
 	PermitTTL   Duration `json:"permit_ttl,omitempty" yaml:"permit_ttl,omitempty"`
+	// PriorityHeader names the request header that gives a request's
+	// class, PriorityDefault the class of a request without it (empty:
+	// DefaultPriorityClass), and Reserve the share of the rule's capacity
+	// kept for each named class (reserve.go): a request of another class
+	// is shed once taking it would leave less than those reserves.
+	PriorityHeader  string   `json:"priority_header,omitempty" yaml:"priority_header,omitempty"`
+	PriorityDefault string   `json:"priority_default,omitempty" yaml:"priority_default,omitempty"`
+	Reserve         Reserves `json:"reserve,omitempty" yaml:"reserve,omitempty"`
 }
 
 // Lease is a rule's lease setting: LeaseAuto, LeaseOff, or a fixed count
@@ -356,5 +365,6 @@ func (r Rule) Equal(o Rule) bool {
 		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
 		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
 		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events &&
-		r.Concurrency == o.Concurrency && r.PermitTTL == o.PermitTTL
+		r.Concurrency == o.Concurrency && r.PermitTTL == o.PermitTTL &&
+		r.PriorityHeader == o.PriorityHeader && r.PriorityDefault == o.PriorityDefault && maps.Equal(r.Reserve, o.Reserve)
 }

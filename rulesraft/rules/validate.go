@@ -49,7 +49,7 @@ const (
 // must not set: it counts requests in flight, not tokens per period, and
 // its permits are released by the caller (never leased, refunded or
 // shadowed), on one owner.
-var ConcurrencyRefuses = []string{"rate", "period", "burst", "lease", "cost", "cost_header", "shadow", "scope: global", "match.domain"}
+var ConcurrencyRefuses = []string{"rate", "period", "burst", "lease", "cost", "cost_header", "shadow", "scope: global", "match.domain", "reserve"}
 
 // Default values Normalize fills in.
 const (
@@ -97,6 +97,9 @@ func Normalize(r Rule) Rule {
 			r.PermitTTL = Duration(DefaultPermitTTL)
 		}
 		r.Lease = LeaseOff // never leased
+	}
+	if len(r.Reserve) > 0 {
+		r.Lease = LeaseOff // the owner alone knows how much is left above the reserves
 	}
 	if name, ok := strings.CutPrefix(r.Key, KeyHeaderPrefix); ok && isToken(name) {
 		r.Key = KeyHeaderPrefix + canonicalHeader(name)
@@ -292,6 +295,7 @@ func (r Rule) check(ps *problems) {
 	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
 		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
 	}
+	r.checkReserve(ps, alg)
 	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
 		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
 	}
@@ -444,6 +448,7 @@ func (r Rule) checkConcurrency(ps *problems, start int) {
 	refuse("shadow", r.Shadow)
 	refuse("scope", r.Scope == ScopeGlobal)
 	refuse("match.domain", r.Match.Domain != "")
+	refuse("reserve", len(r.Reserve) > 0)
 	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
 		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
 	}
