@@ -169,7 +169,7 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 		Shadow: p.GetShadow(), Voided: p.GetVoided(), RuleVersion: p.GetRuleVersion(),
 		LeaseGranted: p.GetLeaseGranted(),
 		Permit:       permitFromProto(p.GetPermit()), PermitExpires: limit.FromMillis(p.GetPermitExpiresMs()),
-		Shed:         p.GetShed(),
+		Shed: p.GetShed(),
 	}
 }
 
