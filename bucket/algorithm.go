@@ -16,6 +16,7 @@ const (
 	FixedWindow                    // counter per period-aligned window
 	SlidingWindow                  // previous window weighted by overlap + current window
 	SlidingLog                     // exact log of admission times (use DecideLog)
+	Concurrency                    // permits held at once (use TakePermit): Rate permits, each for at most Period
 )
 
 var algorithmNames = [...]string{
@@ -24,6 +25,7 @@ var algorithmNames = [...]string{
 	FixedWindow:   "fixed_window",
 	SlidingWindow: "sliding_window",
 	SlidingLog:    "sliding_log",
+	Concurrency:   "concurrency",
 }
 
 // ErrUnknownAlgorithm is returned (wrapped) for an algorithm name or value
@@ -41,7 +43,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(a), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q (want token_bucket, leaky_bucket, fixed_window, sliding_window or sliding_log)", ErrUnknownAlgorithm, s)
+	return 0, fmt.Errorf("%w %q (want token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_log or concurrency)", ErrUnknownAlgorithm, s)
 }
 
 // String returns the rules-file name, or "algorithm(N)" for an unknown value.

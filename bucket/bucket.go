@@ -29,7 +29,7 @@ const Never time.Duration = -1
 // remaining, anything else gets Never. Decide does not serve SlidingLog,
 // whose state is a log (DecideLog): it denies with Never.
 func Decide(s State, l Limit, cost int64, now int64) (State, Result) {
-	if !l.usable() || l.Algorithm == SlidingLog || !l.Algorithm.valid() {
+	if !l.usable() || l.Algorithm == SlidingLog || l.Algorithm == Concurrency || !l.Algorithm.valid() {
 		return s, blocked(cost)
 	}
 	capacity := l.Capacity()

@@ -112,6 +112,8 @@ func (l Limit) Validate(maxLog int64) error {
 		return fmt.Errorf("%w: %w: %d", ErrInvalidLimit, ErrUnknownCalendar, l.Calendar.Unit)
 	case l.Calendar != nil && l.Algorithm != FixedWindow:
 		return fmt.Errorf("%w: calendar windows (%s) need fixed_window, not %s", ErrInvalidLimit, l.Calendar.Unit, l.Algorithm)
+	case l.Algorithm == Concurrency && l.Rate > maxLog:
+		return fmt.Errorf("%w: %w: concurrency limit %d above the maximum %d", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	case l.Algorithm == SlidingLog && l.Rate > maxLog:
 		return fmt.Errorf("%w: %w: sliding_log rate %d above the maximum %d (use sliding_window)", ErrInvalidLimit, ErrLogTooLarge, l.Rate, maxLog)
 	}

@@ -68,7 +68,8 @@ func TestValidate(t *testing.T) {
 		{l: Limit{Rate: 1, Period: 0}},
 		{l: Limit{Rate: 1, Period: -time.Second}},
 		{l: Limit{Rate: 1, Period: time.Second, Burst: -1}},
-		{l: Limit{Algorithm: 5, Rate: 1, Period: time.Second}},
+		{l: Limit{Algorithm: Concurrency + 1, Rate: 1, Period: time.Second}},
+		{l: Limit{Algorithm: Concurrency, Rate: 101, Period: time.Second}, log: true},
 		{l: Limit{Rate: MaxTokens + 1, Period: time.Second}},
 		{l: Limit{Rate: 1, Period: time.Second, Burst: MaxTokens + 1}},
 		{l: Limit{Rate: 1, Period: year, Burst: 1000}}, // a thousand years to refill

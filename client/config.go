@@ -32,6 +32,10 @@ var (
 	// ErrInvalidCheck is returned by CheckKey for a key or cost the
 	// cluster would refuse.
 	ErrInvalidCheck = errors.New("client: invalid check")
+	// ErrShed is the Err of a Decision denied to keep a rule's reserve for
+	// higher-priority requests (load shedding): Status 503, reason "shed",
+	// distinct from a caller's own limit (429).
+	ErrShed = errors.New("client: shed")
 )
 
 // Config configures a Client. Start from DefaultConfig.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,14 @@ type Limit struct {
 	Shadow     bool          // reported only; never blocks
 	Fallback   bool          // decided by the fail mode, not the cluster
 	Leased     bool          // served from a local lease
+	// Permit, for a concurrency rule, is the permit the request holds
+	// (16 bytes) until Client.Release gives it back or PermitExpires
+	// passes; nil otherwise.
+	Permit        []byte
+	PermitExpires time.Duration
+	// Shed: denied to keep the rule's reserve for other classes (the
+	// request's class comes from the rule's priority_header).
+	Shed bool
 }
 
 // Decision is the answer for one request.
@@ -65,13 +74,14 @@ type pending struct {
 	id        ruleKey // for the local maps
 	lim       Limit
 	done      bool
-	grab      bool // asks the owner for a lease of rule.Lease tokens
-	auto      bool // may be granted an automatic lease (lease: auto)
-	claim     bool // auto, for a key this gateway holds a lease entry of: claims the key's ask first
-	asking    bool // holds this gateway's ask for an automatic lease of the key
-	leased    bool // spent a local lease token
-	closedOut bool // denied by fail_mode closed
-	open      bool // waits for the local fail-open bucket
+	grab      bool   // asks the owner for a lease of rule.Lease tokens
+	auto      bool   // may be granted an automatic lease (lease: auto)
+	claim     bool   // auto, for a key this gateway holds a lease entry of: claims the key's ask first
+	asking    bool   // holds this gateway's ask for an automatic lease of the key
+	leased    bool   // spent a local lease token
+	closedOut bool   // denied by fail_mode closed
+	open      bool   // waits for the local fail-open bucket
+	class     string // the request's priority class, for a rule with a reserve
 }
 
 // Decide decides a request: it matches the rules, asks the owners (one
@@ -98,7 +108,16 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	var psBuf [4]pending
 	ps := psBuf[:0]
 	for _, m := range matched {
-		ps = append(ps, pending{rule: m.Rule, key: m.Key, id: ruleKey{m.Rule.ID, m.Key}})
+		p := pending{rule: m.Rule, key: m.Key, id: ruleKey{m.Rule.ID, m.Key}}
+		if len(m.Rule.Reserve) > 0 {
+			p.class = m.Rule.Class(func(name string) string {
+				if r.Header == nil {
+					return ""
+				}
+				return r.Header.Get(name)
+			})
+		}
+		ps = append(ps, p)
 	}
 	return c.decide(ctx, rs, ps, cost)
 }
@@ -159,6 +178,7 @@ func (c *Client) decide(ctx context.Context, rs *ruleState, ps []pending, cost i
 		var lim Limit
 		var ok bool
 		switch n := p.rule.Lease.Fixed(); {
+		case p.rule.HoldsPermits(): // a permit is the owner's alone: never leased
 		case !p.rule.Leasable():
 			// A long window (a calendar window, a period of an hour or
 			// more) is never leased, fixed or automatic: leased tokens
@@ -298,6 +318,9 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 				gw = c.gatewayHash
 			}
 			cl.add(p.key, p.rule.ID, n, g, rs.version, gw)
+			if p.class != "" {
+				cl.items[len(cl.items)-1].Priority = p.class
+			}
 			where = append(where, i)
 			timeout = max(timeout, p.rule.Timeout.D())
 		}
@@ -432,7 +455,7 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 	p.lim = Limit{
 		Rule: p.rule.ID, Key: p.key, Allowed: x.GetAllowed(), Limit: x.GetLimit(), Remaining: x.GetRemaining(),
 		Reset: ms(x.GetResetMs()), Window: ms(x.GetWindowMs()), RetryAfter: ms(x.GetRetryAfterMs()),
-		Shadow: p.rule.Shadow || x.GetShadow(),
+		Shadow: p.rule.Shadow || x.GetShadow(), Shed: x.GetShed(),
 	}
 	if p.lim.Window == 0 {
 		p.lim.Window = p.rule.Window()
@@ -447,8 +470,18 @@ func (c *Client) answer(rs *ruleState, p *pending, x *weirv1.CheckResult, cost i
 	if p.lim.Shadow {
 		return
 	}
+	if p.rule.HoldsPermits() {
+		// Never cached as blocked: a release may free a permit long
+		// before the retry-after (the first permit's expiry).
+		if p.lim.Allowed {
+			p.lim.Permit, p.lim.PermitExpires = bytes.Clone(x.GetPermit()), ms(x.GetPermitExpiresMs())
+		}
+		return
+	}
 	if !p.lim.Allowed {
-		c.local.block(p.id, p.lim, cost, now)
+		if !p.lim.Shed { // shed is for this class only: never cached for the key
+			c.local.block(p.id, p.lim, cost, now)
+		}
 		return
 	}
 	if p.grab && p.rule.Lease.Fixed() > cost {
@@ -534,6 +567,10 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 		if !p.open {
 			continue
 		}
+		if p.rule.HoldsPermits() { // fail open: admitted, holding no permit
+			p.lim.Allowed = true
+			continue
+		}
 		_, lim := c.shareLimit(rs, p, now)
 		e := c.local.share[p.id]
 		if e == nil {
@@ -553,7 +590,7 @@ func (c *Client) settleOpen(rs *ruleState, ps []pending, cost int64, now time.Ti
 			continue
 		}
 		p.open = false
-		if !ok && p.lim.Allowed { // give back what the others' denial voids
+		if !ok && p.lim.Allowed && !p.rule.HoldsPermits() { // give back what the others' denial voids
 			_, lim := c.shareLimit(rs, p, now)
 			e := c.local.share[p.id]
 			e.st = bucket.Refund(e.st, lim, cost, now.UnixNano())
@@ -575,7 +612,7 @@ func allDone(ps []pending) bool {
 // combine turns the per-rule answers into the request's decision.
 func combine(ps []pending) Decision {
 	d := Decision{Allowed: true, Status: http.StatusOK, Limits: make([]Limit, len(ps))}
-	limited, closed := false, false
+	limited, closed, shed := false, false, false
 	for i := range ps {
 		d.Limits[i] = ps[i].lim
 		l := &d.Limits[i]
@@ -585,9 +622,12 @@ func combine(ps []pending) Decision {
 		}
 		if !l.Allowed {
 			d.Allowed = false
-			if ps[i].closedOut {
+			switch {
+			case ps[i].closedOut:
 				closed = true
-			} else {
+			case l.Shed:
+				shed = true
+			default:
 				limited = true
 			}
 		}
@@ -612,8 +652,11 @@ func combine(ps []pending) Decision {
 	d.Policy = pol
 	if !d.Allowed {
 		d.Status = http.StatusTooManyRequests
-		if closed && !limited {
+		if (closed || shed) && !limited {
 			d.Status = http.StatusServiceUnavailable
+		}
+		if shed && !limited {
+			d.Err = ErrShed
 		}
 		for i := range d.Limits {
 			if l := &d.Limits[i]; !l.Shadow && !l.Allowed {

@@ -30,7 +30,9 @@ func WithRequestFunc(f func(*http.Request) Request) MiddlewareOption {
 	return func(m *middleware) { m.request, m.custom = f, true }
 }
 
-// Middleware decides every request with Decide. It sets the rate-limit
+// Middleware decides every request with Decide. Permits of concurrency
+// rules are released when next returns (the answer ended) or the client
+// goes away, whichever is first. It sets the rate-limit
 // headers (SetHeaders) on every response to which a rule applied, answers
 // 429 or 503 with Retry-After and a JSON body when denied, and otherwise
 // calls next.
@@ -46,6 +48,9 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 				return
 			}
 			d := c.Decide(r.Context(), m.request(r))
+			if d.HoldsPermits() { // concurrency rules: give the permits back when the request ends
+				defer c.releaseAfter(r, d)()
+			}
 			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)
@@ -96,10 +101,13 @@ func SetHeadersStyle(h http.Header, style headers.Style, d Decision) {
 }
 
 // WriteDenied answers a denied request: d.Status (429 or 503) with the
-// JSON body {"error": ..., "retry_after_ms": N}. Headers must already be set.
+// JSON body {"error": ..., "retry_after_ms": N}, and "reason": "shed" for
+// a request shed to keep a reserve (503). Headers must already be set.
 func WriteDenied(w http.ResponseWriter, d Decision) {
-	status, msg := d.Status, "rate limited"
-	if errors.Is(d.Err, ErrNotReady) {
+	status, msg, reason := d.Status, "rate limited", ""
+	if errors.Is(d.Err, ErrShed) {
+		msg, reason = "shed: capacity kept for higher-priority requests; retry later", "shed"
+	} else if errors.Is(d.Err, ErrNotReady) {
 		msg = "rate limiter not ready: no rules yet"
 	} else if errors.Is(d.Err, ErrInvalidCheck) {
 		msg = d.Err.Error()
@@ -113,6 +121,7 @@ func WriteDenied(w http.ResponseWriter, d Decision) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error        string `json:"error"`
+		Reason       string `json:"reason,omitempty"`
 		RetryAfterMs int64  `json:"retry_after_ms"`
-	}{msg, max(d.RetryAfter, 0).Milliseconds()})
+	}{msg, reason, max(d.RetryAfter, 0).Milliseconds()})
 }

@@ -15,6 +15,7 @@ type stats struct {
 	fallbacks, leaseHits, blockedHits atomic.Uint64
 	leaseRefunds, untilRules          atomic.Uint64
 	autoLeases, autoLeaseTokens       atomic.Uint64
+	releaseFailures                   atomic.Uint64
 }
 
 // Stats is a snapshot of the client's counters.
@@ -33,6 +34,9 @@ type Stats struct {
 	// (rules with lease: auto) and AutoLeaseTokens the tokens in them.
 	AutoLeases      uint64
 	AutoLeaseTokens uint64
+	// ReleaseFailures counts releases of permits (concurrency rules) that
+	// failed; those permits expire after their permit_ttl.
+	ReleaseFailures uint64
 }
 
 // Stats returns the current counters.
@@ -44,6 +48,7 @@ func (c *Client) Stats() Stats {
 		Fallbacks: s.fallbacks.Load(), LeaseHits: s.leaseHits.Load(), BlockedHits: s.blockedHits.Load(),
 		LeaseRefunds: s.leaseRefunds.Load(), UntilRules: s.untilRules.Load(),
 		AutoLeases: s.autoLeases.Load(), AutoLeaseTokens: s.autoLeaseTokens.Load(),
+		ReleaseFailures: s.releaseFailures.Load(),
 	}
 }
 
@@ -85,6 +90,7 @@ func newMetrics(c *Client, reg *prometheus.Registry) (*metrics, error) {
 		counter("weir_client_blocked_hits_total", "Decisions denied by the blocked-until cache.", &c.stats.blockedHits),
 		counter("weir_client_lease_refunds_total", "Lease tokens given back to owners.", &c.stats.leaseRefunds),
 		counter("weir_client_auto_leases_total", "Automatic leases granted by owners (rules with lease: auto).", &c.stats.autoLeases),
+		counter("weir_client_release_failures_total", "Releases of permits (concurrency rules) that failed; the permits expire after their permit_ttl.", &c.stats.releaseFailures),
 	}
 	for i, col := range m.cs {
 		if err := reg.Register(col); err != nil {

@@ -1,6 +1,9 @@
 package limit
 
 import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/weirlimit/weir/bucket"
@@ -50,6 +53,14 @@ type Item struct {
 	// non-zero hash of its gateway id. Only such items are granted one
 	// (Result.LeaseGranted).
 	LeaseGateway uint64
+	// Release, when set, gives back this permit of a concurrency rule
+	// instead of checking (Cost and Group are ignored): the Result's
+	// Allowed says whether it was held. Only the release operation
+	// (Limiter.Release, POST /v1/limits/release) sets it.
+	Release *bucket.PermitID
+	// Priority is the request's class under a rule with a reserve (its
+	// priority_header's value; "": the rule's priority_default).
+	Priority string
 }
 
 // Override is a per-check limit (Item.Override): Rate tokens per Period,
@@ -95,6 +106,13 @@ type Result struct {
 	// Cost for the gateway named by Item.LeaseGateway to spend locally
 	// (and give back unspent). 0: none.
 	LeaseGranted int64
+	// Permit is the permit an allowed check of a concurrency rule took
+	// (zero otherwise); it is held until released or for PermitExpires.
+	Permit        bucket.PermitID
+	PermitExpires time.Duration
+	// Shed: denied to keep the rule's reserve for other classes (answer
+	// 503 "shed", not 429); the tokens were there for a higher class.
+	Shed bool
 }
 
 // ErrorCode says why an item could not be decided.
@@ -163,4 +181,45 @@ func FromMillis(ms int64) time.Duration {
 // gateway holds at most max(1, capacity/8) (docs/design.md, leases).
 func AutoLeaseSize(capacity int64, gateways int) int64 {
 	return max(1, capacity/(4*int64(max(2, gateways))))
+}
+
+// FormatPermit writes a permit id as the HTTP API and headers carry it:
+// 32 lowercase hex digits.
+func FormatPermit(id bucket.PermitID) string {
+	return fmt.Sprintf("%016x%016x", id.Hi, id.Lo)
+}
+
+// ParsePermit reads a permit id written by FormatPermit.
+func ParsePermit(s string) (bucket.PermitID, error) {
+	if len(s) != 32 {
+		return bucket.PermitID{}, Errorf(ErrInvalid, "permit %q: want 32 hex digits", s)
+	}
+	hi, err1 := strconv.ParseUint(s[:16], 16, 64)
+	lo, err2 := strconv.ParseUint(s[16:], 16, 64)
+	if err1 != nil || err2 != nil || (hi == 0 && lo == 0) {
+		return bucket.PermitID{}, Errorf(ErrInvalid, "permit %q: want 32 hex digits, not all zero", s)
+	}
+	return bucket.PermitID{Hi: hi, Lo: lo}, nil
+}
+
+// PermitBytes and PermitFromBytes are the gRPC form of a permit id: 16
+// bytes, big-endian (nil for the zero id).
+func PermitBytes(id bucket.PermitID) []byte {
+	if id.Zero() {
+		return nil
+	}
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), id.Hi), id.Lo)
+}
+
+// PermitFromBytes reads PermitBytes; a length other than 16, or the zero
+// id, is an error.
+func PermitFromBytes(b []byte) (bucket.PermitID, error) {
+	if len(b) != 16 {
+		return bucket.PermitID{}, Errorf(ErrInvalid, "permit: want 16 bytes, got %d", len(b))
+	}
+	id := bucket.PermitID{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
+	if id.Zero() {
+		return id, Errorf(ErrInvalid, "permit: the zero id")
+	}
+	return id, nil
 }

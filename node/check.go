@@ -173,6 +173,10 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			continue
 		}
 		r.RuleVersion = rv.version
+		if msg := permitMismatch(cr, it); msg != "" {
+			r.Code, r.Err = limit.CodeInvalid, msg
+			continue
+		}
 		lim, blocked, blockedFor := rv.effective(cr, it.Key, now)
 		if o := it.Override; o != nil && !blocked {
 			lim.Rate, lim.Period, lim.Burst = o.Rate, o.Period, o.Burst
@@ -223,6 +227,8 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			Group:     group,
 			Cap:       cr.cap,
 			Gateway:   gw,
+			Release:   it.Release,
+			Floor:     cr.floor(it.Priority, lim),
 		})
 		sc.idx = append(sc.idx, i)
 	}
@@ -259,6 +265,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		sc.unpin(n.handoff)
 		for j, i := range sc.idx {
 			fillResult(&res[i], sc.out[j])
+			if !sc.out[j].Permit.Zero() {
+				res[i].PermitExpires = sc.local[j].Limit.Period
+			}
 			if sc.out[j].KeyCap {
 				n.keyCapped(&res[i], items[i].Rule)
 			}
@@ -459,6 +468,8 @@ func fillResult(r *limit.Result, b shard.Result) {
 	r.RetryAfter = b.RetryAfter
 	r.Voided = b.Voided
 	r.LeaseGranted = b.Granted
+	r.Permit = b.Permit
+	r.Shed = b.Shed
 }
 
 // settleGroups enforces all-or-nothing across keys and nodes (the group
@@ -492,6 +503,11 @@ func (n *Node) settleGroups(ctx context.Context, items []limit.Item, res []limit
 		}
 		if res[i].Allowed {
 			res[i].Allowed, res[i].Voided = false, true
+			if p := res[i].Permit; !p.Zero() { // a permit is given back by its id, never refunded
+				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Release: &p})
+				res[i].Permit, res[i].PermitExpires = bucket.PermitID{}, 0
+				continue
+			}
 			if c := it.Cost + res[i].LeaseGranted; c > 0 { // with an automatic lease's tokens
 				refunds = append(refunds, limit.Item{Key: it.Key, Rule: it.Rule, Cost: c, Refund: true})
 			}

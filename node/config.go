@@ -191,6 +191,10 @@ type Config struct {
 	// through (tests drop packets and streams to cut a node off). Nil: the
 	// plain transport.
 	WrapGossip func(memberlist.Transport) memberlist.Transport
+	// WithoutFeatures lists rule features (rules.Features) this node does
+	// not advertise in gossip, as a binary of an older version would not:
+	// tests of the mixed-version refusal of rule writes. Nil: all.
+	WithoutFeatures []string
 
 	// Region, when Region.Region is set, makes this node part of a region
 	// that shares global rules' quotas with its peer regions (package

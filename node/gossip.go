@@ -31,6 +31,9 @@ type memberMeta struct {
 	// Proof ties the member to the gossip keyring (peerauth.MemberProof,
 	// base64); members without a valid one are ignored when a key is set.
 	Proof string `json:"p,omitempty"`
+	// Features are the rule features (rules.Features) this member's binary
+	// supports, comma-separated; an older binary sends none.
+	Features string `json:"f,omitempty"`
 }
 
 // member is one node as seen through gossip (clusterview's record).

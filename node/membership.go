@@ -2,11 +2,14 @@ package node
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
 	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 func (n *Node) memberCount() int {
@@ -51,7 +54,7 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	n.gossiped.Report(member{
 		ID: m.Name, Gossip: m.Address(), State: stateName(st),
 		GRPC: meta.GRPC, HTTP: meta.HTTP, Raft: meta.Raft, Leaving: meta.Leaving,
-		Gateways: meta.Gateways, Boot: meta.Boot, Proof: meta.Proof,
+		Gateways: meta.Gateways, Boot: meta.Boot, Proof: meta.Proof, Features: meta.Features,
 	}, time.Now())
 }
 
@@ -106,6 +109,32 @@ func (n *Node) departedMembers() map[string]memberlist.NodeStateType {
 		out[id] = memberlist.StateDead
 		if st == clusterview.Left {
 			out[id] = memberlist.StateLeft
+		}
+	}
+	return out
+}
+
+// advertisedFeatures is what this node gossips as its supported rule
+// features: all of this binary's (rules.Features) but those left out.
+func advertisedFeatures(without []string) string {
+	var out []string
+	for _, f := range rules.Features() {
+		if !slices.Contains(without, f) {
+			out = append(out, f)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// memberFeatures are the rule features each live member advertises, by id
+// (rulesraft.Config.MemberFeatures: the leader refuses rules some member
+// cannot read).
+func (n *Node) memberFeatures() map[string][]string {
+	out := map[string][]string{}
+	for id, m := range n.readMembers() {
+		out[id] = nil
+		if m.Features != "" {
+			out[id] = strings.Split(m.Features, ",")
 		}
 	}
 	return out

@@ -179,6 +179,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc.PeerAddr = n.raftAddrOf
+	rc.MemberFeatures = n.memberFeatures
 	n.raftHandshake(&rc)
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
@@ -271,10 +272,11 @@ func New(cfg Config) (*Node, error) {
 	n.secureHTTP(n.httpSrv)
 
 	n.meta = memberMeta{
-		Boot: cfg.Sched.Uint64() | 1,
-		GRPC: adv.addr(n.grpcLis.Addr().String()),
-		HTTP: adv.addr(n.httpLis.Addr().String()),
-		Raft: n.store.Addr(),
+		Boot:     cfg.Sched.Uint64() | 1,
+		GRPC:     adv.addr(n.grpcLis.Addr().String()),
+		HTTP:     adv.addr(n.httpLis.Addr().String()),
+		Raft:     n.store.Addr(),
+		Features: advertisedFeatures(cfg.WithoutFeatures),
 	}
 	if err := n.startMemberlist(adv.gossipIP()); err != nil {
 		return nil, err

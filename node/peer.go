@@ -339,7 +339,7 @@ func statesToProto(in []replication.State) []*weirv1.CounterState {
 	out := make([]*weirv1.CounterState, len(in))
 	for i, s := range in {
 		c := &block[i]
-		c.Id, c.Partition, c.A, c.B, c.C, c.Log = s.ID, s.Partition, s.A, s.B, s.C, s.Log
+		c.Id, c.Partition, c.A, c.B, c.C, c.Log, c.Permits = s.ID, s.Partition, s.A, s.B, s.C, s.Log, s.Permits
 		c.IdleNs, c.Volatile = s.Idle, s.Volatile
 		out[i] = c
 	}
@@ -352,7 +352,7 @@ func statesFromProto(in []*weirv1.CounterState) []replication.State {
 		if s == nil {
 			continue
 		}
-		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log,
+		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log, Permits: s.Permits,
 			Idle: max(s.IdleNs, 0), Volatile: s.Volatile})
 	}
 	return out

@@ -29,9 +29,10 @@ func (b *inbox) at(i int) *slot { return &b.buf[(b.head+i)%len(b.buf)] }
 func (b *inbox) push(s *State, since int64, maxLen int) (evicted bool) {
 	if seq, ok := b.idx[s.ID]; ok {
 		sl := b.at(int(seq - b.headSeq))
-		keep := sl.st.Log // owned by this inbox alone until the flush: reuse it
+		keep, keepPermits := sl.st.Log, sl.st.Permits // owned by this inbox alone until the flush: reuse them
 		sl.st = *s
 		sl.st.Log = copyLog(keep, s.Log)
+		sl.st.Permits = copyLog(keepPermits, s.Permits)
 		return false
 	}
 	if b.n == len(b.buf) {
@@ -52,6 +53,7 @@ func (b *inbox) push(s *State, since int64, maxLen int) (evicted bool) {
 	b.n++
 	sl.st = *s
 	sl.st.Log = copyLog(nil, s.Log)
+	sl.st.Permits = copyLog(nil, s.Permits)
 	sl.since = since
 	b.idx[s.ID] = seq
 	return evicted

@@ -27,6 +27,10 @@ type State struct {
 	A, B, C   int64
 	Idle      int64
 	Log       []int64
+	// Permits, for concurrency counters only, are the permits held
+	// (bucket.PermitWords words each: id and expiry). Unlike Log, the
+	// clock-skew correction of a hand-off never moves them.
+	Permits []int64
 }
 
 // Fresh reports whether s is a counter at its initial state: a zero bucket
@@ -34,8 +38,8 @@ type State struct {
 // no counter, so there is nothing to keep. Owners send a fresh state when a
 // counter idles out, so replicas forget it too.
 func (s State) Fresh() bool {
-	if s.Log != nil {
-		return len(s.Log) == 0
+	if s.Log != nil || s.Permits != nil {
+		return len(s.Log) == 0 && len(s.Permits) == 0
 	}
 	return s.A == 0 && s.B == 0 && s.C == 0
 }

@@ -78,6 +78,7 @@ func (s *Store) Apply(from string, states []State) error {
 			continue
 		}
 		st.Log = copyLog(nil, st.Log)
+		st.Permits = copyLog(nil, st.Permits)
 		p := s.parts[st.Partition]
 		if p == nil {
 			p = &replicaPart{states: make(map[uint64]State)}
@@ -178,6 +179,7 @@ func appendSorted(out []State, m map[uint64]State, copyLogs bool) []State {
 	for _, st := range m {
 		if copyLogs {
 			st.Log = copyLog(nil, st.Log)
+			st.Permits = copyLog(nil, st.Permits)
 		}
 		out = append(out, st)
 	}

@@ -59,6 +59,11 @@ type Config struct {
 	// closes its connection; RefusedRPC (if set, must not block) counts it.
 	Members    Members
 	RefusedRPC func()
+	// MemberFeatures, when set, returns the features (rules.Features)
+	// each live member advertises, by member id. Apply on the leader then
+	// refuses, with ErrUnsupported, a command whose rules use a feature
+	// some member lacks (features.go). It must not block.
+	MemberFeatures func() map[string][]string
 
 	// HistoryLimit is how many versions are kept for history, diff and
 	// rollback. It must be equal on every member of the group.

@@ -22,6 +22,10 @@ var (
 	ErrVersionGone = limit.Errorf(limit.ErrNotFound, "no longer in history")
 	// ErrInvalid: the command or its rules failed validation; nothing changed.
 	ErrInvalid = limit.Errorf(limit.ErrInvalid, "rulesraft: invalid command")
+	// ErrUnsupported: the command's rules use a feature (a rule field or
+	// algorithm newer than the first release) that a live member does not
+	// support; nothing changed.
+	ErrUnsupported = limit.Errorf(limit.ErrConflict, "rulesraft: feature not supported by every member")
 	// ErrClosed: the Store is closed or shutting down.
 	ErrClosed = limit.Errorf(limit.ErrClosed, "rulesraft: store closed")
 	// ErrAlreadyBootstrapped: Bootstrap found existing Raft state.

@@ -207,6 +207,9 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 			return 0, err
 		}
 	}
+	if err := s.checkFeatures(cmd); err != nil {
+		return 0, err
+	}
 	cmd.At = s.clock().UTC()
 	data, err := encodeCommand(cmd)
 	if err != nil {

@@ -229,6 +229,7 @@ type limitsAnswer struct {
 		RetryAfterMS int64  `json:"retry_after_ms"`
 		RuleVersion  uint64 `json:"rule_version"`
 		Error        string `json:"error"`
+		PermitsHeld  *int64 `json:"permits_held"` // concurrency rules: requests in flight
 	} `json:"limits"`
 }
 
@@ -263,17 +264,34 @@ func (c *cli) limitsCmd() *cobra.Command {
 				return err
 			}
 			tw := newTable(c.stdout)
-			fmt.Fprintln(tw, "RULE\tREMAINING\tLIMIT\tRESET AT\tVERSION")
+			permits := false // a column for concurrency rules' permits held, when there are any
+			for _, l := range a.Limits {
+				permits = permits || l.PermitsHeld != nil
+			}
+			held := func(p *int64) string {
+				switch {
+				case !permits:
+					return ""
+				case p == nil:
+					return "\t-"
+				}
+				return fmt.Sprintf("\t%d", *p)
+			}
+			header := "RULE\tREMAINING\tLIMIT\tRESET AT\tVERSION"
+			if permits {
+				header += "\tPERMITS HELD"
+			}
+			fmt.Fprintln(tw, header)
 			for _, l := range a.Limits {
 				if l.Error != "" {
-					fmt.Fprintf(tw, "%s\t-\t-\t%s\t-\n", l.Rule, l.Error)
+					fmt.Fprintf(tw, "%s\t-\t-\t%s\t-%s\n", l.Rule, l.Error, held(nil))
 					continue
 				}
 				reset := orDash(l.ResetAt)
 				if l.Calendar != "" {
 					reset += " (" + l.Calendar + ", " + l.Timezone + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\n", l.Rule, l.Remaining, l.Limit, reset, l.RuleVersion)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d%s\n", l.Rule, l.Remaining, l.Limit, reset, l.RuleVersion, held(l.PermitsHeld))
 			}
 			return tw.Flush()
 		})

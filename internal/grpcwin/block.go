@@ -249,6 +249,10 @@ func decodeCheckItem(data []byte, it *weirv1.CheckItem) bool {
 				it.Key = string(f.b)
 			case 2:
 				it.Rule = rules.intern(f.b)
+			case 12:
+				it.ReleasePermit = append([]byte(nil), f.b...)
+			case 13:
+				it.Priority = rules.intern(f.b)
 			default:
 				return false
 			}

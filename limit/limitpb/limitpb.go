@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -22,9 +23,13 @@ func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 			dst[i] = limit.Item{}
 			continue
 		}
-		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway}
+		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway, Priority: p.Priority}
 		if p.OverrideRate > 0 {
 			dst[i].Override = &limit.Override{Rate: p.OverrideRate, Period: time.Duration(p.OverridePeriodMs) * time.Millisecond, Burst: p.OverrideBurst}
+		}
+		if len(p.ReleasePermit) > 0 {
+			id, _ := limit.PermitFromBytes(p.ReleasePermit) // malformed: the zero id, which no permit has
+			dst[i].Release = &id
 		}
 	}
 	return dst
@@ -79,10 +84,14 @@ func (bp *BatchPool) Put(b *Batch) {
 func ItemToProto(dst *weirv1.CheckItem, it *limit.Item) {
 	dst.Key, dst.Rule, dst.Cost, dst.RuleVersion = it.Key, it.Rule, it.Cost, it.RuleVersion
 	dst.Group, dst.Refund, dst.Hops = it.Group, it.Refund, it.Hops
-	dst.LeaseGateway = it.LeaseGateway
+	dst.LeaseGateway, dst.Priority = it.LeaseGateway, it.Priority
 	dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = 0, 0, 0
 	if o := it.Override; o != nil {
 		dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = o.Rate, o.Period.Milliseconds(), o.Burst
+	}
+	dst.ReleasePermit = nil
+	if it.Release != nil {
+		dst.ReleasePermit = limit.PermitBytes(*it.Release)
 	}
 }
 
@@ -135,6 +144,8 @@ func ResultToProto(dst *weirv1.CheckResult, r *limit.Result) {
 	dst.ErrorCode, dst.Error = CodeToProto(r.Code), r.Err
 	dst.Shadow, dst.Voided = r.Shadow, r.Voided
 	dst.RuleVersion, dst.LeaseGranted = r.RuleVersion, r.LeaseGranted
+	dst.Permit, dst.PermitExpiresMs = limit.PermitBytes(r.Permit), limit.Millis(r.PermitExpires)
+	dst.Shed = r.Shed
 }
 
 // ResultsFromProto converts wire results into one slice of values; a nil
@@ -157,7 +168,18 @@ func ResultFromProto(p *weirv1.CheckResult) limit.Result {
 		Code: CodeFromProto(p.GetErrorCode()), Err: p.GetError(),
 		Shadow: p.GetShadow(), Voided: p.GetVoided(), RuleVersion: p.GetRuleVersion(),
 		LeaseGranted: p.GetLeaseGranted(),
+		Permit:       permitFromProto(p.GetPermit()), PermitExpires: limit.FromMillis(p.GetPermitExpiresMs()),
+		Shed: p.GetShed(),
 	}
+}
+
+// permitFromProto reads a result's permit; absent or malformed: none.
+func permitFromProto(b []byte) bucket.PermitID {
+	if len(b) == 0 {
+		return bucket.PermitID{}
+	}
+	id, _ := limit.PermitFromBytes(b)
+	return id
 }
 
 // wireCodes pairs each error code with its wire form; a code missing here

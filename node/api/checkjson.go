@@ -192,6 +192,15 @@ func appendResultJSON(buf []byte, r *limit.Result) ([]byte, bool) {
 		buf = append(buf, `,"rule_version":`...)
 		buf = strconv.AppendUint(buf, r.RuleVersion, 10)
 	}
+	if r.Shed {
+		return buf, false
+	}
+	if !r.Permit.Zero() {
+		buf = append(buf, `,"permit":"`...)
+		buf = append(buf, limit.FormatPermit(r.Permit)...)
+		buf = append(buf, `","permit_expires_ms":`...)
+		buf = strconv.AppendInt(buf, limit.Millis(r.PermitExpires), 10)
+	}
 	return append(buf, "}\n"...), true
 }
 

@@ -48,6 +48,7 @@ func (s *Server) routes() http.Handler {
 	handle("PUT /v1/overrides", accepts(s.putOverride, jsonTypes...))
 	handle("DELETE /v1/overrides", s.deleteOverrideHTTP)
 	handle("POST /v1/limits/check", accepts(s.checkHTTP, jsonTypes...))
+	handle("POST /v1/limits/release", accepts(s.releaseHTTP, jsonTypes...))
 	handle("GET /v1/limits/{key...}", s.getLimitsHTTP)
 	handle("GET /v1/cluster", s.getCluster)
 	handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
@@ -721,6 +722,8 @@ type checkItemJSON struct {
 	Rule           string `json:"rule"`
 	Cost           *int64 `json:"cost"`
 	MinRuleVersion uint64 `json:"min_rule_version"`
+	// Priority is the request's class under rules with a reserve.
+	Priority string `json:"priority"`
 }
 
 func (c checkItemJSON) item() limit.Item {
@@ -728,7 +731,7 @@ func (c checkItemJSON) item() limit.Item {
 	if c.Cost != nil {
 		cost = *c.Cost
 	}
-	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost, RuleVersion: c.MinRuleVersion}
+	return limit.Item{Key: c.Key, Rule: c.Rule, Cost: cost, RuleVersion: c.MinRuleVersion, Priority: c.Priority}
 }
 
 // checkResultJSON is one decision as the HTTP API reports it.
@@ -744,6 +747,13 @@ type checkResultJSON struct {
 	ErrorCode    string `json:"error_code,omitempty"`
 	// RuleVersion is the rules version that decided the item.
 	RuleVersion uint64 `json:"rule_version,omitempty"`
+	// Permit, for a concurrency rule, is the permit an allowed check holds
+	// until POST /v1/limits/release or PermitExpiresMS from now.
+	Permit          string `json:"permit,omitempty"`
+	PermitExpiresMS int64  `json:"permit_expires_ms,omitempty"`
+	// Shed: denied to keep the rule's reserve for other classes (answer
+	// your client 503, not 429).
+	Shed bool `json:"shed,omitempty"`
 }
 
 func resultJSON(r *limit.Result) checkResultJSON {
@@ -752,6 +762,10 @@ func resultJSON(r *limit.Result) checkResultJSON {
 		ResetMS: limit.Millis(r.Reset), RetryAfterMS: limit.Millis(r.RetryAfter), WindowMS: limit.Millis(r.Window),
 		Shadow: r.Shadow, Error: r.Err, RuleVersion: r.RuleVersion,
 	}
+	if !r.Permit.Zero() {
+		out.Permit, out.PermitExpiresMS = limit.FormatPermit(r.Permit), limit.Millis(r.PermitExpires)
+	}
+	out.Shed = r.Shed
 	if r.Code != limit.CodeNone {
 		out.ErrorCode = r.Code.String()
 		if out.Error == "" {
@@ -861,6 +875,9 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		ResetAt  string `json:"reset_at,omitempty"`
 		Calendar string `json:"calendar,omitempty"`
 		Timezone string `json:"timezone,omitempty"`
+		// PermitsHeld, for a concurrency rule, is the key's requests in
+		// flight: permits held now.
+		PermitsHeld *int64 `json:"permits_held,omitempty"`
 	}
 	out := struct {
 		Key    string      `json:"key"`
@@ -882,6 +899,10 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
 			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).In(zone).Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		if ls[i].Result.Code == limit.CodeNone && holdsPermits(s.b.Rules().Current(), ls[i].Rule) {
+			held := max(ls[i].Result.Limit-ls[i].Result.Remaining, 0)
+			l.PermitsHeld = &held
 		}
 		out.Limits[i] = l
 	}

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/proto/weirv1"
 )
@@ -51,8 +52,8 @@ func (l *limiterService) check(ctx context.Context, items []*weirv1.CheckItem) (
 func (l *limiterService) checkInto(ctx context.Context, items []*weirv1.CheckItem, buf *limitpb.ResultBuf) ([]*weirv1.CheckResult, error) {
 	b := l.batches.FromProto(items)
 	defer l.batches.Put(b)
-	for i := range b.Items { // per-check limits are set by nodes only
-		b.Items[i].Override = nil
+	for i := range b.Items { // per-check limits and releases are set by nodes only
+		b.Items[i].Override, b.Items[i].Release = nil, nil
 	}
 	if err := l.s.check(ctx, b.Items, b.Results); err != nil {
 		return nil, GRPCError(err)
@@ -61,6 +62,26 @@ func (l *limiterService) checkInto(ctx context.Context, items []*weirv1.CheckIte
 		return buf.ToProto(b.Results), nil
 	}
 	return limitpb.ResultsToProto(b.Results), nil
+}
+
+// Release gives back permits of concurrency rules, each on its key's
+// owner (Server.release); a malformed item gets an error result of its own.
+func (l *limiterService) Release(ctx context.Context, req *weirv1.ReleaseRequest) (*weirv1.ReleaseResponse, error) {
+	in := req.GetItems()
+	items := make([]releaseItem, len(in))
+	for i, p := range in {
+		items[i] = releaseItem{key: p.GetKey(), rule: p.GetRule()}
+		items[i].permit, items[i].bad = limit.PermitFromBytes(p.GetPermit())
+	}
+	res, err := l.s.release(ctx, items)
+	if err != nil {
+		return nil, GRPCError(err)
+	}
+	out := &weirv1.ReleaseResponse{Results: make([]*weirv1.ReleaseResult, len(res))}
+	for i := range res {
+		out.Results[i] = &weirv1.ReleaseResult{Released: res[i].Allowed, ErrorCode: limitpb.CodeToProto(res[i].Code), Error: res[i].Err}
+	}
+	return out, nil
 }
 
 // GetLimits reports a key's quota under every rule, taking nothing.

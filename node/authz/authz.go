@@ -203,7 +203,8 @@ func grpcClass(method string) class {
 	switch {
 	case strings.HasPrefix(method, "/weir.v1.Peer/"), strings.HasPrefix(method, "/weir.v1.Region/"):
 		return peerOnly
-	case method == weirv1.Limiter_Check_FullMethodName, method == weirv1.Limiter_CheckStream_FullMethodName:
+	case method == weirv1.Limiter_Check_FullMethodName, method == weirv1.Limiter_CheckStream_FullMethodName,
+		method == weirv1.Limiter_Release_FullMethodName:
 		return checks
 	case method == weirv1.Ops_Report_FullMethodName:
 		return reports

@@ -32,6 +32,9 @@ type Member struct {
 	// new Boot).
 	Boot  uint64
 	Proof string // the member's proof of the gossip keyring (checked by the caller)
+	// Features are the rule features the member supports, comma-separated
+	// (node's gossip metadata).
+	Features string
 }
 
 // Book is this node's record of what membership reported: the live

@@ -192,6 +192,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	for _, c := range checks {
+		if c.Rule.HoldsPermits() { // nothing would give the permit back
+			writeCodedError(w, http.StatusInternalServerError, "concurrency_rule", rules.NoReleaseOn("forward-auth", c.Rule.ID))
+			return
+		}
+	}
 	cost, err := reqmatch.Cost(checks, &req) // a rule's cost, or its cost_header
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -200,6 +206,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	items := make([]limit.Item, len(checks))
 	for i, c := range checks {
 		items[i] = limit.Item{Key: c.Key, Rule: c.Rule.ID, Cost: cost, Group: 1}
+		if len(c.Rule.Reserve) > 0 {
+			items[i].Priority = c.Rule.Class(req.Header.Get)
+		}
 	}
 	res := make([]limit.Result, len(items))
 	if err := limit.DecideValid(items, res, func(items []limit.Item, out []limit.Result) error {
@@ -235,7 +244,7 @@ type decision struct {
 // one with the fewest remaining.
 func decide(checks []reqmatch.Check, res []limit.Result) decision {
 	d := decision{allowed: true, status: http.StatusOK}
-	limited, closed := false, false
+	limited, closed, shed := false, false, false
 	var pol *headers.Policy
 	var polWait time.Duration
 	polDenied := false
@@ -252,6 +261,8 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 				denied, closed = true, true
 				wait = time.Second
 			}
+		case !x.Allowed && x.Shed:
+			denied, shed = true, true
 		case !x.Allowed && !x.Voided:
 			denied, limited = true, true
 		}
@@ -276,7 +287,7 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 	d.policy = pol
 	if !d.allowed {
 		d.status = http.StatusTooManyRequests
-		if closed && !limited {
+		if (closed || shed) && !limited {
 			d.status = http.StatusServiceUnavailable
 		}
 	}
@@ -284,10 +295,14 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
+	writeCodedError(w, status, "invalid_argument", msg)
+}
+
+func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Error string `json:"error"`
 		Code  string `json:"code"`
-	}{msg, "invalid_argument"})
+	}{msg, code})
 }

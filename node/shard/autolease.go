@@ -170,7 +170,7 @@ func (s *shard) autoLease(it *Item, r *Result, now int64) {
 // waitFor is how long until cost tokens of it's counter could be taken
 // (0 if unknown: a sliding log, or more than the bucket holds).
 func (s *shard) waitFor(it *Item, cost int64, now int64) time.Duration {
-	if it.Limit.Algorithm == bucket.SlidingLog || cost > it.Limit.Capacity() {
+	if it.Limit.Algorithm == bucket.SlidingLog || it.Limit.Algorithm == bucket.Concurrency || cost > it.Limit.Capacity() {
 		return 0
 	}
 	var st bucket.State

@@ -35,6 +35,14 @@ type Item struct {
 	// Gateway names the gateway asking (a non-zero hash) when it can hold
 	// an automatic lease of the counter now; 0: no lease may be granted.
 	Gateway uint64
+	// Release, for a concurrency counter, gives back this permit instead of
+	// deciding (Cost and Group are ignored): Result.Allowed says whether it
+	// was held. See permit.go.
+	Release *bucket.PermitID
+	// Floor is the tokens the item must leave in its bucket (a rule's
+	// reserve for other classes); an item refused for the floor alone is
+	// answered Result.Shed. 0: none.
+	Floor int64
 }
 
 // KeyCap is a rule's key cap: the most live counters of Rule this engine
@@ -60,6 +68,12 @@ type Result struct {
 	// Granted is an automatic lease: tokens taken beyond Cost for the
 	// item's Gateway (Remaining already counts them as taken).
 	Granted int64
+	// Permit is the permit an allowed concurrency item took (drawn from
+	// Config.Sched); zero for other items. It expires Limit.Period after
+	// the decision unless released first.
+	Permit bucket.PermitID
+	// Shed: refused for the item's Floor alone (bucket.DecideAbove).
+	Shed bool
 }
 
 // Stats is a point-in-time view of the engine. Counters are read without

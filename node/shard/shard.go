@@ -38,11 +38,14 @@ type request struct {
 	done   chan struct{}
 }
 
-// logEntry is one sliding_log counter.
+// logEntry is one sliding_log counter, or (permits) one concurrency
+// counter's permit list (bucket.TakePermit), which is kept beside the logs
+// and reported in replication.State.Permits instead of Log.
 type logEntry struct {
-	log  []int64
-	idle int64
-	tag  uint16 // rule tag and volatile bit (ruleTags)
+	log     []int64
+	idle    int64
+	tag     uint16 // rule tag and volatile bit (ruleTags)
+	permits bool
 }
 
 // part holds one partition's counters. Only the holder of its shard's lock
@@ -75,6 +78,7 @@ type tentative struct {
 	tag     uint16 // rule tag to give the counter (0: keep what it has)
 	vol     bool   // Item.Volatile
 	old     logEntry
+	permits bool // lg is a permit list
 }
 
 type shard struct {
@@ -362,9 +366,14 @@ func (s *shard) flush() {
 		st := replication.State{Partition: d.pid, ID: d.id}
 		if d.log {
 			le := p.logs[d.id]
-			st.Log, st.Idle, st.Volatile = le.log, le.idle, le.tag&volatileBit != 0
-			if st.Log == nil {
+			st.Idle, st.Volatile = le.idle, le.tag&volatileBit != 0
+			switch {
+			case le.log == nil: // gone: a fresh state of either kind
 				st.Log = s.emptyLog
+			case le.permits:
+				st.Permits = le.log
+			default:
+				st.Log = le.log
 			}
 		} else {
 			if i := p.t.find(d.id); i >= 0 {
@@ -451,7 +460,7 @@ func (s *shard) touch(t *table, i int, idle int64, tag uint16, vol bool) {
 
 // putLog stores the new log of a sliding_log counter (deleting it when
 // empty). old is the stored entry (if existed); tag as for putCounter.
-func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []int64, idle int64, changed bool, tag uint16, vol bool) {
+func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []int64, idle int64, changed bool, tag uint16, vol, permits bool) {
 	k := dirtyKey{id: id, log: true}
 	if len(lg) == 0 {
 		if existed {
@@ -475,13 +484,13 @@ func (s *shard) putLog(pid uint32, id uint64, existed bool, old logEntry, lg []i
 			old.tag |= tag
 			s.tags.inc(tag)
 		}
-		p.logs[id] = logEntry{log: lg, idle: max(old.idle, idle), tag: withVolatile(old.tag, vol)}
+		p.logs[id] = logEntry{log: lg, idle: max(old.idle, idle), tag: withVolatile(old.tag, vol), permits: old.permits}
 		if changed {
 			s.markDirty(pid, k)
 		}
 		return
 	}
-	p.logs[id] = logEntry{log: lg, idle: idle, tag: withVolatile(tag, vol)}
+	p.logs[id] = logEntry{log: lg, idle: idle, tag: withVolatile(tag, vol), permits: permits}
 	s.tags.inc(tag)
 	s.live++
 	s.markDirty(pid, k)
@@ -511,7 +520,7 @@ func (s *shard) check(items []Item, out []Result, now int64) {
 	var seen []bool
 	for i := range items {
 		it := &items[i]
-		if it.Group == 0 || it.Refund {
+		if it.Group == 0 || it.Refund || it.Release != nil {
 			out[i] = s.one(it, now)
 			continue
 		}
@@ -544,6 +553,9 @@ func (s *shard) seenBuf(n int) []bool {
 
 // one decides (or refunds) a single item against the stored counter.
 func (s *shard) one(it *Item, now int64) Result {
+	if it.Limit.Algorithm == bucket.Concurrency {
+		return s.permit(it, now)
+	}
 	p := s.parts[it.Partition]
 	if it.Limit.Algorithm == bucket.SlidingLog {
 		var le logEntry
@@ -569,7 +581,7 @@ func (s *shard) one(it *Item, now int64) Result {
 			}
 		}
 		changed := it.Refund || res.Allowed || len(lg) != oldLen
-		s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag, it.Volatile)
+		s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag, it.Volatile, false)
 		return Result{Result: res}
 	}
 	i := -1
@@ -585,6 +597,12 @@ func (s *shard) one(it *Item, now int64) Result {
 		ns = bucket.Refund(old, it.Limit, it.Cost, now)
 		_, res = bucket.Decide(ns, it.Limit, 0, now)
 		res.Allowed = true
+	} else if it.Floor > 0 {
+		var shed bool
+		ns, res, shed = bucket.DecideAbove(old, it.Limit, it.Cost, it.Floor, now)
+		if shed {
+			return Result{Result: res, Shed: true}
+		}
 	} else {
 		ns, res = bucket.Decide(old, it.Limit, it.Cost, now)
 	}
@@ -614,14 +632,25 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		seen[j] = true
 		t := s.tentFor(it)
 		var res bucket.Result
-		if t.key.log {
+		var permit bucket.PermitID
+		shed := false
+		switch {
+		case t.permits:
+			if it.Cost > 0 {
+				permit = s.newPermitID()
+			}
+			t.lg, res = bucket.TakePermit(t.lg, it.Limit, permit, it.Cost, now)
+			if !res.Allowed {
+				permit = bucket.PermitID{}
+			}
+		case t.key.log:
 			t.lg, res = bucket.DecideLog(t.lg, it.Limit, it.Cost, now)
-		} else {
-			t.s, res = bucket.Decide(t.s, it.Limit, it.Cost, now)
+		default:
+			t.s, res, shed = bucket.DecideAbove(t.s, it.Limit, it.Cost, it.Floor, now)
 		}
 		t.idle = max(t.idle, idleAt(it.Limit, now))
 		t.vol = it.Volatile
-		out[j] = Result{Result: res}
+		out[j] = Result{Result: res, Permit: permit, Shed: shed}
 		if it.Cap != nil && t.tag == 0 && ruleOf(t.old.tag) == 0 && (len(t.lg) > 0 || t.s != (bucket.State{})) {
 			t.tag = s.tags.get(it.Cap.Rule)
 			if !t.existed && s.capped(t.tag, it) {
@@ -639,7 +668,12 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 				continue
 			}
 			out[j].Allowed, out[j].Voided = false, true
-			out[j].Remaining += it.Cost
+			if !out[j].Permit.Zero() {
+				out[j].Permit = bucket.PermitID{}
+				out[j].Remaining++ // one permit, whatever the cost
+			} else {
+				out[j].Remaining += it.Cost
+			}
 		}
 		s.tent = s.tent[:0]
 		return
@@ -651,7 +685,7 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 			if t.existed {
 				old = s.parts[t.pid].logs[t.key.id]
 			}
-			s.putLog(t.pid, t.key.id, t.existed, old, t.lg, t.idle, true, t.tag, t.vol)
+			s.putLog(t.pid, t.key.id, t.existed, old, t.lg, t.idle, true, t.tag, t.vol, t.permits)
 		} else {
 			// Look up again: earlier commits may have moved slots.
 			i := -1
@@ -667,13 +701,14 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 
 // tentFor returns the group copy of it's counter, loading it on first use.
 func (s *shard) tentFor(it *Item) *tentative {
-	k := dirtyKey{id: it.ID, log: it.Limit.Algorithm == bucket.SlidingLog}
+	perm := it.Limit.Algorithm == bucket.Concurrency
+	k := dirtyKey{id: it.ID, log: perm || it.Limit.Algorithm == bucket.SlidingLog}
 	for i := range s.tent {
 		if s.tent[i].key == k && s.tent[i].pid == it.Partition {
 			return &s.tent[i]
 		}
 	}
-	t := tentative{pid: it.Partition, key: k}
+	t := tentative{pid: it.Partition, key: k, permits: perm}
 	if p := s.parts[it.Partition]; p != nil {
 		if k.log {
 			if le, ok := p.logs[it.ID]; ok {
@@ -719,8 +754,12 @@ func (s *shard) importStates(states []replication.State, now int64) {
 			idle = st.Idle
 		}
 		p := s.parts[st.Partition]
-		if st.Log != nil {
-			if len(st.Log) == 0 {
+		if st.Log != nil || st.Permits != nil {
+			lg, permits := st.Log, st.Permits != nil
+			if permits {
+				lg = st.Permits
+			}
+			if len(lg) == 0 {
 				continue
 			}
 			if p != nil {
@@ -728,7 +767,7 @@ func (s *shard) importStates(states []replication.State, now int64) {
 					continue
 				}
 			}
-			s.putLog(st.Partition, st.ID, false, logEntry{}, append([]int64(nil), st.Log...), idle, true, 0, st.Volatile)
+			s.putLog(st.Partition, st.ID, false, logEntry{}, append([]int64(nil), lg...), idle, true, 0, st.Volatile, permits)
 			continue
 		}
 		ns := bucket.State{A: st.A, B: st.B, C: st.C}
@@ -860,5 +899,11 @@ func (s *shard) expired(st replication.State) {
 
 // logState is a sliding_log counter as shipped, its log copied.
 func logState(pid uint32, id uint64, le logEntry) replication.State {
-	return replication.State{Partition: pid, ID: id, Log: append([]int64{}, le.log...), Idle: le.idle, Volatile: le.tag&volatileBit != 0}
+	st := replication.State{Partition: pid, ID: id, Idle: le.idle, Volatile: le.tag&volatileBit != 0}
+	if le.permits {
+		st.Permits = append([]int64{}, le.log...)
+	} else {
+		st.Log = append([]int64{}, le.log...)
+	}
+	return st
 }

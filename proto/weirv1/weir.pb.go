@@ -115,7 +115,14 @@ type CheckItem struct {
 	// flight): its identity, a non-zero hash of its gateway id. The owner
 	// counts the distinct gateways asking for a hot key and grants leases
 	// (CheckResult.lease_granted) only to items that carry it.
-	LeaseGateway  uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	LeaseGateway uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	// Set by nodes only (ignored from callers; Limiter.Release makes such
+	// items): release this permit (16 bytes) of a concurrency rule instead
+	// of checking. The result's allowed says whether it was held.
+	ReleasePermit []byte `protobuf:"bytes,12,opt,name=release_permit,json=releasePermit,proto3" json:"release_permit,omitempty"`
+	// The request's priority class, for a rule with a reserve (the value of
+	// its priority_header; "": the rule's priority_default).
+	Priority      string `protobuf:"bytes,13,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +234,20 @@ func (x *CheckItem) GetLeaseGateway() uint64 {
 	return 0
 }
 
+func (x *CheckItem) GetReleasePermit() []byte {
+	if x != nil {
+		return x.ReleasePermit
+	}
+	return nil
+}
+
+func (x *CheckItem) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*CheckItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -305,7 +326,15 @@ type CheckResult struct {
 	// An automatic lease (rules with lease: auto): tokens the owner took
 	// beyond the item's cost, for the gateway that set lease_gateway to spend
 	// locally within its lease time and give back unspent. 0: none.
-	LeaseGranted  int64 `protobuf:"varint,12,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
+	LeaseGranted int64 `protobuf:"varint,12,opt,name=lease_granted,json=leaseGranted,proto3" json:"lease_granted,omitempty"`
+	// A concurrency rule's permit (16 bytes), held until released
+	// (Limiter.Release) or until permit_expires_ms from now.
+	Permit          []byte `protobuf:"bytes,13,opt,name=permit,proto3" json:"permit,omitempty"`
+	PermitExpiresMs int64  `protobuf:"varint,14,opt,name=permit_expires_ms,json=permitExpiresMs,proto3" json:"permit_expires_ms,omitempty"`
+	// Denied to keep a rule's reserve for other classes (load shedding: the
+	// caller answers 503 "shed", not 429): the tokens were there, but taking
+	// them would leave less than the reserves of the classes above.
+	Shed          bool `protobuf:"varint,15,opt,name=shed,proto3" json:"shed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -422,6 +451,27 @@ func (x *CheckResult) GetLeaseGranted() int64 {
 		return x.LeaseGranted
 	}
 	return 0
+}
+
+func (x *CheckResult) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+func (x *CheckResult) GetPermitExpiresMs() int64 {
+	if x != nil {
+		return x.PermitExpiresMs
+	}
+	return 0
+}
+
+func (x *CheckResult) GetShed() bool {
+	if x != nil {
+		return x.Shed
+	}
+	return false
 }
 
 type CheckResponse struct {
@@ -596,6 +646,220 @@ func (x *CheckStreamResponse) GetError() string {
 	return ""
 }
 
+type ReleaseItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Rule  string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The permit as CheckResult.permit gave it (16 bytes).
+	Permit        []byte `protobuf:"bytes,3,opt,name=permit,proto3" json:"permit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseItem) Reset() {
+	*x = ReleaseItem{}
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseItem) ProtoMessage() {}
+
+func (x *ReleaseItem) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseItem.ProtoReflect.Descriptor instead.
+func (*ReleaseItem) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReleaseItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReleaseItem) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ReleaseItem) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*ReleaseItem         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReleaseRequest) GetItems() []*ReleaseItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ReleaseResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The permit was held and is free now; false: it had expired, was
+	// released already, or never existed.
+	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// Set when the item could not be handled (unknown rule, not a
+	// concurrency rule, malformed permit, owner unavailable).
+	ErrorCode     ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=weir.v1.ErrorCode" json:"error_code,omitempty"`
+	Error         string    `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResult) Reset() {
+	*x = ReleaseResult{}
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResult) ProtoMessage() {}
+
+func (x *ReleaseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResult.ProtoReflect.Descriptor instead.
+func (*ReleaseResult) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReleaseResult) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ReleaseResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+func (x *ReleaseResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in order.
+	Results       []*ReleaseResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseResponse) GetResults() []*ReleaseResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type GetLimitsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -605,7 +869,7 @@ type GetLimitsRequest struct {
 
 func (x *GetLimitsRequest) Reset() {
 	*x = GetLimitsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +881,7 @@ func (x *GetLimitsRequest) String() string {
 func (*GetLimitsRequest) ProtoMessage() {}
 
 func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_weir_v1_weir_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +894,7 @@ func (x *GetLimitsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetLimitsRequest) GetKey() string {
@@ -650,7 +914,7 @@ type KeyLimit struct {
 
 func (x *KeyLimit) Reset() {
 	*x = KeyLimit{}
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +926,7 @@ func (x *KeyLimit) String() string {
 func (*KeyLimit) ProtoMessage() {}
 
 func (x *KeyLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +939,7 @@ func (x *KeyLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLimit.ProtoReflect.Descriptor instead.
 func (*KeyLimit) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyLimit) GetRule() string {
@@ -701,7 +965,7 @@ type GetLimitsResponse struct {
 
 func (x *GetLimitsResponse) Reset() {
 	*x = GetLimitsResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +977,7 @@ func (x *GetLimitsResponse) String() string {
 func (*GetLimitsResponse) ProtoMessage() {}
 
 func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +990,7 @@ func (x *GetLimitsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitsResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitsResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLimitsResponse) GetLimits() []*KeyLimit {
@@ -751,7 +1015,7 @@ type Match struct {
 
 func (x *Match) Reset() {
 	*x = Match{}
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +1027,7 @@ func (x *Match) String() string {
 func (*Match) ProtoMessage() {}
 
 func (x *Match) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +1040,7 @@ func (x *Match) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Match.ProtoReflect.Descriptor instead.
 func (*Match) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Match) GetRoute() string {
@@ -826,7 +1090,7 @@ type DescriptorEntry struct {
 
 func (x *DescriptorEntry) Reset() {
 	*x = DescriptorEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1102,7 @@ func (x *DescriptorEntry) String() string {
 func (*DescriptorEntry) ProtoMessage() {}
 
 func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1115,7 @@ func (x *DescriptorEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescriptorEntry.ProtoReflect.Descriptor instead.
 func (*DescriptorEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescriptorEntry) GetKey() string {
@@ -908,15 +1172,24 @@ type Rule struct {
 	// Calendar windows (fixed_window, instead of period): "day", "week",
 	// "month" or "year" of timezone (an IANA name; empty: UTC). Numbered
 	// apart from the fields before them, which other changes extend.
-	Calendar      string `protobuf:"bytes,40,opt,name=calendar,proto3" json:"calendar,omitempty"`
-	Timezone      string `protobuf:"bytes,41,opt,name=timezone,proto3" json:"timezone,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Calendar string `protobuf:"bytes,40,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	Timezone string `protobuf:"bytes,41,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	// algorithm: concurrency: requests in flight at once per key, and the
+	// longest one may hold its permit (Go duration; "": 30s).
+	Limit     int64  `protobuf:"varint,30,opt,name=limit,proto3" json:"limit,omitempty"`
+	PermitTtl string `protobuf:"bytes,31,opt,name=permit_ttl,json=permitTtl,proto3" json:"permit_ttl,omitempty"`
+	// The reserve for critical traffic: the header naming a request's class,
+	// the class without it, and the percent of capacity kept per class.
+	PriorityHeader  string           `protobuf:"bytes,32,opt,name=priority_header,json=priorityHeader,proto3" json:"priority_header,omitempty"`
+	PriorityDefault string           `protobuf:"bytes,33,opt,name=priority_default,json=priorityDefault,proto3" json:"priority_default,omitempty"`
+	Reserve         map[string]int64 `protobuf:"bytes,34,rep,name=reserve,proto3" json:"reserve,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1201,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1214,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Rule) GetId() string {
@@ -1098,6 +1371,41 @@ func (x *Rule) GetTimezone() string {
 	return ""
 }
 
+func (x *Rule) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Rule) GetPermitTtl() string {
+	if x != nil {
+		return x.PermitTtl
+	}
+	return ""
+}
+
+func (x *Rule) GetPriorityHeader() string {
+	if x != nil {
+		return x.PriorityHeader
+	}
+	return ""
+}
+
+func (x *Rule) GetPriorityDefault() string {
+	if x != nil {
+		return x.PriorityDefault
+	}
+	return ""
+}
+
+func (x *Rule) GetReserve() map[string]int64 {
+	if x != nil {
+		return x.Reserve
+	}
+	return nil
+}
+
 type EventsOption struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Fraction (0..1) of the rule's denials sampled as events; 0 with the
@@ -1111,7 +1419,7 @@ type EventsOption struct {
 
 func (x *EventsOption) Reset() {
 	*x = EventsOption{}
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1431,7 @@ func (x *EventsOption) String() string {
 func (*EventsOption) ProtoMessage() {}
 
 func (x *EventsOption) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1444,7 @@ func (x *EventsOption) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsOption.ProtoReflect.Descriptor instead.
 func (*EventsOption) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EventsOption) GetSample() float64 {
@@ -1168,7 +1476,7 @@ type Override struct {
 
 func (x *Override) Reset() {
 	*x = Override{}
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1488,7 @@ func (x *Override) String() string {
 func (*Override) ProtoMessage() {}
 
 func (x *Override) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1501,7 @@ func (x *Override) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Override.ProtoReflect.Descriptor instead.
 func (*Override) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Override) GetKey() string {
@@ -1249,7 +1557,7 @@ type RuleSet struct {
 
 func (x *RuleSet) Reset() {
 	*x = RuleSet{}
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1569,7 @@ func (x *RuleSet) String() string {
 func (*RuleSet) ProtoMessage() {}
 
 func (x *RuleSet) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1582,7 @@ func (x *RuleSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleSet.ProtoReflect.Descriptor instead.
 func (*RuleSet) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RuleSet) GetVersion() uint64 {
@@ -1312,7 +1620,7 @@ type ListRulesRequest struct {
 
 func (x *ListRulesRequest) Reset() {
 	*x = ListRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1632,7 @@ func (x *ListRulesRequest) String() string {
 func (*ListRulesRequest) ProtoMessage() {}
 
 func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1645,7 @@ func (x *ListRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListRulesRequest) GetConsistent() bool {
@@ -1365,7 +1673,7 @@ type GetRuleRequest struct {
 
 func (x *GetRuleRequest) Reset() {
 	*x = GetRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1685,7 @@ func (x *GetRuleRequest) String() string {
 func (*GetRuleRequest) ProtoMessage() {}
 
 func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1698,7 @@ func (x *GetRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRuleRequest.ProtoReflect.Descriptor instead.
 func (*GetRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetRuleRequest) GetId() string {
@@ -1427,7 +1735,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1747,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[17]
+	mi := &file_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1760,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{17}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyRulesRequest) GetRules() []*Rule {
@@ -1493,7 +1801,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1813,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[18]
+	mi := &file_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1826,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{18}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteRuleRequest) GetId() string {
@@ -1545,7 +1853,7 @@ type RollbackRequest struct {
 
 func (x *RollbackRequest) Reset() {
 	*x = RollbackRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1865,7 @@ func (x *RollbackRequest) String() string {
 func (*RollbackRequest) ProtoMessage() {}
 
 func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[19]
+	mi := &file_weir_v1_weir_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1878,7 @@ func (x *RollbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackRequest.ProtoReflect.Descriptor instead.
 func (*RollbackRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{19}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RollbackRequest) GetVersion() uint64 {
@@ -1597,7 +1905,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1917,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[20]
+	mi := &file_weir_v1_weir_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1930,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{20}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetOverrideRequest) GetOverride() *Override {
@@ -1650,7 +1958,7 @@ type DeleteOverrideRequest struct {
 
 func (x *DeleteOverrideRequest) Reset() {
 	*x = DeleteOverrideRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1970,7 @@ func (x *DeleteOverrideRequest) String() string {
 func (*DeleteOverrideRequest) ProtoMessage() {}
 
 func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[21]
+	mi := &file_weir_v1_weir_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1983,7 @@ func (x *DeleteOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOverrideRequest.ProtoReflect.Descriptor instead.
 func (*DeleteOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{21}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteOverrideRequest) GetKey() string {
@@ -1711,7 +2019,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +2031,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[22]
+	mi := &file_weir_v1_weir_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +2044,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{22}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WriteResponse) GetVersion() uint64 {
@@ -1764,7 +2072,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +2084,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[23]
+	mi := &file_weir_v1_weir_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +2097,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{23}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HistoryRequest) GetLimit() uint32 {
@@ -1814,7 +2122,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2134,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[24]
+	mi := &file_weir_v1_weir_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2147,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{24}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
 }
 
 type ReadIndexResponse struct {
@@ -1852,7 +2160,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2172,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[25]
+	mi := &file_weir_v1_weir_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2185,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{25}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadIndexResponse) GetVersion() uint64 {
@@ -1900,7 +2208,7 @@ type HistoryEntry struct {
 
 func (x *HistoryEntry) Reset() {
 	*x = HistoryEntry{}
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2220,7 @@ func (x *HistoryEntry) String() string {
 func (*HistoryEntry) ProtoMessage() {}
 
 func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[26]
+	mi := &file_weir_v1_weir_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2233,7 @@ func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
 func (*HistoryEntry) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{26}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HistoryEntry) GetVersion() uint64 {
@@ -1965,7 +2273,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2285,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[27]
+	mi := &file_weir_v1_weir_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2298,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{27}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HistoryResponse) GetEntries() []*HistoryEntry {
@@ -2012,7 +2320,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2332,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[28]
+	mi := &file_weir_v1_weir_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2345,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{28}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRequest) GetFromVersion() uint64 {
@@ -2069,7 +2377,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2389,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[29]
+	mi := &file_weir_v1_weir_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2402,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{29}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchEvent) GetFull() *RuleSet {
@@ -2126,7 +2434,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2446,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[30]
+	mi := &file_weir_v1_weir_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2459,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{30}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
 }
 
 type Member struct {
@@ -2173,7 +2481,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2493,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[31]
+	mi := &file_weir_v1_weir_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2506,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{31}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Member) GetId() string {
@@ -2279,7 +2587,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2599,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[32]
+	mi := &file_weir_v1_weir_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2612,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{32}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -2366,14 +2674,18 @@ type CounterState struct {
 	// default).
 	IdleNs int64 `protobuf:"varint,7,opt,name=idle_ns,json=idleNs,proto3" json:"idle_ns,omitempty"`
 	// The counter's rule has durable: off: never written to a data dir.
-	Volatile      bool `protobuf:"varint,8,opt,name=volatile,proto3" json:"volatile,omitempty"`
+	Volatile bool `protobuf:"varint,8,opt,name=volatile,proto3" json:"volatile,omitempty"`
+	// For concurrency counters: the permits held, three words each (id
+	// high, id low, expiry ns on the owner's clock). Never moved by the
+	// clock-skew correction (sent_at_ns).
+	Permits       []int64 `protobuf:"varint,9,rep,packed,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2697,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[33]
+	mi := &file_weir_v1_weir_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2710,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{33}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CounterState) GetId() uint64 {
@@ -2457,6 +2769,13 @@ func (x *CounterState) GetVolatile() bool {
 	return false
 }
 
+func (x *CounterState) GetPermits() []int64 {
+	if x != nil {
+		return x.Permits
+	}
+	return nil
+}
+
 type ReplicateRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	From        string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
@@ -2477,7 +2796,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2489,7 +2808,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[34]
+	mi := &file_weir_v1_weir_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2821,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{34}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplicateRequest) GetFrom() string {
@@ -2559,7 +2878,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2571,7 +2890,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[35]
+	mi := &file_weir_v1_weir_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2903,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{35}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplicateResponse) GetAcked() uint64 {
@@ -2606,7 +2925,7 @@ type HandoffRequest struct {
 
 func (x *HandoffRequest) Reset() {
 	*x = HandoffRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2937,7 @@ func (x *HandoffRequest) String() string {
 func (*HandoffRequest) ProtoMessage() {}
 
 func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[36]
+	mi := &file_weir_v1_weir_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2950,7 @@ func (x *HandoffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffRequest.ProtoReflect.Descriptor instead.
 func (*HandoffRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{36}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HandoffRequest) GetTo() string {
@@ -2675,7 +2994,7 @@ type HandoffResponse struct {
 
 func (x *HandoffResponse) Reset() {
 	*x = HandoffResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +3006,7 @@ func (x *HandoffResponse) String() string {
 func (*HandoffResponse) ProtoMessage() {}
 
 func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[37]
+	mi := &file_weir_v1_weir_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +3019,7 @@ func (x *HandoffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandoffResponse.ProtoReflect.Descriptor instead.
 func (*HandoffResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{37}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HandoffResponse) GetStates() []*CounterState {
@@ -2748,7 +3067,7 @@ type Moved struct {
 
 func (x *Moved) Reset() {
 	*x = Moved{}
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +3079,7 @@ func (x *Moved) String() string {
 func (*Moved) ProtoMessage() {}
 
 func (x *Moved) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[38]
+	mi := &file_weir_v1_weir_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +3092,7 @@ func (x *Moved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moved.ProtoReflect.Descriptor instead.
 func (*Moved) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{38}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Moved) GetPartition() uint32 {
@@ -2809,7 +3128,7 @@ type RegionExchangeRequest struct {
 
 func (x *RegionExchangeRequest) Reset() {
 	*x = RegionExchangeRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3140,7 @@ func (x *RegionExchangeRequest) String() string {
 func (*RegionExchangeRequest) ProtoMessage() {}
 
 func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[39]
+	mi := &file_weir_v1_weir_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3153,7 @@ func (x *RegionExchangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeRequest.ProtoReflect.Descriptor instead.
 func (*RegionExchangeRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{39}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegionExchangeRequest) GetFrom() string {
@@ -2882,7 +3201,7 @@ type RegionExchangeResponse struct {
 
 func (x *RegionExchangeResponse) Reset() {
 	*x = RegionExchangeResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3213,7 @@ func (x *RegionExchangeResponse) String() string {
 func (*RegionExchangeResponse) ProtoMessage() {}
 
 func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[40]
+	mi := &file_weir_v1_weir_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3226,7 @@ func (x *RegionExchangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionExchangeResponse.ProtoReflect.Descriptor instead.
 func (*RegionExchangeResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{40}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RegionExchangeResponse) GetFrom() string {
@@ -2935,7 +3254,7 @@ type RegionKey struct {
 
 func (x *RegionKey) Reset() {
 	*x = RegionKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3266,7 @@ func (x *RegionKey) String() string {
 func (*RegionKey) ProtoMessage() {}
 
 func (x *RegionKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[41]
+	mi := &file_weir_v1_weir_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3279,7 @@ func (x *RegionKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionKey.ProtoReflect.Descriptor instead.
 func (*RegionKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{41}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RegionKey) GetRule() string {
@@ -3019,7 +3338,7 @@ type RegionRecord struct {
 
 func (x *RegionRecord) Reset() {
 	*x = RegionRecord{}
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3350,7 @@ func (x *RegionRecord) String() string {
 func (*RegionRecord) ProtoMessage() {}
 
 func (x *RegionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[42]
+	mi := &file_weir_v1_weir_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3363,7 @@ func (x *RegionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionRecord.ProtoReflect.Descriptor instead.
 func (*RegionRecord) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{42}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RegionRecord) GetOrigin() int32 {
@@ -3213,7 +3532,7 @@ type GatewayReport struct {
 
 func (x *GatewayReport) Reset() {
 	*x = GatewayReport{}
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3544,7 @@ func (x *GatewayReport) String() string {
 func (*GatewayReport) ProtoMessage() {}
 
 func (x *GatewayReport) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[43]
+	mi := &file_weir_v1_weir_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3557,7 @@ func (x *GatewayReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReport.ProtoReflect.Descriptor instead.
 func (*GatewayReport) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{43}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GatewayReport) GetGatewayId() string {
@@ -3279,7 +3598,7 @@ type GatewayRuleCounts struct {
 
 func (x *GatewayRuleCounts) Reset() {
 	*x = GatewayRuleCounts{}
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3610,7 @@ func (x *GatewayRuleCounts) String() string {
 func (*GatewayRuleCounts) ProtoMessage() {}
 
 func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[44]
+	mi := &file_weir_v1_weir_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3623,7 @@ func (x *GatewayRuleCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayRuleCounts.ProtoReflect.Descriptor instead.
 func (*GatewayRuleCounts) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{44}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GatewayRuleCounts) GetRule() string {
@@ -3350,7 +3669,7 @@ type GatewayReportResponse struct {
 
 func (x *GatewayReportResponse) Reset() {
 	*x = GatewayReportResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3681,7 @@ func (x *GatewayReportResponse) String() string {
 func (*GatewayReportResponse) ProtoMessage() {}
 
 func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[45]
+	mi := &file_weir_v1_weir_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3694,7 @@ func (x *GatewayReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayReportResponse.ProtoReflect.Descriptor instead.
 func (*GatewayReportResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{45}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
 }
 
 type EventsRequest struct {
@@ -3394,7 +3713,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3406,7 +3725,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[46]
+	mi := &file_weir_v1_weir_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3419,7 +3738,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{46}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EventsRequest) GetRule() string {
@@ -3476,7 +3795,7 @@ type LimitEvent struct {
 
 func (x *LimitEvent) Reset() {
 	*x = LimitEvent{}
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3488,7 +3807,7 @@ func (x *LimitEvent) String() string {
 func (*LimitEvent) ProtoMessage() {}
 
 func (x *LimitEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[47]
+	mi := &file_weir_v1_weir_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3501,7 +3820,7 @@ func (x *LimitEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitEvent.ProtoReflect.Descriptor instead.
 func (*LimitEvent) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{47}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LimitEvent) GetTimeUnixMs() int64 {
@@ -3577,7 +3896,7 @@ type HotKeysRequest struct {
 
 func (x *HotKeysRequest) Reset() {
 	*x = HotKeysRequest{}
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3589,7 +3908,7 @@ func (x *HotKeysRequest) String() string {
 func (*HotKeysRequest) ProtoMessage() {}
 
 func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[48]
+	mi := &file_weir_v1_weir_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3602,7 +3921,7 @@ func (x *HotKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysRequest.ProtoReflect.Descriptor instead.
 func (*HotKeysRequest) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{48}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *HotKeysRequest) GetRule() string {
@@ -3633,7 +3952,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3645,7 +3964,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[49]
+	mi := &file_weir_v1_weir_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3658,7 +3977,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{49}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *HotKey) GetRule() string {
@@ -3699,7 +4018,7 @@ type HotKeysResponse struct {
 
 func (x *HotKeysResponse) Reset() {
 	*x = HotKeysResponse{}
-	mi := &file_weir_v1_weir_proto_msgTypes[50]
+	mi := &file_weir_v1_weir_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +4030,7 @@ func (x *HotKeysResponse) String() string {
 func (*HotKeysResponse) ProtoMessage() {}
 
 func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_v1_weir_proto_msgTypes[50]
+	mi := &file_weir_v1_weir_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +4043,7 @@ func (x *HotKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKeysResponse.ProtoReflect.Descriptor instead.
 func (*HotKeysResponse) Descriptor() ([]byte, []int) {
-	return file_weir_v1_weir_proto_rawDescGZIP(), []int{50}
+	return file_weir_v1_weir_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *HotKeysResponse) GetKeys() []*HotKey {
@@ -3745,7 +4064,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xc9\x02\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\x8c\x03\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3758,9 +4077,11 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
 	"\x0eoverride_burst\x18\n" +
 	" \x01(\x03R\roverrideBurst\x12#\n" +
-	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\"8\n" +
+	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\x12%\n" +
+	"\x0erelease_permit\x18\f \x01(\fR\rreleasePermit\x12\x1a\n" +
+	"\bpriority\x18\r \x01(\tR\bpriority\"8\n" +
 	"\fCheckRequest\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xfa\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd2\x03\n" +
 	"\vCheckResult\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -3775,7 +4096,10 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x06voided\x18\n" +
 	" \x01(\bR\x06voided\x12!\n" +
 	"\frule_version\x18\v \x01(\x04R\vruleVersion\x12#\n" +
-	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\"?\n" +
+	"\rlease_granted\x18\f \x01(\x03R\fleaseGranted\x12\x16\n" +
+	"\x06permit\x18\r \x01(\fR\x06permit\x12*\n" +
+	"\x11permit_expires_ms\x18\x0e \x01(\x03R\x0fpermitExpiresMs\x12\x12\n" +
+	"\x04shed\x18\x0f \x01(\bR\x04shed\"?\n" +
 	"\rCheckResponse\x12.\n" +
 	"\aresults\x18\x01 \x03(\v2\x14.weir.v1.CheckResultR\aresults\"N\n" +
 	"\x12CheckStreamRequest\x12\x0e\n" +
@@ -3786,7 +4110,20 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\aresults\x18\x02 \x03(\v2\x14.weir.v1.CheckResultR\aresults\x121\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"$\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"K\n" +
+	"\vReleaseItem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06permit\x18\x03 \x01(\fR\x06permit\"<\n" +
+	"\x0eReleaseRequest\x12*\n" +
+	"\x05items\x18\x01 \x03(\v2\x14.weir.v1.ReleaseItemR\x05items\"t\n" +
+	"\rReleaseResult\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\x121\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\x0e2\x12.weir.v1.ErrorCodeR\terrorCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"C\n" +
+	"\x0fReleaseResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.weir.v1.ReleaseResultR\aresults\"$\n" +
 	"\x10GetLimitsRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"L\n" +
 	"\bKeyLimit\x12\x12\n" +
@@ -3804,7 +4141,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"descriptor\"9\n" +
 	"\x0fDescriptorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xd3\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xce\x06\n" +
 	"\x04Rule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12$\n" +
 	"\x05match\x18\x02 \x01(\v2\x0e.weir.v1.MatchR\x05match\x12\x10\n" +
@@ -3830,7 +4167,16 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"lease_mode\x18\x13 \x01(\tR\tleaseMode\x12\x18\n" +
 	"\adurable\x18- \x01(\tR\adurable\x12\x1a\n" +
 	"\bcalendar\x18( \x01(\tR\bcalendar\x12\x1a\n" +
-	"\btimezone\x18) \x01(\tR\btimezone\">\n" +
+	"\btimezone\x18) \x01(\tR\btimezone\x12\x14\n" +
+	"\x05limit\x18\x1e \x01(\x03R\x05limit\x12\x1d\n" +
+	"\n" +
+	"permit_ttl\x18\x1f \x01(\tR\tpermitTtl\x12'\n" +
+	"\x0fpriority_header\x18  \x01(\tR\x0epriorityHeader\x12)\n" +
+	"\x10priority_default\x18! \x01(\tR\x0fpriorityDefault\x124\n" +
+	"\areserve\x18\" \x03(\v2\x1a.weir.v1.Rule.ReserveEntryR\areserve\x1a:\n" +
+	"\fReserveEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\">\n" +
 	"\fEventsOption\x12\x16\n" +
 	"\x06sample\x18\x01 \x01(\x01R\x06sample\x12\x16\n" +
 	"\x06redact\x18\x02 \x01(\bR\x06redact\"\x94\x01\n" +
@@ -3919,7 +4265,7 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\rR\x11replicationFactor\x12\x12\n" +
 	"\x04load\x18\x05 \x01(\x01R\x04load\x12\x1a\n" +
-	"\bgateways\x18\x06 \x01(\rR\bgateways\"\xad\x01\n" +
+	"\bgateways\x18\x06 \x01(\rR\bgateways\"\xc7\x01\n" +
 	"\fCounterState\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x06R\x02id\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\f\n" +
@@ -3928,7 +4274,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x01c\x18\x05 \x01(\x03R\x01c\x12\x10\n" +
 	"\x03log\x18\x06 \x03(\x03R\x03log\x12\x17\n" +
 	"\aidle_ns\x18\a \x01(\x03R\x06idleNs\x12\x1a\n" +
-	"\bvolatile\x18\b \x01(\bR\bvolatile\"\xba\x01\n" +
+	"\bvolatile\x18\b \x01(\bR\bvolatile\x12\x18\n" +
+	"\apermits\x18\t \x03(\x03R\apermits\"\xba\x01\n" +
 	"\x10ReplicateRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12!\n" +
 	"\fring_version\x18\x02 \x01(\x04R\vringVersion\x12-\n" +
@@ -4039,11 +4386,12 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x17ERROR_CODE_UNKNOWN_RULE\x10\x01\x12\x1f\n" +
 	"\x1bERROR_CODE_INVALID_ARGUMENT\x10\x02\x12\x1a\n" +
 	"\x16ERROR_CODE_UNAVAILABLE\x10\x03\x12\x16\n" +
-	"\x12ERROR_CODE_KEY_CAP\x10\x05\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\xd3\x01\n" +
+	"\x12ERROR_CODE_KEY_CAP\x10\x05\"\x04\b\x04\x10\x04*\x14ERROR_CODE_NOT_OWNER2\x91\x02\n" +
 	"\aLimiter\x126\n" +
 	"\x05Check\x12\x15.weir.v1.CheckRequest\x1a\x16.weir.v1.CheckResponse\x12L\n" +
 	"\vCheckStream\x12\x1b.weir.v1.CheckStreamRequest\x1a\x1c.weir.v1.CheckStreamResponse(\x010\x01\x12B\n" +
-	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse2\xfd\x04\n" +
+	"\tGetLimits\x12\x19.weir.v1.GetLimitsRequest\x1a\x1a.weir.v1.GetLimitsResponse\x12<\n" +
+	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponse2\xfd\x04\n" +
 	"\x05Rules\x128\n" +
 	"\tListRules\x12\x19.weir.v1.ListRulesRequest\x1a\x10.weir.v1.RuleSet\x121\n" +
 	"\aGetRule\x12\x17.weir.v1.GetRuleRequest\x1a\r.weir.v1.Rule\x12@\n" +
@@ -4086,7 +4434,7 @@ func file_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_weir_v1_weir_proto_goTypes = []any{
 	(ErrorCode)(0),                 // 0: weir.v1.ErrorCode
 	(*CheckItem)(nil),              // 1: weir.v1.CheckItem
@@ -4095,51 +4443,56 @@ var file_weir_v1_weir_proto_goTypes = []any{
 	(*CheckResponse)(nil),          // 4: weir.v1.CheckResponse
 	(*CheckStreamRequest)(nil),     // 5: weir.v1.CheckStreamRequest
 	(*CheckStreamResponse)(nil),    // 6: weir.v1.CheckStreamResponse
-	(*GetLimitsRequest)(nil),       // 7: weir.v1.GetLimitsRequest
-	(*KeyLimit)(nil),               // 8: weir.v1.KeyLimit
-	(*GetLimitsResponse)(nil),      // 9: weir.v1.GetLimitsResponse
-	(*Match)(nil),                  // 10: weir.v1.Match
-	(*DescriptorEntry)(nil),        // 11: weir.v1.DescriptorEntry
-	(*Rule)(nil),                   // 12: weir.v1.Rule
-	(*EventsOption)(nil),           // 13: weir.v1.EventsOption
-	(*Override)(nil),               // 14: weir.v1.Override
-	(*RuleSet)(nil),                // 15: weir.v1.RuleSet
-	(*ListRulesRequest)(nil),       // 16: weir.v1.ListRulesRequest
-	(*GetRuleRequest)(nil),         // 17: weir.v1.GetRuleRequest
-	(*ApplyRulesRequest)(nil),      // 18: weir.v1.ApplyRulesRequest
-	(*DeleteRuleRequest)(nil),      // 19: weir.v1.DeleteRuleRequest
-	(*RollbackRequest)(nil),        // 20: weir.v1.RollbackRequest
-	(*SetOverrideRequest)(nil),     // 21: weir.v1.SetOverrideRequest
-	(*DeleteOverrideRequest)(nil),  // 22: weir.v1.DeleteOverrideRequest
-	(*WriteResponse)(nil),          // 23: weir.v1.WriteResponse
-	(*HistoryRequest)(nil),         // 24: weir.v1.HistoryRequest
-	(*ReadIndexRequest)(nil),       // 25: weir.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 26: weir.v1.ReadIndexResponse
-	(*HistoryEntry)(nil),           // 27: weir.v1.HistoryEntry
-	(*HistoryResponse)(nil),        // 28: weir.v1.HistoryResponse
-	(*WatchRequest)(nil),           // 29: weir.v1.WatchRequest
-	(*WatchEvent)(nil),             // 30: weir.v1.WatchEvent
-	(*MembersRequest)(nil),         // 31: weir.v1.MembersRequest
-	(*Member)(nil),                 // 32: weir.v1.Member
-	(*MembersResponse)(nil),        // 33: weir.v1.MembersResponse
-	(*CounterState)(nil),           // 34: weir.v1.CounterState
-	(*ReplicateRequest)(nil),       // 35: weir.v1.ReplicateRequest
-	(*ReplicateResponse)(nil),      // 36: weir.v1.ReplicateResponse
-	(*HandoffRequest)(nil),         // 37: weir.v1.HandoffRequest
-	(*HandoffResponse)(nil),        // 38: weir.v1.HandoffResponse
-	(*Moved)(nil),                  // 39: weir.v1.Moved
-	(*RegionExchangeRequest)(nil),  // 40: weir.v1.RegionExchangeRequest
-	(*RegionExchangeResponse)(nil), // 41: weir.v1.RegionExchangeResponse
-	(*RegionKey)(nil),              // 42: weir.v1.RegionKey
-	(*RegionRecord)(nil),           // 43: weir.v1.RegionRecord
-	(*GatewayReport)(nil),          // 44: weir.v1.GatewayReport
-	(*GatewayRuleCounts)(nil),      // 45: weir.v1.GatewayRuleCounts
-	(*GatewayReportResponse)(nil),  // 46: weir.v1.GatewayReportResponse
-	(*EventsRequest)(nil),          // 47: weir.v1.EventsRequest
-	(*LimitEvent)(nil),             // 48: weir.v1.LimitEvent
-	(*HotKeysRequest)(nil),         // 49: weir.v1.HotKeysRequest
-	(*HotKey)(nil),                 // 50: weir.v1.HotKey
-	(*HotKeysResponse)(nil),        // 51: weir.v1.HotKeysResponse
+	(*ReleaseItem)(nil),            // 7: weir.v1.ReleaseItem
+	(*ReleaseRequest)(nil),         // 8: weir.v1.ReleaseRequest
+	(*ReleaseResult)(nil),          // 9: weir.v1.ReleaseResult
+	(*ReleaseResponse)(nil),        // 10: weir.v1.ReleaseResponse
+	(*GetLimitsRequest)(nil),       // 11: weir.v1.GetLimitsRequest
+	(*KeyLimit)(nil),               // 12: weir.v1.KeyLimit
+	(*GetLimitsResponse)(nil),      // 13: weir.v1.GetLimitsResponse
+	(*Match)(nil),                  // 14: weir.v1.Match
+	(*DescriptorEntry)(nil),        // 15: weir.v1.DescriptorEntry
+	(*Rule)(nil),                   // 16: weir.v1.Rule
+	(*EventsOption)(nil),           // 17: weir.v1.EventsOption
+	(*Override)(nil),               // 18: weir.v1.Override
+	(*RuleSet)(nil),                // 19: weir.v1.RuleSet
+	(*ListRulesRequest)(nil),       // 20: weir.v1.ListRulesRequest
+	(*GetRuleRequest)(nil),         // 21: weir.v1.GetRuleRequest
+	(*ApplyRulesRequest)(nil),      // 22: weir.v1.ApplyRulesRequest
+	(*DeleteRuleRequest)(nil),      // 23: weir.v1.DeleteRuleRequest
+	(*RollbackRequest)(nil),        // 24: weir.v1.RollbackRequest
+	(*SetOverrideRequest)(nil),     // 25: weir.v1.SetOverrideRequest
+	(*DeleteOverrideRequest)(nil),  // 26: weir.v1.DeleteOverrideRequest
+	(*WriteResponse)(nil),          // 27: weir.v1.WriteResponse
+	(*HistoryRequest)(nil),         // 28: weir.v1.HistoryRequest
+	(*ReadIndexRequest)(nil),       // 29: weir.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 30: weir.v1.ReadIndexResponse
+	(*HistoryEntry)(nil),           // 31: weir.v1.HistoryEntry
+	(*HistoryResponse)(nil),        // 32: weir.v1.HistoryResponse
+	(*WatchRequest)(nil),           // 33: weir.v1.WatchRequest
+	(*WatchEvent)(nil),             // 34: weir.v1.WatchEvent
+	(*MembersRequest)(nil),         // 35: weir.v1.MembersRequest
+	(*Member)(nil),                 // 36: weir.v1.Member
+	(*MembersResponse)(nil),        // 37: weir.v1.MembersResponse
+	(*CounterState)(nil),           // 38: weir.v1.CounterState
+	(*ReplicateRequest)(nil),       // 39: weir.v1.ReplicateRequest
+	(*ReplicateResponse)(nil),      // 40: weir.v1.ReplicateResponse
+	(*HandoffRequest)(nil),         // 41: weir.v1.HandoffRequest
+	(*HandoffResponse)(nil),        // 42: weir.v1.HandoffResponse
+	(*Moved)(nil),                  // 43: weir.v1.Moved
+	(*RegionExchangeRequest)(nil),  // 44: weir.v1.RegionExchangeRequest
+	(*RegionExchangeResponse)(nil), // 45: weir.v1.RegionExchangeResponse
+	(*RegionKey)(nil),              // 46: weir.v1.RegionKey
+	(*RegionRecord)(nil),           // 47: weir.v1.RegionRecord
+	(*GatewayReport)(nil),          // 48: weir.v1.GatewayReport
+	(*GatewayRuleCounts)(nil),      // 49: weir.v1.GatewayRuleCounts
+	(*GatewayReportResponse)(nil),  // 50: weir.v1.GatewayReportResponse
+	(*EventsRequest)(nil),          // 51: weir.v1.EventsRequest
+	(*LimitEvent)(nil),             // 52: weir.v1.LimitEvent
+	(*HotKeysRequest)(nil),         // 53: weir.v1.HotKeysRequest
+	(*HotKey)(nil),                 // 54: weir.v1.HotKey
+	(*HotKeysResponse)(nil),        // 55: weir.v1.HotKeysResponse
+	nil,                            // 56: weir.v1.Rule.ReserveEntry
 }
 var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 0: weir.v1.CheckRequest.items:type_name -> weir.v1.CheckItem
@@ -4148,81 +4501,87 @@ var file_weir_v1_weir_proto_depIdxs = []int32{
 	1,  // 3: weir.v1.CheckStreamRequest.items:type_name -> weir.v1.CheckItem
 	3,  // 4: weir.v1.CheckStreamResponse.results:type_name -> weir.v1.CheckResult
 	0,  // 5: weir.v1.CheckStreamResponse.error_code:type_name -> weir.v1.ErrorCode
-	3,  // 6: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
-	8,  // 7: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
-	11, // 8: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
-	10, // 9: weir.v1.Rule.match:type_name -> weir.v1.Match
-	13, // 10: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
-	12, // 11: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
-	14, // 12: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
-	12, // 13: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
-	14, // 14: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
-	27, // 15: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
-	15, // 16: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
-	32, // 17: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
-	34, // 18: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
-	34, // 19: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
-	39, // 20: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
-	34, // 21: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
-	42, // 22: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
-	42, // 23: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
-	43, // 24: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
-	45, // 25: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
-	48, // 26: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
-	50, // 27: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
-	2,  // 28: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
-	5,  // 29: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
-	7,  // 30: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
-	16, // 31: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
-	17, // 32: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
-	18, // 33: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
-	19, // 34: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
-	24, // 35: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
-	20, // 36: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
-	21, // 37: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
-	22, // 38: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
-	29, // 39: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
-	25, // 40: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
-	31, // 41: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
-	31, // 42: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
-	2,  // 43: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
-	5,  // 44: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
-	35, // 45: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
-	35, // 46: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
-	37, // 47: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
-	40, // 48: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
-	47, // 49: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
-	49, // 50: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
-	44, // 51: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
-	4,  // 52: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
-	6,  // 53: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
-	9,  // 54: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
-	15, // 55: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
-	12, // 56: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
-	23, // 57: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
-	23, // 58: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
-	28, // 59: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
-	23, // 60: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
-	23, // 61: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
-	23, // 62: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
-	30, // 63: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
-	26, // 64: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
-	33, // 65: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
-	33, // 66: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
-	4,  // 67: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
-	6,  // 68: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
-	36, // 69: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
-	36, // 70: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
-	38, // 71: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
-	41, // 72: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
-	48, // 73: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
-	51, // 74: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
-	46, // 75: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
-	52, // [52:76] is the sub-list for method output_type
-	28, // [28:52] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	7,  // 6: weir.v1.ReleaseRequest.items:type_name -> weir.v1.ReleaseItem
+	0,  // 7: weir.v1.ReleaseResult.error_code:type_name -> weir.v1.ErrorCode
+	9,  // 8: weir.v1.ReleaseResponse.results:type_name -> weir.v1.ReleaseResult
+	3,  // 9: weir.v1.KeyLimit.result:type_name -> weir.v1.CheckResult
+	12, // 10: weir.v1.GetLimitsResponse.limits:type_name -> weir.v1.KeyLimit
+	15, // 11: weir.v1.Match.descriptor:type_name -> weir.v1.DescriptorEntry
+	14, // 12: weir.v1.Rule.match:type_name -> weir.v1.Match
+	17, // 13: weir.v1.Rule.events:type_name -> weir.v1.EventsOption
+	56, // 14: weir.v1.Rule.reserve:type_name -> weir.v1.Rule.ReserveEntry
+	16, // 15: weir.v1.RuleSet.rules:type_name -> weir.v1.Rule
+	18, // 16: weir.v1.RuleSet.overrides:type_name -> weir.v1.Override
+	16, // 17: weir.v1.ApplyRulesRequest.rules:type_name -> weir.v1.Rule
+	18, // 18: weir.v1.SetOverrideRequest.override:type_name -> weir.v1.Override
+	31, // 19: weir.v1.HistoryResponse.entries:type_name -> weir.v1.HistoryEntry
+	19, // 20: weir.v1.WatchEvent.full:type_name -> weir.v1.RuleSet
+	36, // 21: weir.v1.MembersResponse.members:type_name -> weir.v1.Member
+	38, // 22: weir.v1.ReplicateRequest.states:type_name -> weir.v1.CounterState
+	38, // 23: weir.v1.HandoffResponse.states:type_name -> weir.v1.CounterState
+	43, // 24: weir.v1.HandoffResponse.moved:type_name -> weir.v1.Moved
+	38, // 25: weir.v1.HandoffResponse.copies:type_name -> weir.v1.CounterState
+	46, // 26: weir.v1.RegionExchangeRequest.keys:type_name -> weir.v1.RegionKey
+	46, // 27: weir.v1.RegionExchangeResponse.keys:type_name -> weir.v1.RegionKey
+	47, // 28: weir.v1.RegionKey.records:type_name -> weir.v1.RegionRecord
+	49, // 29: weir.v1.GatewayReport.counts:type_name -> weir.v1.GatewayRuleCounts
+	52, // 30: weir.v1.GatewayReport.events:type_name -> weir.v1.LimitEvent
+	54, // 31: weir.v1.HotKeysResponse.keys:type_name -> weir.v1.HotKey
+	2,  // 32: weir.v1.Limiter.Check:input_type -> weir.v1.CheckRequest
+	5,  // 33: weir.v1.Limiter.CheckStream:input_type -> weir.v1.CheckStreamRequest
+	11, // 34: weir.v1.Limiter.GetLimits:input_type -> weir.v1.GetLimitsRequest
+	8,  // 35: weir.v1.Limiter.Release:input_type -> weir.v1.ReleaseRequest
+	20, // 36: weir.v1.Rules.ListRules:input_type -> weir.v1.ListRulesRequest
+	21, // 37: weir.v1.Rules.GetRule:input_type -> weir.v1.GetRuleRequest
+	22, // 38: weir.v1.Rules.ApplyRules:input_type -> weir.v1.ApplyRulesRequest
+	23, // 39: weir.v1.Rules.DeleteRule:input_type -> weir.v1.DeleteRuleRequest
+	28, // 40: weir.v1.Rules.History:input_type -> weir.v1.HistoryRequest
+	24, // 41: weir.v1.Rules.Rollback:input_type -> weir.v1.RollbackRequest
+	25, // 42: weir.v1.Rules.SetOverride:input_type -> weir.v1.SetOverrideRequest
+	26, // 43: weir.v1.Rules.DeleteOverride:input_type -> weir.v1.DeleteOverrideRequest
+	33, // 44: weir.v1.Rules.Watch:input_type -> weir.v1.WatchRequest
+	29, // 45: weir.v1.Rules.ReadIndex:input_type -> weir.v1.ReadIndexRequest
+	35, // 46: weir.v1.Cluster.Members:input_type -> weir.v1.MembersRequest
+	35, // 47: weir.v1.Cluster.WatchMembers:input_type -> weir.v1.MembersRequest
+	2,  // 48: weir.v1.Peer.Forward:input_type -> weir.v1.CheckRequest
+	5,  // 49: weir.v1.Peer.ForwardStream:input_type -> weir.v1.CheckStreamRequest
+	39, // 50: weir.v1.Peer.Replicate:input_type -> weir.v1.ReplicateRequest
+	39, // 51: weir.v1.Peer.ReplicateStream:input_type -> weir.v1.ReplicateRequest
+	41, // 52: weir.v1.Peer.Handoff:input_type -> weir.v1.HandoffRequest
+	44, // 53: weir.v1.Region.Exchange:input_type -> weir.v1.RegionExchangeRequest
+	51, // 54: weir.v1.Ops.Events:input_type -> weir.v1.EventsRequest
+	53, // 55: weir.v1.Ops.HotKeys:input_type -> weir.v1.HotKeysRequest
+	48, // 56: weir.v1.Ops.Report:input_type -> weir.v1.GatewayReport
+	4,  // 57: weir.v1.Limiter.Check:output_type -> weir.v1.CheckResponse
+	6,  // 58: weir.v1.Limiter.CheckStream:output_type -> weir.v1.CheckStreamResponse
+	13, // 59: weir.v1.Limiter.GetLimits:output_type -> weir.v1.GetLimitsResponse
+	10, // 60: weir.v1.Limiter.Release:output_type -> weir.v1.ReleaseResponse
+	19, // 61: weir.v1.Rules.ListRules:output_type -> weir.v1.RuleSet
+	16, // 62: weir.v1.Rules.GetRule:output_type -> weir.v1.Rule
+	27, // 63: weir.v1.Rules.ApplyRules:output_type -> weir.v1.WriteResponse
+	27, // 64: weir.v1.Rules.DeleteRule:output_type -> weir.v1.WriteResponse
+	32, // 65: weir.v1.Rules.History:output_type -> weir.v1.HistoryResponse
+	27, // 66: weir.v1.Rules.Rollback:output_type -> weir.v1.WriteResponse
+	27, // 67: weir.v1.Rules.SetOverride:output_type -> weir.v1.WriteResponse
+	27, // 68: weir.v1.Rules.DeleteOverride:output_type -> weir.v1.WriteResponse
+	34, // 69: weir.v1.Rules.Watch:output_type -> weir.v1.WatchEvent
+	30, // 70: weir.v1.Rules.ReadIndex:output_type -> weir.v1.ReadIndexResponse
+	37, // 71: weir.v1.Cluster.Members:output_type -> weir.v1.MembersResponse
+	37, // 72: weir.v1.Cluster.WatchMembers:output_type -> weir.v1.MembersResponse
+	4,  // 73: weir.v1.Peer.Forward:output_type -> weir.v1.CheckResponse
+	6,  // 74: weir.v1.Peer.ForwardStream:output_type -> weir.v1.CheckStreamResponse
+	40, // 75: weir.v1.Peer.Replicate:output_type -> weir.v1.ReplicateResponse
+	40, // 76: weir.v1.Peer.ReplicateStream:output_type -> weir.v1.ReplicateResponse
+	42, // 77: weir.v1.Peer.Handoff:output_type -> weir.v1.HandoffResponse
+	45, // 78: weir.v1.Region.Exchange:output_type -> weir.v1.RegionExchangeResponse
+	52, // 79: weir.v1.Ops.Events:output_type -> weir.v1.LimitEvent
+	55, // 80: weir.v1.Ops.HotKeys:output_type -> weir.v1.HotKeysResponse
+	50, // 81: weir.v1.Ops.Report:output_type -> weir.v1.GatewayReportResponse
+	57, // [57:82] is the sub-list for method output_type
+	32, // [32:57] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_weir_v1_weir_proto_init() }
@@ -4236,7 +4595,7 @@ func file_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_v1_weir_proto_rawDesc), len(file_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   6,
 		},

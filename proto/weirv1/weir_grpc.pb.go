@@ -25,6 +25,7 @@ const (
 	Limiter_Check_FullMethodName       = "/weir.v1.Limiter/Check"
 	Limiter_CheckStream_FullMethodName = "/weir.v1.Limiter/CheckStream"
 	Limiter_GetLimits_FullMethodName   = "/weir.v1.Limiter/GetLimits"
+	Limiter_Release_FullMethodName     = "/weir.v1.Limiter/Release"
 )
 
 // LimiterClient is the client API for Limiter service.
@@ -46,6 +47,10 @@ type LimiterClient interface {
 	// GetLimits reports every rule's remaining quota for one limited key
 	// (cost-0 peeks; nothing changes).
 	GetLimits(ctx context.Context, in *GetLimitsRequest, opts ...grpc.CallOption) (*GetLimitsResponse, error)
+	// Release gives back permits of concurrency rules (CheckResult.permit),
+	// batched like checks: each item frees exactly the permit it names, on
+	// the key's owner. Needs the check role.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 }
 
 type limiterClient struct {
@@ -89,6 +94,16 @@ func (c *limiterClient) GetLimits(ctx context.Context, in *GetLimitsRequest, opt
 	return out, nil
 }
 
+func (c *limiterClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, Limiter_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LimiterServer is the server API for Limiter service.
 // All implementations must embed UnimplementedLimiterServer
 // for forward compatibility.
@@ -108,6 +123,10 @@ type LimiterServer interface {
 	// GetLimits reports every rule's remaining quota for one limited key
 	// (cost-0 peeks; nothing changes).
 	GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error)
+	// Release gives back permits of concurrency rules (CheckResult.permit),
+	// batched like checks: each item frees exactly the permit it names, on
+	// the key's owner. Needs the check role.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	mustEmbedUnimplementedLimiterServer()
 }
 
@@ -126,6 +145,9 @@ func (UnimplementedLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStre
 }
 func (UnimplementedLimiterServer) GetLimits(context.Context, *GetLimitsRequest) (*GetLimitsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLimits not implemented")
+}
+func (UnimplementedLimiterServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedLimiterServer) mustEmbedUnimplementedLimiterServer() {}
 func (UnimplementedLimiterServer) testEmbeddedByValue()                 {}
@@ -191,6 +213,24 @@ func _Limiter_GetLimits_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limiter_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimiterServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limiter_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimiterServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Limiter_ServiceDesc is the grpc.ServiceDesc for Limiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -205,6 +245,10 @@ var Limiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLimits",
 			Handler:    _Limiter_GetLimits_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _Limiter_Release_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -113,11 +113,21 @@ func TestRulesDoc(t *testing.T) {
 			t.Errorf("docs/rules.md, \"Keys, and a missing value\": %s is missing", k)
 		}
 	}
+	algs := map[string]bool{}
+	for _, a := range Algorithms() {
+		algs[a.Name] = true
+	}
 	for a := bucket.Algorithm(0); ; a++ {
 		name := a.String()
 		if strings.HasPrefix(name, "algorithm(") {
 			break
 		}
+		if !algs[name] {
+			t.Errorf("rules.Algorithms: %s is missing", name)
+		}
+	}
+	for _, a := range Algorithms() {
+		name := a.Name
 		found := false
 		for _, r := range rows["Algorithms"] {
 			found = found || r[0] == name || strings.HasPrefix(r[0], name+" ")

@@ -34,6 +34,11 @@ func TestEqualSeesEveryField(t *testing.T) {
 		"Match.Route": func(r *Rule) { r.Match.Route = "/y" }, "Match.Method": func(r *Rule) { r.Match.Method = "PUT" },
 		"Match.Plan": func(r *Rule) { r.Match.Plan = "q" }, "Match.Domain": func(r *Rule) { r.Match.Domain = "e" },
 		"Match.Descriptor": func(r *Rule) { r.Match.Descriptor = []Entry{{Key: "k", Value: "w"}} },
+		"Concurrency":      func(r *Rule) { r.Concurrency = 4 },
+		"PermitTTL":        func(r *Rule) { r.PermitTTL = Duration(time.Minute) },
+		"PriorityHeader":   func(r *Rule) { r.PriorityHeader = "X-Priority" },
+		"PriorityDefault":  func(r *Rule) { r.PriorityDefault = "batch" },
+		"Reserve":          func(r *Rule) { r.Reserve = Reserves{"critical": 20} },
 	}
 	fields := map[string]bool{}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Rule]()) {

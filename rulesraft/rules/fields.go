@@ -71,6 +71,11 @@ func RuleFields() []Field {
 		{"replaces", "list of rule ids", Unset, ""},
 		{"unlimited", "bool", "false", ""},
 		{"durable", "on | off", "on", FeatureDurable},
+		{"limit", "whole number", Unset, FeatureConcurrency},
+		{"permit_ttl", "duration", Duration(DefaultPermitTTL).String(), FeatureConcurrency},
+		{"priority_header", "header name", Unset, FeatureReserve},
+		{"priority_default", "string", DefaultPriorityClass, FeatureReserve},
+		{"reserve", "mapping of class to percent", Unset, FeatureReserve},
 	}
 }
 

@@ -238,6 +238,16 @@ func (p *fileParser) rule(n *yaml.Node, i int) (r Rule, lines map[string]int, ba
 			d.bool(v, name, &r.Unlimited)
 		case "durable":
 			d.str(v, name, &r.Durable)
+		case "limit":
+			d.int(v, name, &r.Concurrency)
+		case "permit_ttl":
+			d.dur(v, name, &r.PermitTTL)
+		case "priority_header":
+			d.str(v, name, &r.PriorityHeader)
+		case "priority_default":
+			d.str(v, name, &r.PriorityDefault)
+		case "reserve":
+			d.reserve(v, name, &r.Reserve)
 		default:
 			delete(lines, name)
 			p.add(k, prefix+name, "unknown field (want %s)", fieldNames(RuleFields(), ""))
@@ -486,4 +496,34 @@ func MarshalFile(rs []Rule) ([]byte, error) {
 		return nil, fmt.Errorf("rules: encode: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// reserve decodes a reserve: a mapping of class to percent ("20%" or 20).
+func (d fieldDecoder) reserve(n *yaml.Node, field string, dst *Reserves) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, field, "must be a mapping of class to percent such as {critical: 20%%}, got %s", describe(n))
+		return
+	}
+	out := Reserves{}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		k, v := resolve(n.Content[j]), resolve(n.Content[j+1])
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode {
+			d.fail(k, field, "must be a mapping of class to percent such as {critical: 20%%}")
+			return
+		}
+		if _, dup := out[k.Value]; dup {
+			d.fail(k, field, "class %q appears twice", k.Value)
+			return
+		}
+		s, err := ParseShare(v.Value)
+		if err != nil {
+			d.fail(v, field, "%s: %v", k.Value, err)
+			return
+		}
+		out[k.Value] = s
+	}
+	*dst = out
 }

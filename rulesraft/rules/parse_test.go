@@ -61,7 +61,7 @@ func TestParseFileListsEveryProblemWithLines(t *testing.T) {
 		{7, "rules[1].id", `"bad rate": may hold only letters, digits and . _ : -`},
 		{8, "rules[1].match.method", `"get": must be "*" or an uppercase HTTP method such as GET`},
 		{10, "rules[1].rate", "must be > 0"},
-		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, calendar, timezone, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events, replaces, unlimited, durable)"},
+		{12, "rules[1].colour", "unknown field (want id, match, key, algorithm, rate, period, calendar, timezone, burst, fail_mode, timeout, shadow, lease, max_keys, cost, cost_header, scope, events, replaces, unlimited, durable, limit, permit_ttl, priority_header, priority_default, reserve)"},
 		{13, "rules[2].id", `duplicate id "ok" (first used by rules[0] at line 2)`},
 		{15, "rules[2].match.route", `"/v1/{id": segment "{id" must be a whole {param}`},
 		{17, "rules[2].key", `unknown key type "cookie" (want apikey | user | ip | global | header:<Name>)`},

@@ -169,6 +169,11 @@ func diffFields(a, b Rule) []fieldChange {
 	cs.add("match.descriptor", FormatEntries(a.Match.Descriptor), FormatEntries(b.Match.Descriptor))
 	cs.add("replaces", strings.Join(a.Replaces, ","), strings.Join(b.Replaces, ","))
 	cs.add("unlimited", a.Unlimited, b.Unlimited)
+	cs.add("limit", a.Concurrency, b.Concurrency)
+	cs.add("permit_ttl", a.PermitTTL, b.PermitTTL)
+	cs.add("priority_header", a.PriorityHeader, b.PriorityHeader)
+	cs.add("priority_default", a.PriorityDefault, b.PriorityDefault)
+	cs.add("reserve", formatReserves(a.Reserve), formatReserves(b.Reserve))
 	return cs
 }
 

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ const (
 	AlgFixedWindow   = "fixed_window"
 	AlgSlidingWindow = "sliding_window"
 	AlgSlidingLog    = "sliding_log"
+	// AlgConcurrency limits requests in flight (Rule.Concurrency permits
+	// held at once, each for at most Rule.PermitTTL).
+	AlgConcurrency = "concurrency"
 )
 
 // AlgGCRA is an alias: GCRA is the leaky bucket as a meter (one
@@ -111,6 +115,21 @@ type Rule struct {
 	// data dir (durable.go); "" or "on" (the default): those whose idle
 	// deadline is an hour or more away are.
 	Durable string `json:"durable,omitempty" yaml:"durable,omitempty"`
+	// Concurrency (written "limit") is, for algorithm: concurrency, the
+	// requests of one key in flight at once: an allowed check holds a
+	// permit until it is released or PermitTTL (0: DefaultPermitTTL)
+	// passes. Such a rule takes no rate, period, burst, lease or cost
+	// (ConcurrencyRefuses).
+	Concurrency int64    `json:"limit,omitempty" yaml:"limit,omitempty"`
+	PermitTTL   Duration `json:"permit_ttl,omitempty" yaml:"permit_ttl,omitempty"`
+	// PriorityHeader names the request header that gives a request's
+	// class, PriorityDefault the class of a request without it (empty:
+	// DefaultPriorityClass), and Reserve the share of the rule's capacity
+	// kept for each named class (reserve.go): a request of another class
+	// is shed once taking it would leave less than those reserves.
+	PriorityHeader  string   `json:"priority_header,omitempty" yaml:"priority_header,omitempty"`
+	PriorityDefault string   `json:"priority_default,omitempty" yaml:"priority_default,omitempty"`
+	Reserve         Reserves `json:"reserve,omitempty" yaml:"reserve,omitempty"`
 }
 
 // Lease is a rule's lease setting: LeaseAuto, LeaseOff, or a fixed count
@@ -353,5 +372,7 @@ func (r Rule) Equal(o Rule) bool {
 		r.FailMode == o.FailMode && r.Timeout == o.Timeout && r.Shadow == o.Shadow && r.Lease == o.Lease &&
 		r.MaxKeys == o.MaxKeys && slices.Equal(r.Replaces, o.Replaces) && r.Unlimited == o.Unlimited &&
 		r.Cost == o.Cost && r.CostHeader == o.CostHeader && r.Scope == o.Scope && r.Events == o.Events &&
-		r.Durable == o.Durable
+		r.Durable == o.Durable &&
+		r.Concurrency == o.Concurrency && r.PermitTTL == o.PermitTTL &&
+		r.PriorityHeader == o.PriorityHeader && r.PriorityDefault == o.PriorityDefault && maps.Equal(r.Reserve, o.Reserve)
 }

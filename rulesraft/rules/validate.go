@@ -34,7 +34,22 @@ const (
 	MaxDescriptorEntries = 16
 	// MaxEntryLen is the longest descriptor key or value pattern.
 	MaxEntryLen = 256
+	// MaxConcurrency caps a concurrency rule's limit: the owner keeps one
+	// permit (24 bytes) per request in flight.
+	MaxConcurrency = bucket.DefaultMaxLog
+	// MaxPermitTTL is the longest permit_ttl: the longest a request may
+	// hold a permit.
+	MaxPermitTTL = time.Hour
+	// DefaultPermitTTL is a concurrency rule's permit_ttl when it gives
+	// none.
+	DefaultPermitTTL = 30 * time.Second
 )
+
+// ConcurrencyRefuses are the fields a rule with algorithm: concurrency
+// must not set: it counts requests in flight, not tokens per period, and
+// its permits are released by the caller (never leased, refunded or
+// shadowed), on one owner.
+var ConcurrencyRefuses = []string{"rate", "period", "burst", "lease", "cost", "cost_header", "shadow", "scope: global", "match.domain", "reserve"}
 
 // Default values Normalize fills in.
 const (
@@ -80,6 +95,15 @@ func Normalize(r Rule) Rule {
 	if r.Calendar != "" && r.Timezone == "" {
 		r.Timezone = DefaultTimezone
 	}
+	if r.Algorithm == AlgConcurrency {
+		if r.PermitTTL == 0 {
+			r.PermitTTL = Duration(DefaultPermitTTL)
+		}
+		r.Lease = LeaseOff // never leased
+	}
+	if len(r.Reserve) > 0 {
+		r.Lease = LeaseOff // the owner alone knows how much is left above the reserves
+	}
 	if name, ok := strings.CutPrefix(r.Key, KeyHeaderPrefix); ok && isToken(name) {
 		r.Key = KeyHeaderPrefix + canonicalHeader(name)
 	}
@@ -99,6 +123,13 @@ func (r Rule) Limit() bucket.Limit {
 	a, err := bucket.ParseAlgorithm(canonicalAlgorithm(alg))
 	if err != nil {
 		a, _ = bucket.ParseAlgorithm(DefaultAlgorithm)
+	}
+	if a == bucket.Concurrency {
+		ttl := r.PermitTTL.D()
+		if ttl == 0 {
+			ttl = DefaultPermitTTL
+		}
+		return bucket.Limit{Algorithm: a, Rate: r.Concurrency, Period: ttl}
 	}
 	burst := r.Burst
 	if burst == 0 {
@@ -210,8 +241,18 @@ func (r Rule) check(ps *problems) {
 	}
 	alg = canonicalAlgorithm(alg)
 	if _, err := bucket.ParseAlgorithm(alg); err != nil {
-		ps.add("algorithm", "unknown algorithm %q (want %s | %s (alias %s) | %s | %s | %s)", r.Algorithm,
-			AlgTokenBucket, AlgLeakyBucket, AlgGCRA, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog)
+		ps.add("algorithm", "unknown algorithm %q (want %s | %s (alias %s) | %s | %s | %s | %s)", r.Algorithm,
+			AlgTokenBucket, AlgLeakyBucket, AlgGCRA, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog, AlgConcurrency)
+	}
+	if alg == AlgConcurrency {
+		r.checkConcurrency(ps, start)
+		return
+	}
+	if r.Concurrency != 0 {
+		ps.add("limit", "only a rule with algorithm: concurrency takes limit (requests in flight); use rate and period")
+	}
+	if r.PermitTTL != 0 {
+		ps.add("permit_ttl", "only a rule with algorithm: concurrency takes permit_ttl")
 	}
 
 	if r.Rate <= 0 {
@@ -270,6 +311,7 @@ func (r Rule) check(ps *problems) {
 	if r.Durable != "" && r.Durable != DurableOn && r.Durable != DurableOff {
 		ps.add("durable", "%q is not on or off", r.Durable)
 	}
+	r.checkReserve(ps, alg)
 	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
 		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
 	}
@@ -392,5 +434,52 @@ func (r Rule) checkDescriptor(ps *problems) {
 			checkID(ps, f, id)
 		}
 		seen[id] = true
+	}
+}
+
+// checkConcurrency checks a rule with algorithm: concurrency (after the
+// fields every rule has): its limit and permit_ttl, and none of the fields
+// it refuses (ConcurrencyRefuses).
+func (r Rule) checkConcurrency(ps *problems, start int) {
+	switch {
+	case r.Concurrency <= 0:
+		ps.add("limit", "must be > 0 (requests in flight at once per key)")
+	case r.Concurrency > MaxConcurrency:
+		ps.add("limit", "%d is over %d, the most requests in flight a concurrency rule tracks", r.Concurrency, MaxConcurrency)
+	}
+	if r.PermitTTL < 0 || r.PermitTTL.D() > MaxPermitTTL {
+		ps.add("permit_ttl", "%s: must be from 0 (the default, %s) to %s", r.PermitTTL, Duration(DefaultPermitTTL), Duration(MaxPermitTTL))
+	}
+	refuse := func(field string, set bool) {
+		if set {
+			ps.add(field, "a concurrency rule takes limit and permit_ttl, not %s", strings.Join(ConcurrencyRefuses, ", "))
+		}
+	}
+	refuse("rate", r.Rate != 0)
+	refuse("period", r.Period != 0)
+	refuse("burst", r.Burst != 0)
+	refuse("lease", r.Lease != LeaseAuto && r.Lease != LeaseOff)
+	refuse("cost", r.Cost != 0)
+	refuse("cost_header", r.CostHeader != "")
+	refuse("shadow", r.Shadow)
+	refuse("scope", r.Scope == ScopeGlobal)
+	refuse("match.domain", r.Match.Domain != "")
+	refuse("reserve", len(r.Reserve) > 0)
+	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
+		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
+	}
+	if r.Timeout < 0 || r.Timeout.D() > MaxTimeout {
+		ps.add("timeout", "must be from 0 to %s", Duration(MaxTimeout))
+	}
+	if r.MaxKeys < 0 {
+		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
+	}
+	if s := r.Events.Sample; !(s >= 0 && s <= 1) {
+		ps.add("events.sample", "%v is not a fraction from 0 to 1", s)
+	}
+	if len(ps.list) == start {
+		if err := r.Limit().Validate(MaxConcurrency); err != nil {
+			ps.add("", "limit rejected: %v", err)
+		}
 	}
 }

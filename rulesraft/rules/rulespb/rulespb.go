@@ -12,29 +12,45 @@ import (
 // empty strings so that "absent" stays absent.
 func RuleToProto(r rules.Rule) *weirv1.Rule {
 	return &weirv1.Rule{
-		Id:         r.ID,
-		Match:      matchToProto(r.Match),
-		Key:        r.Key,
-		Algorithm:  r.Algorithm,
-		Rate:       r.Rate,
-		Period:     durationString(r.Period),
-		Burst:      r.Burst,
-		FailMode:   r.FailMode,
-		Timeout:    durationString(r.Timeout),
-		Shadow:     r.Shadow,
-		Lease:      r.Lease.Fixed(),
-		LeaseMode:  leaseMode(r.Lease),
-		MaxKeys:    r.MaxKeys,
-		Cost:       r.Cost,
-		CostHeader: r.CostHeader,
-		Scope:      r.Scope,
-		Events:     eventsToProto(r.Events),
-		Replaces:   r.Replaces,
-		Unlimited:  r.Unlimited,
-		Durable:    r.Durable,
-		Calendar:   r.Calendar,
-		Timezone:   r.Timezone,
+		Id:              r.ID,
+		Match:           matchToProto(r.Match),
+		Key:             r.Key,
+		Algorithm:       r.Algorithm,
+		Rate:            r.Rate,
+		Period:          durationString(r.Period),
+		Burst:           r.Burst,
+		FailMode:        r.FailMode,
+		Timeout:         durationString(r.Timeout),
+		Shadow:          r.Shadow,
+		Lease:           r.Lease.Fixed(),
+		LeaseMode:       leaseMode(r.Lease),
+		MaxKeys:         r.MaxKeys,
+		Cost:            r.Cost,
+		CostHeader:      r.CostHeader,
+		Scope:           r.Scope,
+		Events:          eventsToProto(r.Events),
+		Replaces:        r.Replaces,
+		Unlimited:       r.Unlimited,
+		Limit:           r.Concurrency,
+		PermitTtl:       durationString(r.PermitTTL),
+		PriorityHeader:  r.PriorityHeader,
+		PriorityDefault: r.PriorityDefault,
+		Reserve:         reserveToProto(r.Reserve),
+		Durable:         r.Durable,
+		Calendar:        r.Calendar,
+		Timezone:        r.Timezone,
 	}
+}
+
+func reserveToProto(rs rules.Reserves) map[string]int64 {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(rs))
+	for c, s := range rs {
+		out[c] = int64(s)
+	}
+	return out
 }
 
 // leaseMode is the wire's lease_mode: "off" for off, "" otherwise (auto,
@@ -120,24 +136,33 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 		return rules.Rule{}
 	}
 	r := rules.Rule{
-		ID:         p.GetId(),
-		Key:        p.GetKey(),
-		Algorithm:  p.GetAlgorithm(),
-		Rate:       p.GetRate(),
-		Burst:      p.GetBurst(),
-		FailMode:   p.GetFailMode(),
-		Shadow:     p.GetShadow(),
-		Lease:      leaseFromProto(p),
-		MaxKeys:    p.GetMaxKeys(),
-		Cost:       p.GetCost(),
-		CostHeader: p.GetCostHeader(),
-		Scope:      p.GetScope(),
-		Events:     rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
-		Replaces:   p.GetReplaces(),
-		Unlimited:  p.GetUnlimited(),
-		Durable:    p.GetDurable(),
-		Calendar:   p.GetCalendar(),
-		Timezone:   p.GetTimezone(),
+		ID:              p.GetId(),
+		Key:             p.GetKey(),
+		Algorithm:       p.GetAlgorithm(),
+		Rate:            p.GetRate(),
+		Burst:           p.GetBurst(),
+		FailMode:        p.GetFailMode(),
+		Shadow:          p.GetShadow(),
+		Lease:           leaseFromProto(p),
+		MaxKeys:         p.GetMaxKeys(),
+		Cost:            p.GetCost(),
+		CostHeader:      p.GetCostHeader(),
+		Scope:           p.GetScope(),
+		Events:          rules.Events{Sample: p.GetEvents().GetSample(), Redact: p.GetEvents().GetRedact()},
+		Replaces:        p.GetReplaces(),
+		Unlimited:       p.GetUnlimited(),
+		Concurrency:     p.GetLimit(),
+		PriorityHeader:  p.GetPriorityHeader(),
+		PriorityDefault: p.GetPriorityDefault(),
+		Durable:         p.GetDurable(),
+		Calendar:        p.GetCalendar(),
+		Timezone:        p.GetTimezone(),
+	}
+	if rs := p.GetReserve(); len(rs) > 0 {
+		r.Reserve = rules.Reserves{}
+		for c, s := range rs {
+			r.Reserve[c] = rules.Share(s)
+		}
 	}
 	if m := p.GetMatch(); m != nil {
 		r.Match = rules.Match{Route: m.GetRoute(), Method: m.GetMethod(), Plan: m.GetPlan(), Domain: m.GetDomain()}
@@ -147,6 +172,7 @@ func ruleFromProto(p *weirv1.Rule, prefix string, ps *[]rules.Problem) rules.Rul
 	}
 	r.Period = parseDuration(p.GetPeriod(), prefix+"period", ps)
 	r.Timeout = parseDuration(p.GetTimeout(), prefix+"timeout", ps)
+	r.PermitTTL = parseDuration(p.GetPermitTtl(), prefix+"permit_ttl", ps)
 	return r
 }
 
