@@ -1,0 +1,319 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/replication"
+)
+
+// D is the documented delay from a fault's end to the cluster acting on
+// one view again: detection (3 s at most), a slow Raft election (3 s),
+// the quorum watch (2 s without a leader, then a probe every 500 ms),
+// the heal's merge (a rejoin every 2 s) and the hand-off's Settle (3 s).
+const D = detectMax + electSlowMax + 2*time.Second + 500*time.Millisecond + mergeMax + 3*time.Second
+
+// quietAfter is how long after quiescence the quiet window starts: a
+// take-back waits Settle (3 s) for a mark no ring confirms.
+const quietAfter = 5 * time.Second
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string // the function's name
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// oracle judges a run against docs/design.md's "Simulator bounds": a
+// reference bucket per key fed every admission in simulated order, the
+// allowances the fault schedule grants, and the state after quiescence.
+type oracle struct {
+	w           *World
+	ref         []bucket.State
+	excess      []int64 // admissions the reference refused, before the quiet window
+	quietExcess []int64 // and in it
+	allow       []float64
+	last        []string // the node that decided each key last
+	quietFrom   time.Duration
+
+	// Episodes: count and Σ(duration + D) of the faults that may split
+	// the deciding (split, view, flap, pause); Σ of forward clock jumps.
+	episodes  int
+	episodeS  float64
+	jumpS     float64
+	quiet     []*check
+	checks    int
+	admitted  int
+	refused   int
+	unavail   int
+	late      int
+	violation []Violation
+}
+
+func (o *oracle) init(w *World) {
+	o.w = w
+	n := len(w.keys)
+	o.ref, o.excess, o.quietExcess = make([]bucket.State, n), make([]int64, n), make([]int64, n)
+	o.allow, o.last = make([]float64, n), make([]string, n)
+	o.quietFrom = 1<<63 - 1
+}
+
+func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
+
+// rate is key k's refill in tokens per second.
+func (o *oracle) rate(k int) float64 {
+	l := o.w.keys[k].lim
+	return float64(l.Rate) / l.Period.Seconds()
+}
+
+func (o *oracle) entered(c *check) {
+	o.checks++
+	if c.quiet {
+		o.quiet = append(o.quiet, c)
+	}
+}
+
+func (o *oracle) answered(c *check, ok bool) {
+	if c.answered {
+		return
+	}
+	c.answered = true
+	if !ok {
+		o.unavail++
+	}
+	if o.w.loop.now > c.deadline {
+		o.late++
+	}
+	if c.quiet && (!ok || o.w.loop.now > c.deadline) {
+		o.violate("InvQuietAnswered", "check of %s entered at %s at %s: ok %t, answered at %s (deadline %s)",
+			o.w.keys[c.key].name, c.entry.id, c.at, ok, o.w.loop.now, c.deadline)
+	}
+}
+
+func (o *oracle) violate(inv, format string, args ...any) {
+	if len(o.violation) < 20 {
+		o.violation = append(o.violation, Violation{inv, fmt.Sprintf(format, args...)})
+	}
+	o.w.loop.rec('!', int64(len(inv)), 0, 0, func() string { return "VIOLATION " + inv + ": " + fmt.Sprintf(format, args...) })
+}
+
+// decided feeds one decision at h to the reference bucket of its key.
+func (o *oracle) decided(h *host, c *check, p uint32, allowed bool, remaining int64, hops int) {
+	k := c.key
+	w := o.w
+	a := int64(0)
+	if allowed {
+		a = 1
+	}
+	w.loop.rec('C', int64(k), idx(h.id)<<1|a, remaining, func() string {
+		return fmt.Sprintf("check %s (p%d) at %s decided by %s: allowed %t remaining %d hops %d", w.keys[k].name, p, c.entry.id, h.id, allowed, remaining, hops)
+	})
+	if o.last[k] != "" && o.last[k] != h.id {
+		o.allow[k] += o.rate(k) * o.skewSpread().Seconds()
+	}
+	o.last[k] = h.id
+	if !allowed {
+		o.refused++
+		return
+	}
+	o.admitted++
+	h.adm[k]++
+	now := w.loop.clock.Now().UnixNano()
+	st, res := bucket.Decide(o.ref[k], w.keys[k].lim, 1, now)
+	if res.Allowed {
+		o.ref[k] = st
+		return
+	}
+	if c.quiet {
+		o.quietExcess[k]++
+		o.violate("InvSpentStaysSpent", "%s admitted at %s by %s after quiescence, the reference bucket has no token", w.keys[k].name, w.loop.now, h.id)
+	} else {
+		o.excess[k]++
+	}
+}
+
+// skewSpread is how far apart the running hosts' clocks are.
+func (o *oracle) skewSpread() time.Duration {
+	var lo, hi time.Duration
+	first := true
+	for _, id := range o.w.order {
+		h := o.w.hosts[id]
+		if !h.up {
+			continue
+		}
+		if first {
+			lo, hi, first = h.skew, h.skew, false
+		}
+		lo, hi = min(lo, h.skew), max(hi, h.skew)
+	}
+	return hi - lo
+}
+
+// killed grants, per key h decided, what h admitted that the state its
+// replicas acknowledged misses: the most a new owner's promoted copy can
+// lack (InvKillAllowance).
+func (o *oracle) killed(h *host) {
+	for k, n := range h.adm {
+		if n > 0 {
+			o.allow[k] += float64(n - o.acked(h, k))
+		}
+	}
+}
+
+// lostHandoff grants the same for the keys of partitions a holder handed
+// over in a reply that never arrived (the puller settles from copies).
+func (o *oracle) lostHandoff(h *host, parts []uint32) {
+	v := h.node.view.Load()
+	if v == nil {
+		return
+	}
+	for k, n := range h.adm {
+		if n > 0 && slices.Contains(parts, v.ring.Partition(o.w.keys[k].name)) {
+			o.allow[k] += float64(n - o.acked(h, k))
+		}
+	}
+	o.w.loop.rec('Y', idx(h.id), int64(len(parts)), 0, func() string { return fmt.Sprintf("hand-off reply of %s lost (%d partitions)", h.id, len(parts)) })
+}
+
+// acked is the least of h's admissions of key k that a running replica
+// of k (by h's ring) holds a state of.
+func (o *oracle) acked(h *host, k int) int64 {
+	v := h.node.view.Load()
+	if v == nil {
+		return 0
+	}
+	least := int64(-1)
+	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
+		r := o.w.hosts[id]
+		if r == nil || r == h || !r.up {
+			continue
+		}
+		var a int64
+		if acks := r.acked[h.id]; acks != nil {
+			a = acks[k]
+		}
+		if least < 0 || a < least {
+			least = a
+		}
+	}
+	return max(least, 0)
+}
+
+func (o *oracle) episode(d time.Duration) {
+	o.episodes++
+	o.episodeS += (d + D).Seconds()
+}
+
+func (o *oracle) jumped(j time.Duration) { o.jumpS += j.Seconds() }
+
+// allowance is InvSplitAllowance + InvJumpAllowance + the kill and skew
+// grants for key k, in tokens.
+func (o *oracle) allowance(k int) float64 {
+	l := o.w.keys[k].lim
+	return o.allow[k] + float64(o.episodes)*float64(l.Capacity()) + o.rate(k)*(o.episodeS+o.jumpS)
+}
+
+// final checks the invariants judged at the run's end.
+func (o *oracle) final() {
+	o.InvAdmissible()
+	o.InvOneHolder()
+	o.InvReplicasMatch()
+	for _, c := range o.quiet {
+		if !c.answered && c.deadline < o.w.loop.now {
+			o.violate("InvQuietAnswered", "check of %s entered at %s at %s never answered", o.w.keys[c.key].name, c.entry.id, c.at)
+		}
+	}
+}
+
+// InvAdmissible: what the reference bucket refused before the quiet
+// window is within the allowance the faults granted.
+func (o *oracle) InvAdmissible() {
+	for k := range o.w.keys {
+		if a := o.allowance(k); float64(o.excess[k]) > a+1e-9 {
+			o.violate("InvAdmissible", "%s: %d admitted beyond the reference bucket, allowance %.1f", o.w.keys[k].name, o.excess[k], a)
+		}
+	}
+}
+
+// InvOneHolder: after quiescence every partition is ready on exactly one
+// running node, its owner by the (one) ring.
+func (o *oracle) InvOneHolder() {
+	var v *view
+	var hs []*host
+	for _, id := range o.w.order {
+		if h := o.w.hosts[id]; h.up {
+			hs = append(hs, h)
+			if v == nil {
+				v = h.node.view.Load()
+			}
+		}
+	}
+	if v == nil {
+		return
+	}
+	for p := range uint32(o.w.ring.PartitionCount) {
+		owner := v.ring.PartitionOwner(p)
+		var ready []string
+		for _, h := range hs {
+			if st, _ := h.node.handoff.Routes().State(p); st == replication.PartReady {
+				ready = append(ready, h.id)
+			}
+		}
+		if len(ready) != 1 || ready[0] != owner {
+			o.violate("InvOneHolder", "partition %d ready on %v, owner %s", p, ready, owner)
+		}
+	}
+}
+
+// InvReplicasMatch: after quiescence each partition's replicas hold the
+// owner's counters, state for state.
+func (o *oracle) InvReplicasMatch() {
+	w := o.w
+	for _, id := range w.order {
+		h := w.hosts[id]
+		if !h.up {
+			continue
+		}
+		v := h.node.view.Load()
+		if v == nil {
+			continue
+		}
+		owned := v.ring.OwnedBy(h.id)
+		states, err := h.node.engine.Export(w.ctx, owned)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		want := map[uint32]map[uint64]replication.State{}
+		for _, st := range states {
+			if st.Fresh() {
+				continue
+			}
+			if want[st.Partition] == nil {
+				want[st.Partition] = map[uint64]replication.State{}
+			}
+			want[st.Partition][st.ID] = st
+		}
+		for _, p := range owned {
+			for _, rid := range v.ring.PartitionReplicas(p) {
+				r := w.hosts[rid]
+				if rid == h.id || r == nil || !r.up {
+					continue
+				}
+				got := r.node.replicas.Peek([]uint32{p})
+				bad := len(got) != len(want[p])
+				for _, st := range got {
+					if ws, ok := want[p][st.ID]; !ok || ws.A != st.A || ws.B != st.B || ws.C != st.C {
+						bad = true
+					}
+				}
+				if bad {
+					o.violate("InvReplicasMatch", "partition %d: owner %s has %d counters, replica %s %d copies, not the same", p, h.id, len(want[p]), rid, len(got))
+				}
+			}
+		}
+	}
+}
