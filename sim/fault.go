@@ -222,6 +222,7 @@ func (w *World) start(f Fault) {
 		}
 		h := hs[0]
 		h.override = f.See
+		h.viewFaulted = true
 		if f.Kind == "flap" {
 			h.override = []string{h.id}
 		}
@@ -236,6 +237,11 @@ func (w *World) start(f Fault) {
 	case "rpc":
 		for _, h := range hs {
 			h.rpcDown++
+		}
+		if len(hs) > 0 && w.rpcAllowance {
+			// Known limit: a pull whose every ask fails settles from
+			// whatever copies this node has (docs/design.md).
+			w.oracle.episode(f.For)
 		}
 		later(f.For, func() {
 			for _, h := range hs {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,7 @@ type env struct {
 	now      func() time.Time
 	logf     func(format string, args ...any)
 	onChange func(states []replication.State) // besides the replicator (nil: none)
+	logger   *slog.Logger                     // the hand-off's (nil: discarded)
 }
 
 // build builds node id's parts on e, every one Inline: no goroutine, no
@@ -118,6 +120,7 @@ func build(id string, e env) (*Node, error) {
 	hc := replication.DefaultHandoffConfig(id, e.ring.PartitionCount)
 	hc.ResyncRetry = e.tick
 	hc.Sched, hc.Inline = e.sched, true
+	hc.Logger = e.logger
 	if n.handoff, err = replication.NewHandoff(hc, n.engine, e.peers, n.replicas, n.repl); err != nil {
 		n.engine.Close()
 		return nil, err

@@ -60,6 +60,7 @@ func Run(opt Options) Outcome {
 		opt.Faults = Generate(opt.Seed, opt.Nodes, opt.Duration)
 	}
 	w := newWorld(opt)
+	w.rpcAllowance = !opt.StrictRPC
 	out := Outcome{Seed: opt.Seed, Nodes: opt.Nodes, Faults: opt.Faults}
 	for i := 1; i <= opt.Nodes; i++ {
 		w.newHost(nodeID(i))
@@ -89,6 +90,7 @@ func Run(opt Options) Outcome {
 	for ok {
 		if w.quiescent() {
 			w.oracle.quietFrom = l.now + quietAfter
+			w.loop.after(quietAfter, w.oracle.rebase)
 			break
 		}
 		if l.now >= limit {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -46,6 +47,9 @@ type Options struct {
 	// Rate is checks per simulated second; HotKeys and ColdKeys the keys.
 	Rate              float64
 	HotKeys, ColdKeys int
+	// StrictRPC grants RPC-down faults no allowance: the known limit of
+	// a pull whose asks all fail then breaks InvAdmissible.
+	StrictRPC bool
 }
 
 // DefaultOptions: 60 s, 60 checks/s over 4 hot and 100 cold keys.
@@ -87,6 +91,8 @@ type World struct {
 	groups  int           // partitions made so far (group ids)
 	workEnd time.Duration // the workload stops here
 
+	rpcAllowance bool
+
 	keys   []keyInfo
 	keyOf  map[uint64]int // counter id -> key
 	oracle oracle
@@ -117,6 +123,7 @@ type host struct {
 	override    []string      // gossip-view fault: sees only these (nil: none)
 	flapEnd     time.Duration // when the last view fault ended
 	syncing     bool          // a join's push/pull is under way
+	viewFaulted bool          // its view had a fault (view, flap) in this incarnation
 	seen        map[string]clusterview.Member
 	pend        map[string]bool
 	quorum      clusterview.Quorum
@@ -204,6 +211,7 @@ func (w *World) boot(h *host) {
 	h.quorum = clusterview.Quorum{}
 	h.knows, h.sampling, h.regained, h.flushing, h.ticking, h.syncing = false, false, false, false, false, false
 	h.leave = nil
+	h.viewFaulted = false
 	h.adm = make([]int64, len(w.keys))
 	h.acked = map[string][]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
@@ -217,6 +225,7 @@ func (w *World) boot(h *host) {
 		leader:   h,
 		now:      hs.Now,
 		onChange: func([]replication.State) { w.scheduleFlush(h) },
+		logger:   w.logger(h),
 	})
 	if err != nil {
 		w.fail(err)
@@ -393,6 +402,13 @@ func (w *World) joinSync(x *host) {
 		for _, y := range got {
 			m, _ := w.want(x, y)
 			w.report(x, y.id, m)
+		}
+		// The push/pull is both ways: the member it joined through
+		// learns of it at once too.
+		contact := got[w.rnd.net.IntN(len(got))]
+		if m, live := w.want(contact, x); live && !contact.node.joining {
+			w.report(contact, x.id, m)
+			w.refresh(contact)
 		}
 		w.refresh(x)
 		for _, id := range w.order {
@@ -640,9 +656,13 @@ func (w *World) send(a, b *host, dup bool, deliver func()) {
 		}
 		deliver()
 	}
-	w.loop.after(w.between(w.rnd.net, netMin, netMax)+w.extraDelay, arrive)
+	d := w.between(w.rnd.net, netMin, netMax) + w.extraDelay
+	w.loop.after(d, arrive)
 	if dup && w.dupPM > 0 && w.rnd.net.IntN(1000) < w.dupPM {
-		w.loop.after(w.between(w.rnd.net, netMin, 50*time.Millisecond)+w.extraDelay, arrive)
+		// Delivered again right after the first (a retransmission): a
+		// duplicate applied after a newer send would leave a stale copy,
+		// the exception replication's doc names.
+		w.loop.after(d, arrive)
 	}
 }
 
@@ -671,6 +691,13 @@ func (t worldSend) Replicate(ctx context.Context, to, from string, states []repl
 	_, err := w.loop.await(ctx, func(answer func(any, error)) {
 		w.send(a, b, true, func() {
 			err := b.node.replicas.Apply(from, sent)
+			w.loop.rec('P', idx(a.id), idx(b.id), int64(len(sent)), func() string {
+				var ks []string
+				for _, st := range sent {
+					ks = append(ks, fmt.Sprintf("%s(p%d)", w.keyName(st.ID), st.Partition))
+				}
+				return fmt.Sprintf("%s replicates to %s: %v err %v", a.id, b.id, ks, err)
+			})
 			if err == nil && a.inc == ainc {
 				acks := b.acked[from]
 				if acks == nil {
@@ -957,3 +984,35 @@ func anyTrue(m map[string]bool) bool {
 	}
 	return false
 }
+
+// logger is h's hand-off log in a verbose run: its lines join the
+// readable trace (a run that keeps none formats no log).
+func (w *World) logger(h *host) *slog.Logger {
+	if !w.loop.verbose {
+		return nil
+	}
+	return slog.New(traceHandler{w: w, id: h.id})
+}
+
+type traceHandler struct {
+	w     *World
+	id    string
+	attrs []slog.Attr
+}
+
+func (t traceHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (t traceHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s log: %s", t.id, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	t.w.loop.readable = append(t.w.loop.readable, fmt.Sprintf("%9s %s", t.w.loop.now, b.String()))
+	return nil
+}
+func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	t.attrs = append(slices.Clone(t.attrs), as...)
+	return t
+}
+func (t traceHandler) WithGroup(string) slog.Handler { return t }
