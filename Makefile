@@ -9,7 +9,7 @@ TOOLS         := $(CURDIR)/bin/tools
 IMAGE         ?= weir:dev
 FUZZTIME      ?= 10s
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz
+.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz sim
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,17 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 
 test: lint ## lint, then every test with the race detector
 	$(GO) test -race -count=1 -timeout 12m ./...
+
+SEEDS ?=
+NODES ?=
+SEED  ?=
+BUG   ?=
+sim: SHELL := /bin/bash
+sim: ## the whole-cluster simulator (sim/): the CI mix; SEEDS=N NODES=n a search; SEED=S [NODES=n] replays one seed with its trace; BUG=name a bug switch (-tags weirbugs)
+	@set -o pipefail; echo "WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) go test $(if $(BUG),-tags weirbugs) -run '^TestSimSearch$$' -v ./sim"; \
+	  WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) \
+	  $(GO) test $(if $(BUG),-tags weirbugs) -count=1 -timeout 60m -run '^TestSimSearch$$' -v ./sim \
+	  | grep -v -e '^=== RUN' -e '^--- ' -e '^PASS$$' -e '^FAIL$$' -e '^ok ' -e '^FAIL\s'
 
 fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run (test/fuzz.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh

@@ -84,13 +84,15 @@ type env struct {
 	logf     func(format string, args ...any)
 	onChange func(states []replication.State) // besides the replicator (nil: none)
 	logger   *slog.Logger                     // the hand-off's (nil: discarded)
+	// rings builds the policy's rings (nil: ring.New each time).
+	rings func(members []string, cfg ring.Config) (*ring.Ring, error)
 }
 
 // build builds node id's parts on e, every one Inline: no goroutine, no
 // ticker.
 func build(id string, e env) (*Node, error) {
 	n := &Node{ID: id, book: clusterview.NewBook(id), replicas: replication.NewStore(), now: e.now, logf: e.logf}
-	n.policy = &clusterview.Policy{Self: id, Ring: e.ring, Departures: n.book, Leader: e.leader}
+	n.policy = &clusterview.Policy{Self: id, Ring: e.ring, Departures: n.book, Leader: e.leader, NewRing: e.rings}
 
 	var err error
 	n.engine, err = shard.New(shard.Config{

@@ -92,6 +92,7 @@ type World struct {
 	workEnd time.Duration // the workload stops here
 
 	rpcAllowance bool
+	ringMemo     map[string]*ring.Ring // one ring per member set
 
 	keys   []keyInfo
 	keyOf  map[uint64]int // counter id -> key
@@ -226,6 +227,7 @@ func (w *World) boot(h *host) {
 		now:      hs.Now,
 		onChange: func([]replication.State) { w.scheduleFlush(h) },
 		logger:   w.logger(h),
+		rings:    w.rings,
 	})
 	if err != nil {
 		w.fail(err)
@@ -1016,3 +1018,22 @@ func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return t
 }
 func (t traceHandler) WithGroup(string) slog.Handler { return t }
+
+// rings memoizes the rings of the run per member set: every node builds
+// the same ring from the same members, so one is built and shared
+// (rings are immutable).
+func (w *World) rings(members []string, cfg ring.Config) (*ring.Ring, error) {
+	ms := slices.Sorted(slices.Values(members))
+	key := strings.Join(ms, ",")
+	if r, ok := w.ringMemo[key]; ok {
+		return r, nil
+	}
+	r, err := ring.New(members, cfg)
+	if err == nil {
+		if w.ringMemo == nil {
+			w.ringMemo = map[string]*ring.Ring{}
+		}
+		w.ringMemo[key] = r
+	}
+	return r, err
+}
