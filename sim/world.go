@@ -842,6 +842,7 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 	if to.Do == replication.Decide {
 		ok, movedTo := h.node.handoff.Pin(p)
 		if ok {
+			st, _ := h.node.handoff.Routes().State(p)
 			k := w.keys[c.key]
 			out := make([]shard.Result, 1)
 			err := h.node.engine.Check(w.ctx, []shard.Item{{ID: k.id, Partition: p, Limit: k.lim, Cost: 1}}, out)
@@ -850,7 +851,7 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 				w.fail(fmt.Errorf("decide at %s: %w", h.id, err))
 				return
 			}
-			w.oracle.decided(h, c, p, out[0].Allowed, out[0].Remaining, hops)
+			w.oracle.decided(h, c, p, st, out[0].Allowed, out[0].Remaining, hops)
 			w.answer(h, c, true, "")
 			return
 		}
