@@ -40,7 +40,8 @@ type oracle struct {
 	// ahead is how far each key's reference clock runs ahead of the
 	// simulation's (InvClockAllowance): forward jumps, and the clocks'
 	// spread at each change of the deciding node.
-	ahead []time.Duration
+	ahead    []time.Duration
+	lastSkew []time.Duration // the last decider's skew when it decided
 	quietFrom   time.Duration
 
 	// Episodes: count and Σ(duration + D) of the faults that may split
@@ -66,7 +67,7 @@ func (o *oracle) init(w *World) {
 	o.w = w
 	n := len(w.keys)
 	o.ref, o.excess, o.quietExcess = make([]bucket.State, n), make([]int64, n), make([]int64, n)
-	o.allow, o.last, o.ahead = make([]float64, n), make([]string, n), make([]time.Duration, n)
+	o.allow, o.last, o.ahead, o.lastSkew = make([]float64, n), make([]string, n), make([]time.Duration, n), make([]time.Duration, n)
 	o.quietFrom = 1<<63 - 1
 }
 
@@ -121,9 +122,11 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 		return fmt.Sprintf("check %s (p%d) at %s decided by %s (%s): allowed %t remaining %d hops %d", w.keys[k].name, p, c.entry.id, h.id, st, allowed, remaining, hops)
 	})
 	if o.last[k] != "" && o.last[k] != h.id {
-		o.ahead[k] += o.skewSpread()
+		// The counter's time words are the last decider's clock: read
+		// on a clock further ahead, they give that much more refill.
+		o.ahead[k] += max(0, h.skew-o.lastSkew[k])
 	}
-	o.last[k] = h.id
+	o.last[k], o.lastSkew[k] = h.id, h.skew
 	if !allowed {
 		o.refused++
 		return
@@ -146,6 +149,9 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 		o.ref[k] = ns
 		return
 	}
+	w.loop.rec('E', int64(k), 0, 0, func() string {
+		return fmt.Sprintf("excess: %s has %d tokens in the reference (retry after %s), ahead %s", w.keys[k].name, res.Remaining, time.Duration(res.RetryAfter), o.ahead[k])
+	})
 	if c.quiet {
 		o.quietExcess[k]++
 		o.violate("InvSpentStaysSpent", "%s admitted at %s by %s after quiescence, the reference bucket has no token", w.keys[k].name, w.loop.now, h.id)
@@ -154,22 +160,6 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	}
 }
 
-// skewSpread is how far apart the running hosts' clocks are.
-func (o *oracle) skewSpread() time.Duration {
-	var lo, hi time.Duration
-	first := true
-	for _, id := range o.w.order {
-		h := o.w.hosts[id]
-		if !h.up {
-			continue
-		}
-		if first {
-			lo, hi, first = h.skew, h.skew, false
-		}
-		lo, hi = min(lo, h.skew), max(hi, h.skew)
-	}
-	return hi - lo
-}
 
 // killed grants, per key h decided, what h admitted that the state its
 // replicas acknowledged misses: the most a new owner's promoted copy can
@@ -285,6 +275,7 @@ func (o *oracle) rebase() {
 				key.name, o.excess[k], latent, owner.id, a)
 		}
 		o.ref[k], o.ahead[k] = real, owner.skew
+		o.last[k], o.lastSkew[k] = owner.id, owner.skew
 	}
 }
 
