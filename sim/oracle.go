@@ -55,6 +55,8 @@ type oracle struct {
 	// knownReleased counts admissions after quiescence decided on
 	// released counters (a known limit).
 	knownReleased int
+	// knownLands counts admissions on no counters (a known limit).
+	knownLands int
 	checks    int
 	admitted  int
 	refused   int
@@ -133,6 +135,14 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	}
 	o.admitted++
 	h.adm[k]++
+	if st == replication.PartNone {
+		// Known limit (docs/design.md, "Simulator bounds",
+		// InvLandsAllowance): an item two rings bounce is decided where
+		// it lands, on no counters, and that fresh state is replicated
+		// over the partition's copies: up to a burst more.
+		o.knownLands++
+		o.allow[k] += float64(w.keys[k].lim.Capacity())
+	}
 	if c.quiet && st == replication.PartReleased {
 		// Known limit (docs/design.md, "Simulator bounds"): a stale
 		// moved mark leads to a node that still holds the partition
