@@ -373,17 +373,29 @@ func (o *oracle) InvReplicasMatch() {
 					continue
 				}
 				got := r.node.replicas.Peek([]uint32{p})
+				// A copy matters by the tokens it would give if promoted:
+				// it may be as spent as the owner's counter or more,
+				// never less (a missing copy gives a full bucket).
+				now := w.loop.clock.Now().Add(h.skew).UnixNano()
+				tokens := func(st replication.State) int64 {
+					k, ok := w.keyOf[st.ID]
+					if !ok {
+						return 0
+					}
+					_, res := bucket.Decide(bucket.State{A: st.A, B: st.B, C: st.C}, w.keys[k].lim, 0, now)
+					return res.Remaining
+				}
 				var diff []string
 				seen := map[uint64]bool{}
 				for _, st := range got {
 					seen[st.ID] = true
-					if ws, ok := want[p][st.ID]; !ok || ws.A != st.A || ws.B != st.B || ws.C != st.C {
-						diff = append(diff, fmt.Sprintf("%s copy %d/%d/%d owner %d/%d/%d", w.keyName(st.ID), st.A, st.B, st.C, ws.A, ws.B, ws.C))
+					if ws, ok := want[p][st.ID]; ok && tokens(st) > tokens(ws) {
+						diff = append(diff, fmt.Sprintf("%s copy gives %d, owner %d", w.keyName(st.ID), tokens(st), tokens(ws)))
 					}
 				}
-				for id := range want[p] {
-					if !seen[id] {
-						diff = append(diff, w.keyName(id)+" no copy")
+				for id, ws := range want[p] {
+					if k, ok := w.keyOf[id]; ok && !seen[id] && tokens(ws) < w.keys[k].lim.Capacity() {
+						diff = append(diff, fmt.Sprintf("%s no copy, owner %d", w.keyName(id), tokens(ws)))
 					}
 				}
 				if len(diff) > 0 {
