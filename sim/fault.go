@@ -29,7 +29,11 @@ const healStep = 500 * time.Millisecond
 
 func (f Fault) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s", f.At, f.Kind, strings.Join(f.Nodes, ","))
+	nodes := strings.Join(f.Nodes, ",")
+	if nodes == "" {
+		nodes = "-"
+	}
+	fmt.Fprintf(&b, "%s %s %s", f.At, f.Kind, nodes)
 	if len(f.See) > 0 {
 		fmt.Fprintf(&b, " see=%s", strings.Join(f.See, ","))
 	}
@@ -60,7 +64,7 @@ func ParseFault(line string) (Fault, error) {
 	if !slices.Contains(kinds, f.Kind) {
 		return Fault{}, fmt.Errorf("%w: fault %q: unknown kind %q", ErrSim, line, f.Kind)
 	}
-	if fs[2] != "" {
+	if fs[2] != "-" {
 		f.Nodes = strings.Split(fs[2], ",")
 	}
 	for _, kv := range fs[3:] {

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 

@@ -40,15 +40,15 @@ type oracle struct {
 	// ahead is how far each key's reference clock runs ahead of the
 	// simulation's (InvClockAllowance): forward jumps, and the clocks'
 	// spread at each change of the deciding node.
-	ahead    []time.Duration
-	lastSkew []time.Duration // the last decider's skew when it decided
-	quietFrom   time.Duration
+	ahead     []time.Duration
+	lastSkew  []time.Duration // the last decider's skew when it decided
+	quietFrom time.Duration
 
 	// Episodes: count and Σ(duration + D) of the faults that may split
 	// the deciding (split, view, flap, pause); Σ of forward clock jumps.
-	episodes  int
-	episodeS  float64
-	quiet     []*check
+	episodes int
+	episodeS float64
+	quiet    []*check
 	// knownFlapCopies counts replicas InvReplicasMatch skipped: their
 	// view flapped (a known limit).
 	knownFlapCopies int
@@ -57,12 +57,12 @@ type oracle struct {
 	knownReleased int
 	// knownLands counts admissions on no counters (a known limit).
 	knownLands int
-	checks    int
-	admitted  int
-	refused   int
-	unavail   int
-	late      int
-	violation []Violation
+	checks     int
+	admitted   int
+	refused    int
+	unavail    int
+	late       int
+	violation  []Violation
 }
 
 func (o *oracle) init(w *World) {
@@ -135,7 +135,7 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	}
 	o.admitted++
 	h.adm[k]++
-	if st == replication.PartNone {
+	if st == replication.PartNone && !w.opt.Strict {
 		// Known limit (docs/design.md, "Simulator bounds",
 		// InvLandsAllowance): an item two rings bounce is decided where
 		// it lands, on no counters, and that fresh state is replicated
@@ -143,7 +143,7 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 		o.knownLands++
 		o.allow[k] += float64(w.keys[k].lim.Capacity())
 	}
-	if c.quiet && st == replication.PartReleased {
+	if c.quiet && st == replication.PartReleased && !w.opt.Strict {
 		// Known limit (docs/design.md, "Simulator bounds"): a stale
 		// moved mark leads to a node that still holds the partition
 		// released (its owner got the counters elsewhere); it decides
@@ -169,7 +169,6 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 		o.excess[k]++
 	}
 }
-
 
 // killed grants, per key h decided, what h admitted that the state its
 // replicas acknowledged misses: the most a new owner's promoted copy can
@@ -365,10 +364,11 @@ func (o *oracle) InvReplicasMatch() {
 				if rid == h.id || r == nil || !r.up {
 					continue
 				}
-				if r.viewFaulted {
-					// Known limit (docs/design.md, "Simulator bounds"):
+				if (r.viewFaulted || r.restartUnseen) && !w.opt.Strict {
+					// Known limits (docs/design.md, "Simulator bounds"):
 					// a replica whose own view flapped promoted its
-					// copies and gave them up again; nobody resends them.
+					// copies and gave them up again, or restarted before
+					// it was declared dead; nobody resends them.
 					o.knownFlapCopies++
 					continue
 				}

@@ -24,9 +24,9 @@ type Outcome struct {
 	Checks, Admitted, Refused, Unavailable, Late int
 	// Known limits met (docs/design.md, "Simulator bounds"): admissions
 	// on released counters after quiescence, admissions on no counters,
-	// replicas skipped after a flap of their view.
+	// replicas skipped after a flap of their view or an unseen restart.
 	KnownReleased, KnownLands, KnownFlapCopies int
-	QuietFrom                                    time.Duration
+	QuietFrom                                  time.Duration
 }
 
 // Failed reports whether the run broke an invariant or could not run.
@@ -64,7 +64,7 @@ func Run(opt Options) Outcome {
 		opt.Faults = Generate(opt.Seed, opt.Nodes, opt.Duration)
 	}
 	w := newWorld(opt)
-	w.rpcAllowance = !opt.StrictRPC
+	w.rpcAllowance = !opt.Strict
 	out := Outcome{Seed: opt.Seed, Nodes: opt.Nodes, Faults: opt.Faults}
 	for i := 1; i <= opt.Nodes; i++ {
 		w.newHost(nodeID(i))
@@ -183,6 +183,7 @@ type Case struct {
 	Nodes  int
 	For    time.Duration
 	Expect string
+	Strict bool // judge the known limits as violations
 	Faults []Fault
 	Note   []string
 }
@@ -194,6 +195,7 @@ func (c Case) Options() Options {
 		o.Duration = c.For
 	}
 	o.Faults = append([]Fault{}, c.Faults...)
+	o.Strict = c.Strict
 	return o
 }
 
@@ -222,6 +224,8 @@ func ParseCase(name string, r io.Reader) (Case, error) {
 			c.For, err = time.ParseDuration(v)
 		case "expect":
 			c.Expect = v
+		case "strict":
+			c.Strict = true
 		case "fault":
 			var f Fault
 			if f, err = ParseFault(v); err == nil {
@@ -251,6 +255,9 @@ func (c Case) Format() string {
 		fmt.Fprintf(&b, "duration %s\n", c.For)
 	}
 	fmt.Fprintf(&b, "expect %s\n", c.Expect)
+	if c.Strict {
+		b.WriteString("strict\n")
+	}
 	for _, f := range c.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
 	}

@@ -71,7 +71,8 @@ func search(jobs []job, opts func(job) sim.Options) []result {
 // TestSimSearch is make sim: WEIR_SIM_SEED=S replays one seed with its
 // readable trace; WEIR_SIM_SEEDS=N (WEIR_SIM_NODES=n, default 3) searches
 // N seeds from WEIR_SIM_FIRST (default 1); neither runs the CI mix.
-// WEIR_SIM_SHRINK=1 shrinks the first failure's schedule. It runs only
+// WEIR_SIM_SHRINK=1 shrinks the first failure's schedule; WEIR_SIM_STRICT=1
+// judges the known limits as violations (Options.Strict). It runs only
 // with WEIR_SIM=1 (go test ./sim runs TestSimSeeds instead).
 func TestSimSearch(t *testing.T) {
 	if os.Getenv("WEIR_SIM") == "" {
@@ -99,8 +100,14 @@ func TestSimSearch(t *testing.T) {
 			}
 		}
 	}
+	strict := os.Getenv("WEIR_SIM_STRICT") != ""
+	opts := func(j job) sim.Options {
+		o := sim.DefaultOptions(j.seed, j.nodes)
+		o.Strict = strict
+		return o
+	}
 	start := time.Now()
-	res := search(jobs, func(j job) sim.Options { return sim.DefaultOptions(j.seed, j.nodes) })
+	res := search(jobs, opts)
 	wall := time.Since(start)
 	failed := 0
 	walls := map[int][]time.Duration{}
@@ -123,8 +130,8 @@ func TestSimSearch(t *testing.T) {
 	}
 	fmt.Printf("wall %s on %d cores\n", wall.Round(time.Second), runtime.GOMAXPROCS(0))
 	if firstFail != nil && os.Getenv("WEIR_SIM_SHRINK") != "" {
-		faults, o := sim.Shrink(sim.DefaultOptions(firstFail.seed, firstFail.nodes), 200)
-		c := sim.Case{Seed: firstFail.seed, Nodes: firstFail.nodes, Expect: o.Verdict(), Faults: faults,
+		faults, o := sim.Shrink(opts(firstFail.job), 200)
+		c := sim.Case{Seed: firstFail.seed, Nodes: firstFail.nodes, Expect: o.Verdict(), Faults: faults, Strict: strict,
 			Note: []string{fmt.Sprintf("# shrunk from seed %d (%d faults to %d)", firstFail.seed, len(firstFail.out.Faults), len(faults))}}
 		fmt.Printf("shrunk (sim/testdata case):\n%s", c.Format())
 	}

@@ -47,9 +47,11 @@ type Options struct {
 	// Rate is checks per simulated second; HotKeys and ColdKeys the keys.
 	Rate              float64
 	HotKeys, ColdKeys int
-	// StrictRPC grants RPC-down faults no allowance: the known limit of
-	// a pull whose asks all fail then breaks InvAdmissible.
-	StrictRPC bool
+	// Strict judges the known limits (docs/design.md, "Simulator
+	// bounds") as violations: no grant for RPC-down faults or decisions
+	// on no counters, decisions on released counters fed to the
+	// reference, replicas whose view flapped compared.
+	Strict bool
 }
 
 // DefaultOptions: 60 s, 60 checks/s over 4 hot and 100 cold keys.
@@ -120,21 +122,25 @@ type host struct {
 	tasks []*task
 
 	pausedUntil time.Duration
-	rpcDown     int           // RPC down while > 0 (gossip up)
-	override    []string      // gossip-view fault: sees only these (nil: none)
-	flapEnd     time.Duration // when the last view fault ended
-	syncing     bool          // a join's push/pull is under way
-	viewFaulted bool          // its view had a fault (view, flap) in this incarnation
-	seen        map[string]clusterview.Member
-	pend        map[string]bool
-	quorum      clusterview.Quorum
-	knows       bool // knows the Raft leader
-	sampling    bool
-	regained    bool
-	flushing    bool
-	ticking     bool
-	leave       *clusterview.Leave
-	leaveAt     time.Duration
+	rpcDown     int             // RPC down while > 0 (gossip up)
+	override    []string        // gossip-view fault: sees only these (nil: none)
+	flapEnd     time.Duration   // when the last view fault ended
+	syncing     bool            // a join's push/pull is under way
+	viewFaulted bool            // its view had a fault (view, flap) in this incarnation
+	deadSeenBy  map[string]bool // the hosts that saw this incarnation declared dead
+	// restartUnseen: this incarnation restarted before every running
+	// host had seen the last one declared dead (they resync nothing).
+	restartUnseen bool
+	seen          map[string]clusterview.Member
+	pend          map[string]bool
+	quorum        clusterview.Quorum
+	knows         bool // knows the Raft leader
+	sampling      bool
+	regained      bool
+	flushing      bool
+	ticking       bool
+	leave         *clusterview.Leave
+	leaveAt       time.Duration
 
 	adm   []int64            // per key, what this incarnation admitted
 	acked map[string][]int64 // per sender, per key: the sender's adm its last state applied here carried
@@ -213,6 +219,15 @@ func (w *World) boot(h *host) {
 	h.knows, h.sampling, h.regained, h.flushing, h.ticking, h.syncing = false, false, false, false, false, false
 	h.leave = nil
 	h.viewFaulted = false
+	h.restartUnseen = false
+	if h.inc > 1 {
+		for _, o := range w.hosts {
+			if o != h && o.up && !h.deadSeenBy[o.id] {
+				h.restartUnseen = true
+			}
+		}
+	}
+	h.deadSeenBy = map[string]bool{}
 	h.adm = make([]int64, len(w.keys))
 	h.acked = map[string][]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
@@ -427,6 +442,9 @@ func (w *World) report(x *host, id string, m clusterview.Member) {
 	if m.State == clusterview.Alive {
 		x.seen[id] = m
 	} else {
+		if y := w.hosts[id]; y != nil && m.State == clusterview.Dead && y.deadSeenBy != nil {
+			y.deadSeenBy[x.id] = true
+		}
 		delete(x.seen, id)
 	}
 	x.node.book.Report(m, w.loop.clock.Now())
