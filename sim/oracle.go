@@ -55,6 +55,9 @@ type oracle struct {
 	// knownReleased counts admissions after quiescence decided on
 	// released counters (a known limit).
 	knownReleased int
+	// copyGaps counts the copies InvReplicasMatch found missing or
+	// fresher than the owner's counter (a known limit outside Strict).
+	copyGaps int
 	// knownLands counts admissions on no counters (a known limit).
 	knownLands int
 	checks     int
@@ -400,6 +403,11 @@ func (o *oracle) InvReplicasMatch() {
 				}
 				if len(diff) > 0 {
 					slices.Sort(diff)
+					if !w.opt.Strict {
+						// Known limit: copies are not repaired (docs/design.md).
+						o.copyGaps += len(diff)
+						continue
+					}
 					o.violate("InvReplicasMatch", "partition %d: owner %s, replica %s: %v", p, h.id, rid, diff)
 				}
 			}
