@@ -176,10 +176,45 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 // killed grants, per key h decided, what h admitted that the state its
 // replicas acknowledged misses: the most a new owner's promoted copy can
 // lack (InvKillAllowance).
+//
+// A key whose counter or copies h held while no other running node holds
+// either (the owner and its replica both gone: R = 2 survives one death
+// at a time) is lost whole: it is granted its burst.
 func (o *oracle) killed(h *host) {
 	for k, n := range h.adm {
 		if n > 0 {
 			o.allow[k] += float64(n - o.acked(h, k))
+		}
+	}
+	w := o.w
+	held := func(x *host) map[uint64]bool {
+		out := map[uint64]bool{}
+		parts := make([]uint32, w.ring.PartitionCount)
+		for i := range parts {
+			parts[i] = uint32(i)
+		}
+		if states, err := x.node.engine.Export(w.ctx, parts); err == nil {
+			for _, st := range states {
+				out[st.ID] = true
+			}
+		}
+		for _, st := range x.node.replicas.Peek(parts) {
+			out[st.ID] = true
+		}
+		return out
+	}
+	mine := held(h)
+	others := map[uint64]bool{}
+	for _, id := range w.order {
+		if x := w.hosts[id]; x != h && x.up {
+			for c := range held(x) {
+				others[c] = true
+			}
+		}
+	}
+	for k, key := range w.keys {
+		if mine[key.id] && !others[key.id] {
+			o.allow[k] += float64(key.lim.Capacity())
 		}
 	}
 }
@@ -287,6 +322,9 @@ func (o *oracle) rebase() {
 				key.name, o.excess[k], latent, owner.id, a)
 		}
 		o.ref[k], o.ahead[k] = real, owner.skew
+		w.loop.rec('Z', int64(k), got.Remaining, ref.Remaining, func() string {
+			return fmt.Sprintf("rebase %s on %s: owner gives %d, reference %d", key.name, owner.id, got.Remaining, ref.Remaining)
+		})
 		o.last[k], o.lastSkew[k] = owner.id, owner.skew
 	}
 }

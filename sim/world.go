@@ -974,8 +974,8 @@ func (w *World) quiescent() bool {
 		if !h.up {
 			continue
 		}
-		if !h.knows || anyTrue(h.pend) || h.leave != nil {
-			return false // a leave still under way is a fault still under way
+		if !h.knows || anyTrue(h.pend) || h.leave != nil || h.node.handoff.Routes().Pending() > 0 {
+			return false // a leave or a pull still under way is a fault still under way
 		}
 		for _, yid := range w.order {
 			m, live := w.want(h, w.hosts[yid])
