@@ -58,6 +58,10 @@ type oracle struct {
 	// copyGaps counts the copies InvReplicasMatch found missing or
 	// fresher than the owner's counter (a known limit outside Strict).
 	copyGaps int
+	// twoHolders: keys granted a burst for a released holder beside a
+	// ready one (a known limit); knownTwoHolders counts them.
+	twoHolders      []bool
+	knownTwoHolders int
 	// knownLands counts admissions on no counters (a known limit).
 	knownLands int
 	checks     int
@@ -74,6 +78,7 @@ func (o *oracle) init(w *World) {
 	o.ref, o.excess, o.quietExcess = make([]bucket.State, n), make([]int64, n), make([]int64, n)
 	o.allow, o.last, o.ahead, o.lastSkew = make([]float64, n), make([]string, n), make([]time.Duration, n), make([]time.Duration, n)
 	o.quietFrom = 1<<63 - 1
+	o.twoHolders = make([]bool, n)
 }
 
 func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
@@ -138,6 +143,22 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	}
 	o.admitted++
 	h.adm[k]++
+	if st == replication.PartReady && !w.opt.Strict && !o.twoHolders[k] {
+		// Known limit (docs/design.md, "Simulator bounds"): the owner
+		// settled p without the counters another running node still
+		// holds, released and never pulled (a leave's next owner died
+		// before it pulled): a burst more, once per key.
+		for _, id := range w.order {
+			if x := w.hosts[id]; x != h && x.up {
+				if xs, _ := x.node.handoff.Routes().State(p); xs == replication.PartReleased {
+					o.twoHolders[k] = true
+					o.knownTwoHolders++
+					o.allow[k] += float64(w.keys[k].lim.Capacity())
+					break
+				}
+			}
+		}
+	}
 	if st == replication.PartNone && !w.opt.Strict {
 		// Known limit (docs/design.md, "Simulator bounds",
 		// InvLandsAllowance): an item two rings bounce is decided where
