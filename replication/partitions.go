@@ -285,6 +285,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	old, oldMembers := m.place, m.members
 	newMembers := set(e.Members)
+	m.departed = set(e.Departed)
 	m.place, m.members = e.Place, newMembers
 	var forget []uint32
 	adopt := old != nil && e.Base != nil
@@ -315,8 +316,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
-	departed := set(e.Departed)
-	m.departed = departed
+	departed := m.departed
 	// While members only join, every node that handed a partition on keeps
 	// a moved mark to the next holder, so a chain of marks leads to the
 	// counters even for a new owner that has not seen the latest ring yet:
