@@ -80,7 +80,9 @@ type partition struct {
 	// back: moved to a puller this node's gossip had declared gone when
 	// it asked (it restarted, or lived through a split, and pulled
 	// before this node heard of it again). Its departure is older than
-	// the mark, so it does not make the mark stale (see ringChanged).
+	// the mark, so for Settle it does not make the mark stale (see
+	// ringChanged): gossip has such a puller back within about a second;
+	// one it does not have back by then may have gone again.
 	back bool
 }
 
@@ -352,7 +354,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		if pt.back && alive(pt.peer) {
 			pt.back = false // gossip has it back: an ordinary mark from now on
 		}
-		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.grace)
+		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
 		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
 			if e.Place[p].Owner == m.self && e.Base == nil {
 				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
@@ -499,7 +501,7 @@ func (m *Partitions) tick(now int64) []Effect {
 			forget = append(forget, uint32(p))
 		case pt.state == PartReady && pt.copies && !m.provisional(pt, now):
 			*pt = partition{state: PartReady}
-		case pt.state == PartMoved && pt.back && pt.since+m.grace < now && m.departed[pt.peer]:
+		case pt.state == PartMoved && pt.back && pt.since+m.settle < now && m.departed[pt.peer]:
 			// A puller that came back and went again before this node's
 			// gossip heard of it: the mark is stale after all.
 			*pt = partition{}

@@ -364,8 +364,13 @@ func (w *World) gossipPair(x, y *host) {
 	}
 	x.pend[y.id] = true
 	inc := x.inc
-	w.loop.after(d, func() {
+	var apply func()
+	apply = func() {
 		if x.inc != inc || !x.up {
+			return
+		}
+		if x.paused() {
+			w.loop.after(x.pausedUntil-w.loop.now, apply) // a paused process hears nothing
 			return
 		}
 		x.pend[y.id] = false
@@ -383,7 +388,8 @@ func (w *World) gossipPair(x, y *host) {
 			w.refresh(x)
 		}
 		w.gossipPair(x, y)
-	})
+	}
+	w.loop.after(d, apply)
 }
 
 // joinSync is a join's push/pull with a member it reaches: the joiner
