@@ -272,10 +272,24 @@ func (m *Partitions) Step(ev Event) []Effect {
 	case Tick:
 		return m.tick(e.Now)
 	case Unreached:
+		var settle []Source
 		for _, p := range e.Parts {
-			if pt := &m.parts[p]; pt.state == PartPending && pt.peer == e.Peer {
+			pt := &m.parts[p]
+			switch {
+			case pt.state != PartPending || pt.peer != e.Peer:
+			case m.departed[e.Peer]:
+				// Gossip declared the holder gone while the take-back
+				// asked it: nobody holds the counters now, so the best
+				// copies settle it (a mark back to it would never be
+				// taken back again: it is out of the ring).
+				*pt = partition{state: PartPending}
+				settle = append(settle, Source{Partition: p})
+			default:
 				*pt = partition{state: PartMoved, peer: e.Peer, since: e.Now}
 			}
+		}
+		if len(settle) > 0 {
+			return []Effect{Pull{Gain: settle}}
 		}
 	}
 	return nil

@@ -62,6 +62,9 @@ type oracle struct {
 	// ready one (a known limit); knownTwoHolders counts them.
 	twoHolders      []bool
 	knownTwoHolders int
+	// knownRestarts counts the keys granted a burst for an owner
+	// restarted before it was declared dead (a known limit).
+	knownRestarts int
 	// knownLands counts admissions on no counters (a known limit).
 	knownLands int
 	checks     int

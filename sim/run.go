@@ -25,7 +25,7 @@ type Outcome struct {
 	// Known limits met (docs/design.md, "Simulator bounds"): admissions
 	// on released counters after quiescence, admissions on no counters,
 	// replicas skipped after a flap of their view or an unseen restart.
-	KnownReleased, KnownLands, KnownFlapCopies, CopyGaps, KnownTwoHolders int
+	KnownReleased, KnownLands, KnownFlapCopies, CopyGaps, KnownTwoHolders, KnownRestarts int
 	QuietFrom                                                             time.Duration
 }
 
@@ -45,8 +45,8 @@ func (o Outcome) Verdict() string {
 
 func (o Outcome) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d nodes %d: %s; %d checks, %d admitted, %d refused, %d unavailable, %d late; quiet from %s; %d records; known limits met: %d released, %d lands, %d flap copies, %d copy gaps, %d two holders\n",
-		o.Seed, o.Nodes, o.Verdict(), o.Checks, o.Admitted, o.Refused, o.Unavailable, o.Late, o.QuietFrom, o.Records, o.KnownReleased, o.KnownLands, o.KnownFlapCopies, o.CopyGaps, o.KnownTwoHolders)
+	fmt.Fprintf(&b, "seed %d nodes %d: %s; %d checks, %d admitted, %d refused, %d unavailable, %d late; quiet from %s; %d records; known limits met: %d released, %d lands, %d flap copies, %d copy gaps, %d two holders, %d unseen restarts\n",
+		o.Seed, o.Nodes, o.Verdict(), o.Checks, o.Admitted, o.Refused, o.Unavailable, o.Late, o.QuietFrom, o.Records, o.KnownReleased, o.KnownLands, o.KnownFlapCopies, o.CopyGaps, o.KnownTwoHolders, o.KnownRestarts)
 	if o.Err != nil {
 		fmt.Fprintf(&b, "error: %v\n", o.Err)
 	}
@@ -123,7 +123,7 @@ func Run(opt Options) Outcome {
 	out.Trace, out.Records, out.Readable = l.sum(), l.records, l.readable
 	out.Checks, out.Admitted, out.Refused, out.Unavailable, out.Late = o.checks, o.admitted, o.refused, o.unavail, o.late
 	out.QuietFrom = o.quietFrom
-	out.KnownReleased, out.KnownLands, out.KnownFlapCopies, out.CopyGaps, out.KnownTwoHolders = o.knownReleased, o.knownLands, o.knownFlapCopies, o.copyGaps, o.knownTwoHolders
+	out.KnownReleased, out.KnownLands, out.KnownFlapCopies, out.CopyGaps, out.KnownTwoHolders, out.KnownRestarts = o.knownReleased, o.knownLands, o.knownFlapCopies, o.copyGaps, o.knownTwoHolders, o.knownRestarts
 	if o.quietFrom > limit+time.Hour {
 		out.QuietFrom = 0
 	}

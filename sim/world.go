@@ -228,6 +228,18 @@ func (w *World) boot(h *host) {
 		}
 	}
 	h.deadSeenBy = map[string]bool{}
+	if h.restartUnseen && !w.opt.Strict {
+		// Known limit (docs/design.md): restarted before it was declared
+		// dead, it settles what it owned from the base owners' copies,
+		// which may be copies kept past their placement: up to a burst
+		// for each key it had decided.
+		for k, n := range h.adm {
+			if n > 0 {
+				w.oracle.allow[k] += float64(w.keys[k].lim.Capacity())
+				w.oracle.knownRestarts++
+			}
+		}
+	}
 	h.adm = make([]int64, len(w.keys))
 	h.acked = map[string][]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
