@@ -26,7 +26,7 @@ type Outcome struct {
 	// on released counters after quiescence, admissions on no counters,
 	// replicas skipped after a flap of their view or an unseen restart.
 	KnownReleased, KnownLands, KnownFlapCopies, CopyGaps, KnownTwoHolders, KnownRestarts int
-	QuietFrom                                                             time.Duration
+	QuietFrom                                                                            time.Duration
 }
 
 // Failed reports whether the run broke an invariant or could not run.
