@@ -210,6 +210,14 @@ func (o *oracle) killed(h *host) {
 			o.allow[k] += float64(n - o.acked(h, k))
 		}
 	}
+	o.lastHolder(h)
+}
+
+// lastHolder grants a burst for each key whose counter or copy only h
+// holds among the running nodes, as h stops (killed, or a leave: a
+// leaving replica of a dead owner takes the only copies along, a known
+// limit).
+func (o *oracle) lastHolder(h *host) {
 	w := o.w
 	held := func(x *host) map[uint64]bool {
 		out := map[uint64]bool{}

@@ -956,6 +956,9 @@ func (w *World) startLeave(h *host) {
 			return
 		}
 		w.loop.rec('W', idx(h.id), int64(out), int64(left), func() string { return fmt.Sprintf("left %s: %s, %d not handed off", h.id, out, left) })
+		if !w.opt.Strict {
+			w.oracle.lastHolder(h)
+		}
 		w.stop(h)
 		h.left = true
 		delete(w.voters, h.id)
