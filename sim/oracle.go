@@ -170,11 +170,12 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 		o.knownLands++
 		o.allow[k] += float64(w.keys[k].lim.Capacity())
 	}
-	if c.quiet && st == replication.PartReleased && !w.opt.Strict {
+	if c.quiet && (st == replication.PartReleased || st == replication.PartNone) && !w.opt.Strict {
 		// Known limit (docs/design.md, "Simulator bounds"): a stale
 		// moved mark leads to a node that still holds the partition
-		// released (its owner got the counters elsewhere); it decides
-		// there, on counters nobody will pull. Not fed to the reference:
+		// released (its owner got the counters elsewhere), or let go of
+		// it; a forwarded item is decided there, on counters nobody
+		// will pull or on none. Not fed to the reference:
 		// the owner's decisions are judged on their own.
 		o.knownReleased++
 		w.loop.rec('K', int64(k), idx(h.id), 0, func() string { return "known limit: decided on released counters" })
