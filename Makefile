@@ -27,8 +27,9 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 	  WEIR_CHAOS_IMAGE=$(IMAGE) WEIR_CHAOS_RUN=$$run $(GO) test -tags chaos -count=1 -timeout 8m -v ./test/chaos/; rc=$$?; \
 	  test/chaos/cleanup.sh $$run; exit $$rc
 
-test: lint ## lint, then every test with the race detector
+test: lint ## lint, every test with the race detector, then the hand-off's tests built with the re-inserted defects' switches (tag weirbugs)
 	$(GO) test -race -count=1 -timeout 12m ./...
+	$(GO) test -race -count=1 -timeout 5m -tags weirbugs ./replication/... ./internal/bug/...
 
 SEEDS ?=
 NODES ?=
@@ -47,6 +48,7 @@ fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 
 lint: ## go vet, gofmt check, go mod tidy check
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./test/chaos/
+	$(GO) vet -tags weirbugs ./replication/... ./internal/bug/...
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi

@@ -3,8 +3,10 @@
 // handed off, and moves partitions between nodes when the ring changes:
 // the partition state machine and the hand-off protocol. It never
 // interprets the state words (State.A, B, C, Log) and knows no rule
-// semantics; it imports only the standard library (not ring, rulesraft or
-// node: the node hands it rings as Assignments and member ids).
+// semantics; it imports only the standard library, internal/sched and
+// internal/bug (switches that put back fixed hand-off defects, dead code
+// outside the weirbugs build tag), not ring, rulesraft or node: the node
+// hands it rings as Assignments and member ids.
 //
 // # Parts
 //

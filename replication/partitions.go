@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weirlimit/weir/internal/bug"
 )
 
 // PartState is one partition's state as one node sees it.
@@ -370,7 +372,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
 		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
-			if e.Place[p].Owner == m.self && e.Base == nil {
+			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
 				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
 				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
 			}
@@ -380,7 +382,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	moves := diffPlacements(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
 	for _, r := range reclaim { // those the ring did not give this node anew
-		if !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
+		if bug.On(bug.DoublePull) || !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
 			gain = append(gain, r)
 		}
 	}
@@ -417,7 +419,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	// which the Import then keeps: the chaos suite's repeated cuts caught
 	// it after two rings with a base in a row).
 	var held []uint32
-	gain = slices.DeleteFunc(gain, func(g Source) bool { return m.parts[g.Partition].state == PartPending })
+	gain = slices.DeleteFunc(gain, func(g Source) bool { return m.parts[g.Partition].state == PartPending && !bug.On(bug.TwoPulls) })
 	for _, g := range gain {
 		if e.Base == nil && m.parts[g.Partition].state.Holds() {
 			held = append(held, g.Partition)
@@ -477,7 +479,7 @@ func (m *Partitions) ask(e Ask) Reply {
 	for _, p := range e.Parts {
 		pt := &m.parts[p]
 		switch {
-		case pt.state.Holds() && m.provisional(pt, e.Now):
+		case pt.state.Holds() && m.provisional(pt, e.Now) && !bug.On(bug.FlapLeftovers):
 			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, copies: true, back: m.departed[e.To]}
 			r.Copies = append(r.Copies, p)
 		case pt.state.Holds():

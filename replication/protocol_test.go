@@ -299,6 +299,9 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 	// full bucket. Two unanswered take-backs: it also asks again.
 	deadline := time.Now().Add(5 * time.Second)
 	for a.Stats().Unreached < 2 {
+		if st, peer := a.Routes().State(1); st == PartReady {
+			t.Fatalf("a settled p1 (%s %q) while its holder b did not answer", st, peer)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a made %d unanswered take-backs of p1 in 5 s, want 2", a.Stats().Unreached)
 		}

@@ -70,6 +70,8 @@ var rules = []depRule{
 		why: "the seam for goroutines, clocks, timers and randomness is standard library only (no grpc, memberlist or raft)"},
 	{pkg: "internal/sched/schedtest", required: true, only: []string{module + "/internal/sched"},
 		why: "the deterministic seam links nothing but the seam"},
+	{pkg: "internal/bug", required: true, only: []string{},
+		why: "the re-inserted defects' switches are standard library only (a constant false outside the weirbugs tag)"},
 	{pkg: "region", never: []string{module + "/node", module + "/rulesraft"},
 		why: "the region shell knows ownership through a small interface, not the node"},
 	{pkg: "node/clusterview", required: true,
