@@ -205,13 +205,68 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 // A key whose counter or copies h held while no other running node holds
 // either (the owner and its replica both gone: R = 2 survives one death
 // at a time) is lost whole: it is granted its burst.
+//
+// Counters h installed (pulled or promoted) whose state no running
+// replica has applied since carry admissions of other nodes that the
+// acks cannot count (a puller killed before it settled): a burst.
 func (o *oracle) killed(h *host) {
 	for k, n := range h.adm {
 		if n > 0 {
 			o.allow[k] += float64(n - o.acked(h, k))
 		}
 	}
+	for k, iv := range h.importVer {
+		if iv > 0 && o.ackedVer(h, k) < iv {
+			o.allow[k] += float64(o.w.keys[k].lim.Capacity())
+		}
+	}
 	o.lastHolder(h)
+}
+
+// ackedVer is the least change of key k at h whose state a running
+// replica of k (by h's ring) applied.
+func (o *oracle) ackedVer(h *host, k int) int64 {
+	v := h.node.view.Load()
+	if v == nil {
+		return 0
+	}
+	least := int64(-1)
+	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
+		r := o.w.hosts[id]
+		if r == nil || r == h || !r.up || r.node.leaving {
+			continue // a leaving replica's copies leave with it
+		}
+		var a int64
+		if vs := r.ackedVer[h.id]; vs != nil {
+			a = vs[k]
+		}
+		if least < 0 || a < least {
+			least = a
+		}
+	}
+	return max(least, 0)
+}
+
+// leavingCopies grants a burst for each key h holds a copy of from an
+// owner that is not running, as h leaves: the new owner may not have
+// pulled that copy yet, and a leave waits only for what h owned (a known
+// limit: a leaving replica of a dead owner).
+func (o *oracle) leavingCopies(h *host) {
+	w := o.w
+	for p := range uint32(w.ring.PartitionCount) {
+		from, ok := h.node.replicas.From(p)
+		if !ok {
+			continue
+		}
+		if src := w.hosts[from]; src != nil && src.up && h.fromInc[from] == src.inc {
+			continue
+		}
+		for _, st := range h.node.replicas.Peek([]uint32{p}) {
+			if k, ok := w.keyOf[st.ID]; ok {
+				o.allow[k] += float64(w.keys[k].lim.Capacity())
+			}
+		}
+	}
 }
 
 // lastHolder grants a burst for each key whose counter or copy only h
@@ -277,8 +332,8 @@ func (o *oracle) acked(h *host, k int) int64 {
 	least := int64(-1)
 	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
 		r := o.w.hosts[id]
-		if r == nil || r == h || !r.up {
-			continue
+		if r == nil || r == h || !r.up || r.node.leaving {
+			continue // a leaving replica's copies leave with it
 		}
 		var a int64
 		if acks := r.acked[h.id]; acks != nil {

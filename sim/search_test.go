@@ -162,3 +162,60 @@ func replay(t *testing.T, seed uint64, nodes int) {
 		t.Fail()
 	}
 }
+
+// TestSimSeedsToFind measures how many seeds a search takes to find a
+// defect: with a bug switch on (WEIR_SIM_BUG=name, -tags weirbugs:
+// make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
+// independent seed streams runs seeds until one fails, at most
+// WEIR_SIM_CAP (default 100); it prints each stream's count and the
+// median. It runs only with WEIR_SIM_FIND=1.
+func TestSimSeedsToFind(t *testing.T) {
+	if os.Getenv("WEIR_SIM_FIND") == "" {
+		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
+	}
+	streams, limit, nodes := envInt(t, "WEIR_SIM_STREAMS"), envInt(t, "WEIR_SIM_CAP"), envInt(t, "WEIR_SIM_NODES")
+	if streams == 0 {
+		streams = 20
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	nodes = max(nodes, 3)
+	found := make([]int, streams) // seeds run until the first failure; limit+1: none within the cap
+	verdicts := make([]string, streams)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range next {
+				found[s] = limit + 1
+				for i := 1; i <= limit; i++ {
+					out := sim.Run(sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes))
+					if out.Failed() {
+						found[s], verdicts[s] = i, out.Verdict()
+						break
+					}
+				}
+			}
+		}()
+	}
+	for s := range streams {
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	sorted := slices.Sorted(slices.Values(found))
+	med := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		med = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
+	}
+	fmt.Printf("bug %q, %d nodes: seeds to find per stream %v (%d = not within %d)\n", os.Getenv("WEIR_SIM_BUG"), nodes, found, limit+1, limit)
+	fmt.Printf("invariants: %v\n", verdicts)
+	if med > limit {
+		fmt.Printf("median: not found within the cap of %d\n", limit)
+	} else {
+		fmt.Printf("median seeds to find: %d\n", med)
+	}
+}

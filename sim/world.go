@@ -94,6 +94,7 @@ type World struct {
 	workEnd time.Duration // the workload stops here
 
 	rpcAllowance bool
+	deciding     bool                  // an engine.Check runs (its changes are decisions, not installs)
 	ringMemo     map[string]*ring.Ring // one ring per member set
 
 	keys   []keyInfo
@@ -142,8 +143,13 @@ type host struct {
 	leave         *clusterview.Leave
 	leaveAt       time.Duration
 
-	adm   []int64            // per key, what this incarnation admitted
-	acked map[string][]int64 // per sender, per key: the sender's adm its last state applied here carried
+	adm []int64 // per key, what this incarnation admitted
+	// ver counts each key's changes here; importVer is the change that
+	// installed counters pulled or promoted (the oracle's kill grant).
+	ver, importVer []int64
+	ackedVer       map[string][]int64 // per sender, per key: the sender's ver its last state applied here carried
+	fromInc        map[string]int     // per sender, the incarnation its last applied states came from
+	acked          map[string][]int64 // per sender, per key: the sender's adm its last state applied here carried
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -241,20 +247,31 @@ func (w *World) boot(h *host) {
 		}
 	}
 	h.adm = make([]int64, len(w.keys))
-	h.acked = map[string][]int64{}
+	h.ver, h.importVer = make([]int64, len(w.keys)), make([]int64, len(w.keys))
+	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
-		sched:    hs,
-		ring:     w.ring,
-		shards:   2,
-		tick:     replInterval,
-		peers:    worldPeers{h},
-		send:     worldSend{h},
-		leader:   h,
-		now:      hs.Now,
-		onChange: func([]replication.State) { w.scheduleFlush(h) },
-		logger:   w.logger(h),
-		rings:    w.rings,
+		sched:  hs,
+		ring:   w.ring,
+		shards: 2,
+		tick:   replInterval,
+		peers:  worldPeers{h},
+		send:   worldSend{h},
+		leader: h,
+		now:    hs.Now,
+		onChange: func(states []replication.State) {
+			for _, st := range states {
+				if k, ok := w.keyOf[st.ID]; ok {
+					h.ver[k]++
+					if !w.deciding && !st.Fresh() {
+						h.importVer[k] = h.ver[k] // installed: pulled or promoted counters
+					}
+				}
+			}
+			w.scheduleFlush(h)
+		},
+		logger: w.logger(h),
+		rings:  w.rings,
 	})
 	if err != nil {
 		w.fail(err)
@@ -264,6 +281,7 @@ func (w *World) boot(h *host) {
 	n.joining = true // it joins (--join): no ring before it has company
 	for _, o := range w.hosts {
 		delete(o.acked, h.id) // acknowledgements of the last incarnation's admissions
+		delete(o.ackedVer, h.id)
 	}
 	w.voters[h.id] = true
 	w.loop.rec('B', idx(h.id), int64(h.inc), 0, func() string { return fmt.Sprintf("boot %s #%d", h.id, h.inc) })
@@ -715,10 +733,10 @@ func (t worldSend) Replicate(ctx context.Context, to, from string, states []repl
 		return fmt.Errorf("%w: no node %s", ErrSim, to)
 	}
 	// What these states carry of this incarnation's admissions.
-	stamps := make([]int64, len(states))
+	stamps, vers := make([]int64, len(states)), make([]int64, len(states))
 	for i, st := range states {
 		if k, ok := w.keyOf[st.ID]; ok {
-			stamps[i] = a.adm[k]
+			stamps[i], vers[i] = a.adm[k], a.ver[k]
 		}
 	}
 	sent := slices.Clone(states)
@@ -737,14 +755,15 @@ func (t worldSend) Replicate(ctx context.Context, to, from string, states []repl
 				return fmt.Sprintf("%s replicates to %s: %v err %v", a.id, b.id, ks, err)
 			})
 			if err == nil && a.inc == ainc {
-				acks := b.acked[from]
+				b.fromInc[from] = ainc
+				acks, avers := b.acked[from], b.ackedVer[from]
 				if acks == nil {
-					acks = make([]int64, len(w.keys))
-					b.acked[from] = acks
+					acks, avers = make([]int64, len(w.keys)), make([]int64, len(w.keys))
+					b.acked[from], b.ackedVer[from] = acks, avers
 				}
 				for i, st := range sent {
 					if k, ok := w.keyOf[st.ID]; ok {
-						acks[k] = stamps[i]
+						acks[k], avers[k] = stamps[i], vers[i]
 					}
 				}
 			}
@@ -881,7 +900,9 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 			st, _ := h.node.handoff.Routes().State(p)
 			k := w.keys[c.key]
 			out := make([]shard.Result, 1)
+			w.deciding = true
 			err := h.node.engine.Check(w.ctx, []shard.Item{{ID: k.id, Partition: p, Limit: k.lim, Cost: 1}}, out)
+			w.deciding = false
 			h.node.handoff.Unpin(p)
 			if err != nil {
 				w.fail(fmt.Errorf("decide at %s: %w", h.id, err))
@@ -958,6 +979,7 @@ func (w *World) startLeave(h *host) {
 		w.loop.rec('W', idx(h.id), int64(out), int64(left), func() string { return fmt.Sprintf("left %s: %s, %d not handed off", h.id, out, left) })
 		if !w.opt.Strict {
 			w.oracle.lastHolder(h)
+			w.oracle.leavingCopies(h)
 		}
 		w.stop(h)
 		h.left = true
