@@ -309,7 +309,17 @@ func (o *oracle) lastHolder(h *host) {
 
 // lostHandoff grants the same for the keys of partitions a holder handed
 // over in a reply that never arrived (the puller settles from copies).
-func (o *oracle) lostHandoff(h *host, parts []uint32) {
+//
+// The states the reply carried left the holder with it: a key whose
+// counter went that way may be settled from copies older than the acks
+// say (the puller died with the reply in flight), so it is granted its
+// burst.
+func (o *oracle) lostHandoff(h *host, parts []uint32, states []replication.State) {
+	for _, st := range states {
+		if k, ok := o.w.keyOf[st.ID]; ok {
+			o.allow[k] += float64(o.w.keys[k].lim.Capacity())
+		}
+	}
 	v := h.node.view.Load()
 	if v == nil {
 		return

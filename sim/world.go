@@ -813,7 +813,7 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					// that never arrived took the holder's counters along.
 					w.loop.after(dl.Sub(w.loop.clock.Now()), func() {
 						if !delivered {
-							w.oracle.lostHandoff(b, reply.Held)
+							w.oracle.lostHandoff(b, reply.Held, reply.States)
 						}
 					})
 				}
