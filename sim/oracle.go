@@ -148,12 +148,12 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	h.adm[k]++
 	if st == replication.PartReady && !w.opt.Strict && !o.twoHolders[k] {
 		// Known limit (docs/design.md, "Simulator bounds"): the owner
-		// settled p without the counters another running node still
-		// holds, released and never pulled (a leave's next owner died
-		// before it pulled): a burst more, once per key.
+		// settled p without the counters a leaving node still holds,
+		// released and never pulled (the leave's next owner died before
+		// it pulled): a burst more, once per key.
 		for _, id := range w.order {
 			if x := w.hosts[id]; x != h && x.up {
-				if xs, _ := x.node.handoff.Routes().State(p); xs == replication.PartReleased {
+				if xs, _ := x.node.handoff.Routes().State(p); xs == replication.PartReleased && x.node.leaving {
 					o.twoHolders[k] = true
 					o.knownTwoHolders++
 					o.allow[k] += float64(w.keys[k].lim.Capacity())
