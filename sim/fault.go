@@ -216,6 +216,11 @@ func (w *World) start(f Fault) {
 		later(f.For, func() { w.extraDelay -= time.Duration(f.N) * time.Millisecond })
 	case "loss":
 		w.lossPerMille += int(f.N)
+		if w.rpcAllowance {
+			// Known limit, as RPC down: a pull whose asks are lost
+			// settles from copies while the holder keeps the counters.
+			w.oracle.episode(f.For)
+		}
 		later(f.For, func() { w.lossPerMille -= int(f.N) })
 	case "dup":
 		w.dupPM += int(f.N)
