@@ -9,7 +9,7 @@ TOOLS         := $(CURDIR)/bin/tools
 IMAGE         ?= weir:dev
 FUZZTIME      ?= 10s
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz
+.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz sim sim-find
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,20 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 test: lint ## lint, every test with the race detector, then the hand-off's tests built with the re-inserted defects' switches (tag weirbugs)
 	$(GO) test -race -count=1 -timeout 12m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags weirbugs ./replication/... ./internal/bug/...
+
+SEEDS ?=
+NODES ?=
+SEED  ?=
+BUG   ?=
+sim: SHELL := /bin/bash
+sim: ## the whole-cluster simulator (sim/): the CI mix; SEEDS=N NODES=n a search; SEED=S [NODES=n] replays one seed with its trace; BUG=name a bug switch (-tags weirbugs)
+	@set -o pipefail; echo "WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) go test $(if $(BUG),-tags weirbugs) -run '^TestSimSearch$$' -v ./sim"; \
+	  WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) \
+	  $(GO) test $(if $(BUG),-tags weirbugs) -count=1 -timeout 60m -run '^TestSimSearch$$' -v ./sim \
+	  | grep -v -e '^=== RUN' -e '^--- ' -e '^PASS$$' -e '^FAIL$$' -e '^ok ' -e '^FAIL\s'
+
+sim-find: ## seeds-to-find of one bug switch: make sim-find BUG=name [NODES=n] (20 seed streams, at most 100 seeds each)
+	WEIR_SIM_FIND=1 WEIR_SIM_BUG=$(BUG) WEIR_SIM_NODES=$(NODES) $(GO) test -tags weirbugs -count=1 -timeout 60m -run '^TestSimSeedsToFind$$' -v ./sim | grep -v -e '^=== RUN' -e '^--- ' -e '^PASS$$' -e '^ok '
 
 fuzz: ## every fuzz target (func FuzzX in *_test.go) for FUZZTIME each (default 10s), one target per go test run (test/fuzz.sh)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz.sh

@@ -65,7 +65,9 @@ type Partitions struct {
 	parts   []partition
 	place   []Assignment // nil before the first ring
 	members map[string]bool
-	dropAt  map[uint32]int64 // replica copies to forget then, unless placed here again
+	// departed: the members gossip saw die or leave, by the last ring.
+	departed map[string]bool
+	dropAt   map[uint32]int64 // replica copies to forget then, unless placed here again
 }
 
 type partition struct {
@@ -77,6 +79,13 @@ type partition struct {
 	// A ready partition's become its own after the settle time; a
 	// partition released or asked for before that stays provisional.
 	copies bool
+	// back: moved to a puller this node's gossip had declared gone when
+	// it asked (it restarted, or lived through a split, and pulled
+	// before this node heard of it again). Its departure is older than
+	// the mark, so for Settle it does not make the mark stale (see
+	// ringChanged): gossip has such a puller back within about a second;
+	// one it does not have back by then may have gone again.
+	back bool
 }
 
 // NewPartitions returns the machine for node self with n partitions, all
@@ -265,10 +274,24 @@ func (m *Partitions) Step(ev Event) []Effect {
 	case Tick:
 		return m.tick(e.Now)
 	case Unreached:
+		var settle []Source
 		for _, p := range e.Parts {
-			if pt := &m.parts[p]; pt.state == PartPending && pt.peer == e.Peer {
+			pt := &m.parts[p]
+			switch {
+			case pt.state != PartPending || pt.peer != e.Peer:
+			case m.departed[e.Peer]:
+				// Gossip declared the holder gone while the take-back
+				// asked it: nobody holds the counters now, so the best
+				// copies settle it (a mark back to it would never be
+				// taken back again: it is out of the ring).
+				*pt = partition{state: PartPending}
+				settle = append(settle, Source{Partition: p})
+			default:
 				*pt = partition{state: PartMoved, peer: e.Peer, since: e.Now}
 			}
+		}
+		if len(settle) > 0 {
+			return []Effect{Pull{Gain: settle}}
 		}
 	}
 	return nil
@@ -280,6 +303,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	old, oldMembers := m.place, m.members
 	newMembers := set(e.Members)
+	m.departed = set(e.Departed)
 	m.place, m.members = e.Place, newMembers
 	var forget []uint32
 	adopt := old != nil && e.Base != nil
@@ -310,7 +334,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
-	departed := set(e.Departed)
+	departed := m.departed
 	// While members only join, every node that handed a partition on keeps
 	// a moved mark to the next holder, so a chain of marks leads to the
 	// counters even for a new owner that has not seen the latest ring yet:
@@ -343,7 +367,11 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			continue
 		}
 		known := newMembers[pt.peer] || oldMembers[pt.peer]
-		if pt.peer == "" || departed[pt.peer] || (shrank && known && e.Place[p].Owner != pt.peer) {
+		if pt.back && alive(pt.peer) {
+			pt.back = false // gossip has it back: an ordinary mark from now on
+		}
+		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
+		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
 			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
 				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
 				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
@@ -452,10 +480,10 @@ func (m *Partitions) ask(e Ask) Reply {
 		pt := &m.parts[p]
 		switch {
 		case pt.state.Holds() && m.provisional(pt, e.Now) && !bug.On(bug.FlapLeftovers):
-			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, copies: true}
+			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, copies: true, back: m.departed[e.To]}
 			r.Copies = append(r.Copies, p)
 		case pt.state.Holds():
-			*pt = partition{state: PartMoved, peer: e.To, since: e.Now}
+			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, back: m.departed[e.To]}
 			r.Held = append(r.Held, p)
 		case pt.state == PartMoved && pt.peer != "":
 			r.Moved = append(r.Moved, Moved{Partition: p, To: pt.peer})
@@ -480,7 +508,7 @@ func (m *Partitions) handBack(p uint32, to string, now int64) {
 
 func (m *Partitions) tick(now int64) []Effect {
 	var forget, drop []uint32
-	var back []Source
+	var back, reclaim []Source
 	for p := range m.parts {
 		pt := &m.parts[p]
 		switch {
@@ -489,6 +517,14 @@ func (m *Partitions) tick(now int64) []Effect {
 			forget = append(forget, uint32(p))
 		case pt.state == PartReady && pt.copies && !m.provisional(pt, now):
 			*pt = partition{state: PartReady}
+		case pt.state == PartMoved && pt.back && pt.since+m.settle < now && m.departed[pt.peer]:
+			// A puller that came back and went again before this node's
+			// gossip heard of it: the mark is stale after all.
+			*pt = partition{}
+			if m.Owner(uint32(p)) == m.self {
+				reclaim = append(reclaim, Source{Partition: uint32(p)})
+				m.parts[p] = partition{state: PartPending}
+			}
 		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
 			back = append(back, Source{Partition: uint32(p), From: []string{pt.peer}})
 			*pt = partition{state: PartPending, peer: pt.peer}
@@ -515,6 +551,9 @@ func (m *Partitions) tick(now int64) []Effect {
 		// Its counters left with the hand-off: if nobody holds them now,
 		// replica copies are the best there is.
 		out = append(out, Pull{Gain: back, Back: true})
+	}
+	if len(reclaim) > 0 {
+		out = append(out, Pull{Gain: reclaim})
 	}
 	return out
 }

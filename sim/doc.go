@@ -43,10 +43,21 @@
 // everything is decided on the driver's goroutine; the same seed and the
 // same calls give the same decisions (Cluster.Trace).
 //
-// # Not covered yet
+// # The World: whole-cluster runs from a seed
 //
-// Rules, overrides and groups (an Item carries its own limit), the
-// check's batching per destination, failures (no dropped links, kills or
-// splits: PeersAnswer is always true), Raft leadership (always known:
-// no split bases), the quorum watch and the join's backoff.
+// Run (world.go, loop.go, fault.go, oracle.go, run.go) builds on the same
+// parts: N hosts (3 to 64) on one event loop, a heap of (simulated time,
+// sequence) events on the driver's goroutine. The hand-off's pulls and
+// resyncs and the replicator's sends are coroutines (iter.Pull) that the
+// loop resumes; their RPCs are messages with delays, loss, duplication
+// and deadlines. Gossip (detection, refutation, merge, a join's push/pull),
+// Raft leadership (a majority side, an election delay) and the quorum
+// watch's samples are modelled; faults are data drawn up front from their
+// own stream (Generate) or read from sim/testdata (ParseCase). The oracle
+// judges each run against docs/design.md's "Simulator bounds" (one
+// function per row); Shrink removes faults from a failing schedule. make
+// sim runs the searches (search_test.go).
+//
+// Cluster (the older driver above) stays for its step-by-step tests: no
+// faults, Raft leadership always known, PeersAnswer always true.
 package sim

@@ -3,10 +3,12 @@ package sim
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
@@ -16,7 +18,10 @@ import (
 // Node is one node's parts. Its methods are the driver's (see Cluster).
 type Node struct {
 	ID string
-	c  *Cluster
+	c  *Cluster // nil in a World
+
+	now  func() time.Time
+	logf func(format string, args ...any)
 
 	book     *clusterview.Book
 	policy   *clusterview.Policy
@@ -29,6 +34,7 @@ type Node struct {
 	view atomic.Pointer[view]
 
 	leaving bool
+	joining bool // a join is configured and has not succeeded yet
 	gone    bool // left (or the cluster closed): its parts are closed
 }
 
@@ -46,15 +52,59 @@ func (v *view) Member(id string) bool          { _, ok := v.members[id]; return 
 // start builds node id's parts, every one driven by the cluster (Inline:
 // no goroutine, no ticker).
 func (c *Cluster) start(id string) (*Node, error) {
-	n := &Node{ID: id, c: c, book: clusterview.NewBook(id), replicas: replication.NewStore()}
-	n.policy = &clusterview.Policy{Self: id, Ring: c.cfg.Ring, Departures: n.book, Leader: knownLeader{}}
+	n, err := build(id, env{
+		sched:  c.Clock,
+		ring:   c.cfg.Ring,
+		shards: c.cfg.Shards,
+		tick:   c.cfg.Tick,
+		peers:  peers{c},
+		send:   transport{c},
+		leader: knownLeader{},
+		now:    c.Clock.Now,
+		logf:   c.logf,
+	})
+	if n != nil {
+		n.c = c
+	}
+	return n, err
+}
+
+// env is what a node's parts are built on: the seam, the ring, the
+// in-memory peers and replication transport, Raft's leader as the node
+// knows it, and where ring changes are logged.
+type env struct {
+	sched    sched.Sched
+	ring     ring.Config
+	shards   int
+	tick     time.Duration // the hand-off's resync retry
+	peers    replication.Peers
+	send     replication.Transport
+	leader   clusterview.Leadership
+	now      func() time.Time
+	logf     func(format string, args ...any)
+	onChange func(states []replication.State) // besides the replicator (nil: none)
+	logger   *slog.Logger                     // the hand-off's (nil: discarded)
+	// rings builds the policy's rings (nil: ring.New each time).
+	rings func(members []string, cfg ring.Config) (*ring.Ring, error)
+}
+
+// build builds node id's parts on e, every one Inline: no goroutine, no
+// ticker.
+func build(id string, e env) (*Node, error) {
+	n := &Node{ID: id, book: clusterview.NewBook(id), replicas: replication.NewStore(), now: e.now, logf: e.logf}
+	n.policy = &clusterview.Policy{Self: id, Ring: e.ring, Departures: n.book, Leader: e.leader, NewRing: e.rings}
 
 	var err error
 	n.engine, err = shard.New(shard.Config{
-		Shards:   c.cfg.Shards,
-		Sched:    c.Clock,
-		Inline:   true,
-		OnChange: func(states []replication.State) { n.repl.Enqueue(states) },
+		Shards: e.shards,
+		Sched:  e.sched,
+		Inline: true,
+		OnChange: func(states []replication.State) {
+			if e.onChange != nil {
+				e.onChange(states)
+			}
+			n.repl.Enqueue(states)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -63,16 +113,17 @@ func (c *Cluster) start(id string) (*Node, error) {
 
 	rc := replication.DefaultConfig()
 	rc.Self = id
-	rc.Sched, rc.Inline = c.Clock, true
-	if n.repl, err = replication.NewReplicator(rc, transport{c}, n.placement); err != nil {
+	rc.Sched, rc.Inline = e.sched, true
+	if n.repl, err = replication.NewReplicator(rc, e.send, n.placement); err != nil {
 		n.engine.Close()
 		return nil, err
 	}
 
-	hc := replication.DefaultHandoffConfig(id, c.cfg.Ring.PartitionCount)
-	hc.ResyncRetry = c.cfg.Tick
-	hc.Sched, hc.Inline = c.Clock, true
-	if n.handoff, err = replication.NewHandoff(hc, n.engine, peers{c}, n.replicas, n.repl); err != nil {
+	hc := replication.DefaultHandoffConfig(id, e.ring.PartitionCount)
+	hc.ResyncRetry = e.tick
+	hc.Sched, hc.Inline = e.sched, true
+	hc.Logger = e.logger
+	if n.handoff, err = replication.NewHandoff(hc, n.engine, e.peers, n.replicas, n.repl); err != nil {
 		n.engine.Close()
 		return nil, err
 	}
@@ -108,7 +159,7 @@ func (n *Node) placement(p uint32) []string {
 // gained are pending from then on) and is published only after it.
 func (n *Node) Refresh(ctx context.Context) error {
 	old := n.view.Load()
-	in := clusterview.Input{Now: n.c.Clock.Now().UnixNano(), Members: n.book.Live(), Leaving: n.leaving}
+	in := clusterview.Input{Now: n.now().UnixNano(), Members: n.book.Live(), Leaving: n.leaving, Joining: n.joining}
 	if old != nil {
 		in.Ring, in.Published = old.ring, old.members
 	}
@@ -120,8 +171,8 @@ func (n *Node) Refresh(ctx context.Context) error {
 		return err
 	}
 	n.view.Store(&view{ring: ch.Ring, members: ch.Members})
-	if ch.Rebuilt {
-		n.c.logf("%s ring %v owns %d base %s", n.ID, ch.Ring.Members(), len(ch.Ring.OwnedBy(n.ID)), ch.Base)
+	if ch.Rebuilt && n.logf != nil {
+		n.logf("%s ring %v owns %d base %s", n.ID, ch.Ring.Members(), len(ch.Ring.OwnedBy(n.ID)), ch.Base)
 	}
 	return nil
 }

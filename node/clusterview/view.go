@@ -43,6 +43,16 @@ type Policy struct {
 	Ring       ring.Config
 	Departures Departures
 	Leader     Leadership
+	// NewRing builds a ring over members (nil: ring.New). A simulator
+	// running many nodes shares one ring per member set this way.
+	NewRing func(members []string, cfg ring.Config) (*ring.Ring, error)
+}
+
+func (p *Policy) newRing(members []string) (*ring.Ring, error) {
+	if p.NewRing != nil {
+		return p.NewRing(members, p.Ring)
+	}
+	return ring.New(members, p.Ring)
 }
 
 // Input is one look at the cluster.
@@ -117,7 +127,7 @@ func (p *Policy) Step(in Input) (c Change, ok bool, err error) {
 		}
 		return c, true, nil
 	}
-	r, err := ring.New(RingMembers(members, ""), p.Ring)
+	r, err := p.newRing(RingMembers(members, ""))
 	if err != nil {
 		return Change{}, false, err
 	}
@@ -170,7 +180,7 @@ func (p *Policy) event(now int64, r *ring.Ring, members map[string]Member, side 
 		}
 	}
 	if base != nil {
-		b, err := ring.New(base, p.Ring)
+		b, err := p.newRing(base)
 		if err != nil {
 			return Change{}, err
 		}

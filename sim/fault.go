@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Fault is one fault of a schedule: data, drawn up front from the fault
+// stream (Generate) or read from a regression file (ParseFaults).
+type Fault struct {
+	At    time.Duration
+	Kind  string   // see kinds
+	Nodes []string // the hosts it hits (split: one side)
+	See   []string // view: what Nodes[0] sees
+	For   time.Duration
+	Steps int   // split: the heal's steps
+	N     int64 // delay: extra ms; loss, dup: per mille; jump: ns
+}
+
+// kinds lists every fault kind.
+var kinds = []string{"delay", "loss", "dup", "view", "flap", "rpc", "split", "kill", "leave", "join", "pause", "jump"}
+
+// healStep is the time between two steps of a split's heal.
+const healStep = 500 * time.Millisecond
+
+func (f Fault) String() string {
+	var b strings.Builder
+	nodes := strings.Join(f.Nodes, ",")
+	if nodes == "" {
+		nodes = "-"
+	}
+	fmt.Fprintf(&b, "%s %s %s", f.At, f.Kind, nodes)
+	if len(f.See) > 0 {
+		fmt.Fprintf(&b, " see=%s", strings.Join(f.See, ","))
+	}
+	if f.For > 0 {
+		fmt.Fprintf(&b, " for=%s", f.For)
+	}
+	if f.Steps > 0 {
+		fmt.Fprintf(&b, " steps=%d", f.Steps)
+	}
+	if f.N != 0 {
+		fmt.Fprintf(&b, " n=%d", f.N)
+	}
+	return b.String()
+}
+
+// ParseFault reads one Fault.String line.
+func ParseFault(line string) (Fault, error) {
+	fs := strings.Fields(line)
+	if len(fs) < 3 {
+		return Fault{}, fmt.Errorf("%w: fault %q: want `at kind nodes [key=value...]`", ErrSim, line)
+	}
+	var f Fault
+	var err error
+	if f.At, err = time.ParseDuration(fs[0]); err != nil {
+		return Fault{}, fmt.Errorf("%w: fault %q: %v", ErrSim, line, err)
+	}
+	f.Kind = fs[1]
+	if !slices.Contains(kinds, f.Kind) {
+		return Fault{}, fmt.Errorf("%w: fault %q: unknown kind %q", ErrSim, line, f.Kind)
+	}
+	if fs[2] != "-" {
+		f.Nodes = strings.Split(fs[2], ",")
+	}
+	for _, kv := range fs[3:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "see":
+			f.See = strings.Split(v, ",")
+		case "for":
+			f.For, err = time.ParseDuration(v)
+		case "steps":
+			f.Steps, err = strconv.Atoi(v)
+		case "n":
+			f.N, err = strconv.ParseInt(v, 10, 64)
+		default:
+			err = fmt.Errorf("unknown field %q", k)
+		}
+		if err != nil {
+			return Fault{}, fmt.Errorf("%w: fault %q: %v", ErrSim, line, err)
+		}
+	}
+	return f, nil
+}
+
+func nodeID(i int) string { return "n" + strconv.Itoa(i) }
+
+// Generate draws a fault schedule for n nodes over a run of duration d
+// from the fault stream alone: every fault starts in [1 s, 0.55 d) and
+// ends by 0.65 d. At most a minority of the nodes is killed or leaves, so
+// a Raft quorum can form again.
+func Generate(seed uint64, n int, d time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 1))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	pick := func() string { return nodeID(1 + r.IntN(n)) }
+	var out []Fault
+	// Clock skew at boot for about half the nodes.
+	for i := 1; i <= n; i++ {
+		if r.IntN(2) == 0 {
+			out = append(out, Fault{Kind: "jump", Nodes: []string{nodeID(i)}, N: int64(dur(-300*time.Millisecond, 300*time.Millisecond))})
+		}
+	}
+	end := d * 65 / 100
+	gone := map[string]bool{}
+	joined := n
+	budget := (n - 1) / 2 // kills and leaves without a restart
+	for range 3 + r.IntN(6) {
+		f := Fault{At: dur(time.Second, d*55/100), Kind: kinds[r.IntN(len(kinds))]}
+		x := pick()
+		switch f.Kind {
+		case "delay":
+			f.For, f.N = dur(time.Second, 5*time.Second), int64(1+r.IntN(200))
+		case "loss":
+			f.For, f.N = dur(500*time.Millisecond, 3*time.Second), int64(10+r.IntN(290))
+		case "dup":
+			f.For, f.N = dur(time.Second, 5*time.Second), int64(50+r.IntN(450))
+		case "view":
+			f.Nodes, f.For = []string{x}, dur(500*time.Millisecond, 5*time.Second)
+			f.See = []string{x}
+			for i := 1; i <= n; i++ {
+				if id := nodeID(i); id != x && r.IntN(2) == 0 && len(f.See) < n-1 {
+					f.See = append(f.See, id)
+				}
+			}
+			slices.Sort(f.See)
+		case "flap":
+			f.Nodes, f.For = []string{x}, dur(50*time.Millisecond, 200*time.Millisecond)
+		case "rpc":
+			f.Nodes, f.For = []string{x}, dur(time.Second, 8*time.Second)
+		case "split":
+			size := 1 // one node, a minority, or a majority
+			switch r.IntN(3) {
+			case 1:
+				size = max(1, (n-1)/2)
+			case 2:
+				size = n/2 + 1
+			}
+			perm := r.Perm(n)
+			for _, i := range perm[:min(size, n-1)] {
+				f.Nodes = append(f.Nodes, nodeID(i+1))
+			}
+			slices.Sort(f.Nodes)
+			f.For, f.Steps = dur(time.Second, 10*time.Second), 1+r.IntN(3)
+		case "kill":
+			f.Nodes = []string{x}
+			if r.IntN(4) > 0 {
+				f.For = dur(time.Second, 10*time.Second) // restarted then
+			} else if budget > 0 && !gone[x] {
+				budget--
+				gone[x] = true
+			} else {
+				f.For = dur(time.Second, 10*time.Second)
+			}
+		case "leave":
+			if budget == 0 || gone[x] {
+				f.Kind, f.Nodes, f.For = "pause", []string{x}, dur(100*time.Millisecond, 5*time.Second)
+				break
+			}
+			budget--
+			gone[x] = true
+			f.Nodes = []string{x}
+		case "join":
+			joined++
+			id := nodeID(joined)
+			f.Nodes = []string{id}
+			if r.IntN(3) == 0 {
+				// The new puller dies or leaves before its pulls settle.
+				g := Fault{At: f.At + dur(0, 3*time.Second), Kind: "kill", Nodes: []string{id}, For: dur(time.Second, 5*time.Second)}
+				if r.IntN(2) == 0 {
+					g.Kind, g.For = "leave", 0
+				}
+				out = append(out, g)
+			}
+		case "pause":
+			f.Nodes, f.For = []string{x}, dur(100*time.Millisecond, 5*time.Second)
+		case "jump":
+			f.Nodes, f.N = []string{x}, int64(dur(-5*time.Second, 5*time.Second))
+		}
+		if f.At+f.For+time.Duration(f.Steps)*healStep > end {
+			f.For = max(0, end-f.At-time.Duration(f.Steps)*healStep)
+		}
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Fault) int { return int(a.At - b.At) })
+	return out
+}
+
+// apply schedules f on w.
+func (w *World) apply(f Fault) {
+	w.loop.after(f.At-w.loop.now, func() { w.start(f) })
+}
+
+func (w *World) start(f Fault) {
+	w.loop.rec('F', int64(slices.Index(kinds, f.Kind)), int64(f.For), f.N, func() string { return "fault " + f.String() })
+	hs := make([]*host, 0, len(f.Nodes))
+	for _, id := range f.Nodes {
+		if h := w.hosts[id]; h != nil {
+			hs = append(hs, h)
+		}
+	}
+	later := func(d time.Duration, fn func()) {
+		w.loop.after(d, func() {
+			fn()
+			w.gossip()
+			w.raft()
+		})
+	}
+	switch f.Kind {
+	case "delay":
+		w.extraDelay += time.Duration(f.N) * time.Millisecond
+		later(f.For, func() { w.extraDelay -= time.Duration(f.N) * time.Millisecond })
+	case "loss":
+		w.lossPerMille += int(f.N)
+		if w.rpcAllowance {
+			// Known limit, as RPC down: a pull whose asks are lost
+			// settles from copies while the holder keeps the counters.
+			w.oracle.episode(f.For)
+		}
+		later(f.For, func() { w.lossPerMille -= int(f.N) })
+	case "dup":
+		w.dupPM += int(f.N)
+		later(f.For, func() { w.dupPM -= int(f.N) })
+	case "view", "flap":
+		if len(hs) == 0 || !hs[0].up || hs[0].override != nil {
+			return
+		}
+		h := hs[0]
+		h.override = f.See
+		h.viewFaulted = true
+		if f.Kind == "flap" {
+			h.override = []string{h.id}
+		}
+		w.oracle.episode(f.For)
+		inc := h.inc
+		later(f.For, func() {
+			if h.inc == inc {
+				h.override = nil
+				h.flapEnd = w.loop.now
+			}
+		})
+	case "rpc":
+		for _, h := range hs {
+			h.rpcDown++
+		}
+		if len(hs) > 0 && w.rpcAllowance {
+			// Known limit: a pull whose every ask fails settles from
+			// whatever copies this node has (docs/design.md).
+			w.oracle.episode(f.For)
+		}
+		later(f.For, func() {
+			for _, h := range hs {
+				h.rpcDown--
+			}
+		})
+	case "split":
+		w.groups++
+		g := w.groups
+		for _, h := range hs {
+			w.group[h.id] = g
+		}
+		w.oracle.episode(f.For + time.Duration(f.Steps)*healStep)
+		steps := max(f.Steps, 1)
+		per := (len(hs) + steps - 1) / steps
+		for s := range steps {
+			back := hs[min(s*per, len(hs)):min((s+1)*per, len(hs))]
+			later(f.For+time.Duration(s)*healStep, func() {
+				for _, h := range back {
+					if w.group[h.id] == g {
+						w.group[h.id] = 0
+					}
+				}
+			})
+		}
+	case "kill":
+		for _, h := range hs {
+			if !h.up {
+				continue
+			}
+			w.oracle.killed(h)
+			w.stop(h)
+			if f.For > 0 {
+				later(f.For, func() {
+					if !h.up && !h.left {
+						w.boot(h)
+					}
+				})
+			}
+		}
+	case "leave":
+		for _, h := range hs {
+			w.startLeave(h)
+		}
+	case "join":
+		for _, id := range f.Nodes {
+			if w.hosts[id] == nil {
+				h := w.newHost(id)
+				w.boot(h)
+				h.node.joining = true
+			}
+		}
+	case "pause":
+		for _, h := range hs {
+			h.pausedUntil = max(h.pausedUntil, w.loop.now+f.For)
+		}
+		if len(hs) > 0 {
+			w.oracle.episode(f.For)
+		}
+		later(f.For, func() {})
+	case "jump":
+		for _, h := range hs {
+			h.skew += time.Duration(f.N)
+			if f.N > 0 {
+				w.oracle.jumped(time.Duration(f.N))
+			}
+		}
+	}
+	w.gossip()
+	w.raft()
+}

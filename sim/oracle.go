@@ -1,0 +1,559 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/replication"
+)
+
+// D is the documented delay from a fault's end to the cluster acting on
+// one view again: detection (3 s at most), a slow Raft election (3 s),
+// the quorum watch (2 s without a leader, then a probe every 500 ms),
+// the heal's merge (a rejoin every 2 s) and the hand-off's Settle (3 s).
+const D = detectMax + electSlowMax + 2*time.Second + 500*time.Millisecond + mergeMax + 3*time.Second
+
+// quietAfter is how long after quiescence the quiet window starts: a
+// take-back waits Settle (3 s) for a mark no ring confirms.
+const quietAfter = 5 * time.Second
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string // the function's name
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// oracle judges a run against docs/design.md's "Simulator bounds": a
+// reference bucket per key fed every admission in simulated order, the
+// allowances the fault schedule grants, and the state after quiescence.
+type oracle struct {
+	w           *World
+	ref         []bucket.State
+	excess      []int64 // admissions the reference refused, before the quiet window
+	quietExcess []int64 // and in it
+	allow       []float64
+	last        []string // the node that decided each key last
+	// ahead is how far each key's reference clock runs ahead of the
+	// simulation's (InvClockAllowance): forward jumps, and the clocks'
+	// spread at each change of the deciding node.
+	ahead     []time.Duration
+	lastSkew  []time.Duration // the last decider's skew when it decided
+	quietFrom time.Duration
+
+	// Episodes: count and Σ(duration + D) of the faults that may split
+	// the deciding (split, view, flap, pause); Σ of forward clock jumps.
+	episodes int
+	episodeS float64
+	quiet    []*check
+	// knownFlapCopies counts replicas InvReplicasMatch skipped: their
+	// view flapped (a known limit).
+	knownFlapCopies int
+	// knownReleased counts admissions after quiescence decided on
+	// released counters (a known limit).
+	knownReleased int
+	// copyGaps counts the copies InvReplicasMatch found missing or
+	// fresher than the owner's counter (a known limit outside Strict).
+	copyGaps int
+	// twoHolders: keys granted a burst for a released holder beside a
+	// ready one (a known limit); knownTwoHolders counts them.
+	twoHolders      []bool
+	knownTwoHolders int
+	// knownRestarts counts the keys granted a burst for an owner
+	// restarted before it was declared dead (a known limit).
+	knownRestarts int
+	// knownLands counts admissions on no counters (a known limit).
+	knownLands int
+	checks     int
+	admitted   int
+	refused    int
+	unavail    int
+	late       int
+	violation  []Violation
+}
+
+func (o *oracle) init(w *World) {
+	o.w = w
+	n := len(w.keys)
+	o.ref, o.excess, o.quietExcess = make([]bucket.State, n), make([]int64, n), make([]int64, n)
+	o.allow, o.last, o.ahead, o.lastSkew = make([]float64, n), make([]string, n), make([]time.Duration, n), make([]time.Duration, n)
+	o.quietFrom = 1<<63 - 1
+	o.twoHolders = make([]bool, n)
+}
+
+func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
+
+// rate is key k's refill in tokens per second.
+func (o *oracle) rate(k int) float64 {
+	l := o.w.keys[k].lim
+	return float64(l.Rate) / l.Period.Seconds()
+}
+
+func (o *oracle) entered(c *check) {
+	o.checks++
+	if c.quiet {
+		o.quiet = append(o.quiet, c)
+	}
+}
+
+func (o *oracle) answered(c *check, ok bool) {
+	if c.answered {
+		return
+	}
+	c.answered = true
+	if !ok {
+		o.unavail++
+	}
+	if o.w.loop.now > c.deadline {
+		o.late++
+	}
+	if c.quiet && (!ok || o.w.loop.now > c.deadline) {
+		o.violate("InvQuietAnswered", "check of %s entered at %s at %s: ok %t, answered at %s (deadline %s)",
+			o.w.keys[c.key].name, c.entry.id, c.at, ok, o.w.loop.now, c.deadline)
+	}
+}
+
+func (o *oracle) violate(inv, format string, args ...any) {
+	if len(o.violation) < 20 {
+		o.violation = append(o.violation, Violation{inv, fmt.Sprintf(format, args...)})
+	}
+	o.w.loop.rec('!', int64(len(inv)), 0, 0, func() string { return "VIOLATION " + inv + ": " + fmt.Sprintf(format, args...) })
+}
+
+// decided feeds one decision at h to the reference bucket of its key.
+func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, allowed bool, remaining int64, hops int) {
+	k := c.key
+	w := o.w
+	a := int64(0)
+	if allowed {
+		a = 1
+	}
+	w.loop.rec('C', int64(k), idx(h.id)<<1|a, remaining, func() string {
+		return fmt.Sprintf("check %s (p%d) at %s decided by %s (%s): allowed %t remaining %d hops %d", w.keys[k].name, p, c.entry.id, h.id, st, allowed, remaining, hops)
+	})
+	if o.last[k] != "" && o.last[k] != h.id {
+		// The counter's time words are the last decider's clock: read
+		// on a clock further ahead, they give that much more refill.
+		o.ahead[k] += max(0, h.skew-o.lastSkew[k])
+	}
+	o.last[k], o.lastSkew[k] = h.id, h.skew
+	if !allowed {
+		o.refused++
+		return
+	}
+	o.admitted++
+	h.adm[k]++
+	if st == replication.PartReady && !w.opt.Strict && !o.twoHolders[k] {
+		// Known limit (docs/design.md, "Simulator bounds"): the owner
+		// settled p without the counters a leaving node still holds,
+		// released and never pulled (the leave's next owner died before
+		// it pulled): a burst more, once per key.
+		for _, id := range w.order {
+			if x := w.hosts[id]; x != h && x.up {
+				if xs, _ := x.node.handoff.Routes().State(p); xs == replication.PartReleased && x.node.leaving {
+					o.twoHolders[k] = true
+					o.knownTwoHolders++
+					o.allow[k] += float64(w.keys[k].lim.Capacity())
+					break
+				}
+			}
+		}
+	}
+	if st == replication.PartNone && !w.opt.Strict {
+		// Known limit (docs/design.md, "Simulator bounds",
+		// InvLandsAllowance): an item two rings bounce is decided where
+		// it lands, on no counters, and that fresh state is replicated
+		// over the partition's copies: up to a burst more.
+		o.knownLands++
+		o.allow[k] += float64(w.keys[k].lim.Capacity())
+	}
+	if c.quiet && (st == replication.PartReleased || st == replication.PartNone) && !w.opt.Strict {
+		// Known limit (docs/design.md, "Simulator bounds"): a stale
+		// moved mark leads to a node that still holds the partition
+		// released (its owner got the counters elsewhere), or let go of
+		// it; a forwarded item is decided there, on counters nobody
+		// will pull or on none. Not fed to the reference:
+		// the owner's decisions are judged on their own.
+		o.knownReleased++
+		w.loop.rec('K', int64(k), idx(h.id), 0, func() string { return "known limit: decided on released counters" })
+		return
+	}
+	now := w.loop.clock.Now().Add(o.ahead[k]).UnixNano()
+	ns, res := bucket.Decide(o.ref[k], w.keys[k].lim, 1, now)
+	if res.Allowed {
+		o.ref[k] = ns
+		return
+	}
+	w.loop.rec('E', int64(k), 0, 0, func() string {
+		return fmt.Sprintf("excess: %s has %d tokens in the reference (retry after %s), ahead %s", w.keys[k].name, res.Remaining, time.Duration(res.RetryAfter), o.ahead[k])
+	})
+	if c.quiet {
+		o.quietExcess[k]++
+		o.violate("InvSpentStaysSpent", "%s admitted at %s by %s after quiescence, the reference bucket has no token", w.keys[k].name, w.loop.now, h.id)
+	} else {
+		o.excess[k]++
+	}
+}
+
+// killed grants, per key h decided, what h admitted that the state its
+// replicas acknowledged misses: the most a new owner's promoted copy can
+// lack (InvKillAllowance).
+//
+// A key whose counter or copies h held while no other running node holds
+// either (the owner and its replica both gone: R = 2 survives one death
+// at a time) is lost whole: it is granted its burst.
+//
+// Counters h installed (pulled or promoted) whose state no running
+// replica has applied since carry admissions of other nodes that the
+// acks cannot count (a puller killed before it settled): a burst.
+func (o *oracle) killed(h *host) {
+	for k, n := range h.adm {
+		if n > 0 {
+			o.allow[k] += float64(n - o.acked(h, k))
+		}
+	}
+	for k, iv := range h.importVer {
+		if iv > 0 && o.ackedVer(h, k) < iv {
+			o.allow[k] += float64(o.w.keys[k].lim.Capacity())
+		}
+	}
+	o.lastHolder(h)
+}
+
+// ackedVer is the least change of key k at h whose state a running
+// replica of k (by h's ring) applied.
+func (o *oracle) ackedVer(h *host, k int) int64 {
+	v := h.node.view.Load()
+	if v == nil {
+		return 0
+	}
+	least := int64(-1)
+	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
+		r := o.w.hosts[id]
+		if r == nil || r == h || !r.up || r.node.leaving {
+			continue // a leaving replica's copies leave with it
+		}
+		var a int64
+		if vs := r.ackedVer[h.id]; vs != nil {
+			a = vs[k]
+		}
+		if least < 0 || a < least {
+			least = a
+		}
+	}
+	return max(least, 0)
+}
+
+// leavingCopies grants a burst for each key h holds a copy of from an
+// owner that is not running, as h leaves: the new owner may not have
+// pulled that copy yet, and a leave waits only for what h owned (a known
+// limit: a leaving replica of a dead owner).
+func (o *oracle) leavingCopies(h *host) {
+	w := o.w
+	for p := range uint32(w.ring.PartitionCount) {
+		from, ok := h.node.replicas.From(p)
+		if !ok {
+			continue
+		}
+		if src := w.hosts[from]; src != nil && src.up && h.fromInc[from] == src.inc {
+			continue
+		}
+		for _, st := range h.node.replicas.Peek([]uint32{p}) {
+			if k, ok := w.keyOf[st.ID]; ok {
+				o.allow[k] += float64(w.keys[k].lim.Capacity())
+			}
+		}
+	}
+}
+
+// lastHolder grants a burst for each key whose counter or copy only h
+// holds among the running nodes, as h stops (killed, or a leave: a
+// leaving replica of a dead owner takes the only copies along, a known
+// limit).
+func (o *oracle) lastHolder(h *host) {
+	w := o.w
+	held := func(x *host) map[uint64]bool {
+		out := map[uint64]bool{}
+		parts := make([]uint32, w.ring.PartitionCount)
+		for i := range parts {
+			parts[i] = uint32(i)
+		}
+		if states, err := x.node.engine.Export(w.ctx, parts); err == nil {
+			for _, st := range states {
+				out[st.ID] = true
+			}
+		}
+		for _, st := range x.node.replicas.Peek(parts) {
+			out[st.ID] = true
+		}
+		return out
+	}
+	mine := held(h)
+	others := map[uint64]bool{}
+	for _, id := range w.order {
+		if x := w.hosts[id]; x != h && x.up {
+			for c := range held(x) {
+				others[c] = true
+			}
+		}
+	}
+	for k, key := range w.keys {
+		if mine[key.id] && !others[key.id] {
+			o.allow[k] += float64(key.lim.Capacity())
+		}
+	}
+}
+
+// lostHandoff grants the same for the keys of partitions a holder handed
+// over in a reply that never arrived (the puller settles from copies).
+//
+// The states the reply carried left the holder with it: a key whose
+// counter went that way may be settled from copies older than the acks
+// say (the puller died with the reply in flight), so it is granted its
+// burst.
+func (o *oracle) lostHandoff(h *host, parts []uint32, states []replication.State) {
+	for _, st := range states {
+		if k, ok := o.w.keyOf[st.ID]; ok {
+			o.allow[k] += float64(o.w.keys[k].lim.Capacity())
+		}
+	}
+	v := h.node.view.Load()
+	if v == nil {
+		return
+	}
+	for k, n := range h.adm {
+		if n > 0 && slices.Contains(parts, v.ring.Partition(o.w.keys[k].name)) {
+			o.allow[k] += float64(n - o.acked(h, k))
+		}
+	}
+	o.w.loop.rec('Y', idx(h.id), int64(len(parts)), 0, func() string { return fmt.Sprintf("hand-off reply of %s lost (%d partitions)", h.id, len(parts)) })
+}
+
+// acked is the least of h's admissions of key k that a running replica
+// of k (by h's ring) holds a state of.
+func (o *oracle) acked(h *host, k int) int64 {
+	v := h.node.view.Load()
+	if v == nil {
+		return 0
+	}
+	least := int64(-1)
+	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
+		r := o.w.hosts[id]
+		if r == nil || r == h || !r.up || r.node.leaving {
+			continue // a leaving replica's copies leave with it
+		}
+		var a int64
+		if acks := r.acked[h.id]; acks != nil {
+			a = acks[k]
+		}
+		if least < 0 || a < least {
+			least = a
+		}
+	}
+	return max(least, 0)
+}
+
+func (o *oracle) episode(d time.Duration) {
+	o.episodes++
+	o.episodeS += (d + D).Seconds()
+}
+
+// jumped: a forward jump j of a deciding node's clock gives every key up
+// to r·j more (InvClockAllowance): their reference clocks run j ahead.
+func (o *oracle) jumped(j time.Duration) {
+	for k := range o.ahead {
+		o.ahead[k] += j
+	}
+}
+
+// allowance is what the faults before the quiet window grant key k, in
+// tokens: InvSplitAllowance (b + r·(d + D) per episode) plus the kill
+// and lost hand-off grants (InvKillAllowance).
+func (o *oracle) allowance(k int) float64 {
+	l := o.w.keys[k].lim
+	return o.allow[k] + float64(o.episodes)*float64(l.Capacity()) + o.rate(k)*o.episodeS
+}
+
+// rebase starts the quiet window: InvAdmissible is judged with what the
+// owners' counters hold now (tokens they would still give that the
+// reference bucket has spent are excess not yet admitted), then each
+// key's reference becomes its owner's counter, on the owner's clock: from
+// here on every admission must be admissible (InvSpentStaysSpent).
+func (o *oracle) rebase() {
+	w := o.w
+	o.quietFrom = w.loop.now
+	var v *view
+	for _, id := range w.order {
+		if h := w.hosts[id]; h.up && v == nil {
+			v = h.node.view.Load()
+		}
+	}
+	if v == nil {
+		return
+	}
+	for k, key := range w.keys {
+		p := v.ring.Partition(key.name)
+		owner := w.hosts[v.ring.PartitionOwner(p)]
+		if owner == nil || !owner.up {
+			continue
+		}
+		states, err := owner.node.engine.Export(w.ctx, []uint32{p})
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		var real bucket.State
+		for _, st := range states {
+			if st.ID == key.id {
+				real = bucket.State{A: st.A, B: st.B, C: st.C}
+			}
+		}
+		ownerNow := w.loop.clock.Now().Add(owner.skew).UnixNano()
+		_, got := bucket.Decide(real, key.lim, 0, ownerNow)
+		_, ref := bucket.Decide(o.ref[k], key.lim, 0, w.loop.clock.Now().Add(o.ahead[k]).UnixNano())
+		latent := max(0, got.Remaining-ref.Remaining)
+		if a := o.allowance(k); float64(o.excess[k]+latent) > a+1e-9 {
+			o.violate("InvAdmissible", "%s: %d admitted beyond the reference bucket and %d more its owner %s would admit at quiescence, allowance %.1f",
+				key.name, o.excess[k], latent, owner.id, a)
+		}
+		o.ref[k], o.ahead[k] = real, owner.skew
+		w.loop.rec('Z', int64(k), got.Remaining, ref.Remaining, func() string {
+			return fmt.Sprintf("rebase %s on %s: owner gives %d, reference %d", key.name, owner.id, got.Remaining, ref.Remaining)
+		})
+		o.last[k], o.lastSkew[k] = owner.id, owner.skew
+	}
+}
+
+// final checks the invariants judged at the run's end.
+func (o *oracle) final() {
+	o.InvOneHolder()
+	o.InvReplicasMatch()
+	for _, c := range o.quiet {
+		if !c.answered && c.deadline < o.w.loop.now {
+			o.violate("InvQuietAnswered", "check of %s entered at %s at %s never answered", o.w.keys[c.key].name, c.entry.id, c.at)
+		}
+	}
+}
+
+// InvOneHolder: after quiescence every partition is ready on exactly one
+// running node, its owner by the (one) ring.
+func (o *oracle) InvOneHolder() {
+	var v *view
+	var hs []*host
+	for _, id := range o.w.order {
+		if h := o.w.hosts[id]; h.up {
+			hs = append(hs, h)
+			if v == nil {
+				v = h.node.view.Load()
+			}
+		}
+	}
+	if v == nil {
+		return
+	}
+	for p := range uint32(o.w.ring.PartitionCount) {
+		owner := v.ring.PartitionOwner(p)
+		var ready []string
+		for _, h := range hs {
+			if st, _ := h.node.handoff.Routes().State(p); st == replication.PartReady {
+				ready = append(ready, h.id)
+			}
+		}
+		if len(ready) != 1 || ready[0] != owner {
+			o.violate("InvOneHolder", "partition %d ready on %v, owner %s", p, ready, owner)
+		}
+	}
+}
+
+// InvReplicasMatch: after quiescence each partition's replicas hold the
+// owner's counters, state for state.
+func (o *oracle) InvReplicasMatch() {
+	w := o.w
+	for _, id := range w.order {
+		h := w.hosts[id]
+		if !h.up {
+			continue
+		}
+		v := h.node.view.Load()
+		if v == nil {
+			continue
+		}
+		owned := v.ring.OwnedBy(h.id)
+		states, err := h.node.engine.Export(w.ctx, owned)
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		want := map[uint32]map[uint64]replication.State{}
+		for _, st := range states {
+			if st.Fresh() {
+				continue
+			}
+			if want[st.Partition] == nil {
+				want[st.Partition] = map[uint64]replication.State{}
+			}
+			want[st.Partition][st.ID] = st
+		}
+		for _, p := range owned {
+			for _, rid := range v.ring.PartitionReplicas(p) {
+				r := w.hosts[rid]
+				if rid == h.id || r == nil || !r.up {
+					continue
+				}
+				if (r.viewFaulted || r.restartUnseen) && !w.opt.Strict {
+					// Known limits (docs/design.md, "Simulator bounds"):
+					// a replica whose own view flapped promoted its
+					// copies and gave them up again, or restarted before
+					// it was declared dead; nobody resends them.
+					o.knownFlapCopies++
+					continue
+				}
+				got := r.node.replicas.Peek([]uint32{p})
+				// A copy matters by the tokens it would give if promoted:
+				// it may be as spent as the owner's counter or more,
+				// never less (a missing copy gives a full bucket).
+				now := w.loop.clock.Now().Add(h.skew).UnixNano()
+				tokens := func(st replication.State) int64 {
+					k, ok := w.keyOf[st.ID]
+					if !ok {
+						return 0
+					}
+					_, res := bucket.Decide(bucket.State{A: st.A, B: st.B, C: st.C}, w.keys[k].lim, 0, now)
+					return res.Remaining
+				}
+				var diff []string
+				seen := map[uint64]bool{}
+				for _, st := range got {
+					seen[st.ID] = true
+					if ws, ok := want[p][st.ID]; ok && tokens(st) > tokens(ws) {
+						diff = append(diff, fmt.Sprintf("%s copy gives %d, owner %d", w.keyName(st.ID), tokens(st), tokens(ws)))
+					}
+				}
+				for id, ws := range want[p] {
+					if k, ok := w.keyOf[id]; ok && !seen[id] && tokens(ws) < w.keys[k].lim.Capacity() {
+						diff = append(diff, fmt.Sprintf("%s no copy, owner %d", w.keyName(id), tokens(ws)))
+					}
+				}
+				if len(diff) > 0 {
+					slices.Sort(diff)
+					if !w.opt.Strict {
+						// Known limit: copies are not repaired (docs/design.md).
+						o.copyGaps += len(diff)
+						continue
+					}
+					o.violate("InvReplicasMatch", "partition %d: owner %s, replica %s: %v", p, h.id, rid, diff)
+				}
+			}
+		}
+	}
+}
+
+func (w *World) keyName(id uint64) string {
+	if k, ok := w.keyOf[id]; ok {
+		return w.keys[k].name
+	}
+	return fmt.Sprintf("%x", id)
+}
