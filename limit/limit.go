@@ -50,6 +50,10 @@ type Item struct {
 	// non-zero hash of its gateway id. Only such items are granted one
 	// (Result.LeaseGranted).
 	LeaseGateway uint64
+	// Trace is the W3C trace context (a traceparent value) of a sampled
+	// item, set by a traced SDK or node; empty when not sampled. A batch
+	// carries items of many requests, so each sampled item carries its own.
+	Trace string
 }
 
 // Override is a per-check limit (Item.Override): Rate tokens per Period,

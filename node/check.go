@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
@@ -105,6 +108,11 @@ const ruleVersionWait = time.Second
 // reference to items or out once it returns.
 func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result) error {
 	start := time.Now()
+	if n.tracer != nil {
+		var span trace.Span
+		ctx, span = n.traceCheck(ctx, items)
+		defer span.End()
+	}
 	if err := n.check(ctx, items, out, false); err != nil {
 		return err
 	}
@@ -242,7 +250,11 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	for _, dest := range sortedDests(remote) {
 		idx := remote[dest]
 		f := n.forwarder(dest)
-		c, err := f.start(ctx, forwardItems(items, idx, rv.version, forwarded))
+		sub := forwardItems(items, idx, rv.version, forwarded)
+		if n.tracer != nil {
+			tracing.Stamp(ctx, sub, !forwarded)
+		}
+		c, err := f.start(ctx, sub)
 		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
 	}
 	if len(sc.local) > 0 {

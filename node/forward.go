@@ -305,6 +305,11 @@ func (f *forwarder) failQueued() {
 
 // send sends batch's items as one request on st and answers every call.
 func (f *forwarder) send(st *checkstream.Stream, batch []*fwdCall, w *wireItems) {
+	if f.n.tracer != nil {
+		if span := f.n.traceForward(f.dest, batch); span != nil {
+			defer span.End()
+		}
+	}
 	items := w.set(batch)
 	f.n.met.forwardBatch.Observe(float64(len(items)))
 	f.n.met.forwarded.Add(float64(len(items)))

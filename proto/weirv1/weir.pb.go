@@ -115,7 +115,11 @@ type CheckItem struct {
 	// flight): its identity, a non-zero hash of its gateway id. The owner
 	// counts the distinct gateways asking for a hot key and grants leases
 	// (CheckResult.lease_granted) only to items that carry it.
-	LeaseGateway  uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	LeaseGateway uint64 `protobuf:"varint,11,opt,name=lease_gateway,json=leaseGateway,proto3" json:"lease_gateway,omitempty"`
+	// W3C trace context (a traceparent header value) of a sampled item: a
+	// batch carries items of many requests, so each sampled item carries its
+	// own and the batch's span links to them. Empty: not sampled.
+	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -225,6 +229,13 @@ func (x *CheckItem) GetLeaseGateway() uint64 {
 		return x.LeaseGateway
 	}
 	return 0
+}
+
+func (x *CheckItem) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type CheckRequest struct {
@@ -3663,7 +3674,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xc9\x02\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xeb\x02\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -3676,7 +3687,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	"\x12override_period_ms\x18\t \x01(\x03R\x10overridePeriodMs\x12%\n" +
 	"\x0eoverride_burst\x18\n" +
 	" \x01(\x03R\roverrideBurst\x12#\n" +
-	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\"8\n" +
+	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\x12 \n" +
+	"\vtraceparent\x18\f \x01(\tR\vtraceparent\"8\n" +
 	"\fCheckRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xfa\x02\n" +
 	"\vCheckResult\x12\x18\n" +
