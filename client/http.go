@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
@@ -45,7 +48,11 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 				next.ServeHTTP(w, r)
 				return
 			}
-			d := c.Decide(r.Context(), m.request(r))
+			ctx := r.Context()
+			if c.tracer != nil && !trace.SpanContextFromContext(ctx).IsValid() {
+				ctx = tracing.FromHeader(ctx, r.Header)
+			}
+			d := c.Decide(ctx, m.request(r))
 			SetHeadersStyle(w.Header(), c.cfg.HeaderStyle, d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)
