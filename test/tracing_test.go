@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/internal/tracing/otlp"
@@ -81,29 +84,43 @@ func startReceiver(t *testing.T) (*otlpReceiver, string) {
 	return rcv, "http://" + lis.Addr().String()
 }
 
-// TestTracingThroughNonOwner sends one check over HTTP, with a sampled W3C
-// traceparent, to a node that does not own the key, in a real 3-node
-// cluster whose nodes export to an in-process OTLP receiver with the real
-// exporter. One trace arrives: the entry node's weir.check (child of the
-// caller's span), its weir.forward (child of weir.check) and the owner's
-// weir.decide (child of weir.forward).
-func TestTracingThroughNonOwner(t *testing.T) {
+// tracedCluster starts a 3-node cluster whose nodes export spans to an
+// in-process OTLP receiver with the real exporter, with the test's rule
+// t.r applied. Sampling ratio 0: only a caller's sampled traceparent
+// starts a trace (parent-based), so nothing else reaches the receiver.
+// flush exports what every provider made (nodes' and those from
+// provider) and stops them.
+func tracedCluster(t *testing.T) (c *cluster, rcv *otlpReceiver, provider func(instance string) trace.TracerProvider, flush func()) {
 	rcv, endpoint := startReceiver(t)
-	var shutdowns []func(context.Context) error
-	var mu sync.Mutex
-	tc := testcluster.NewConfigured(t, 3, func(cfg *node.Config) {
-		// Ratio 0: only the caller's sampled traceparent starts a trace
-		// (parent-based), so nothing else reaches the receiver.
-		tp, shutdown, err := otlp.New(context.Background(), otlp.Config{Endpoint: endpoint, Ratio: 0, Service: "weir-node", Instance: cfg.ID})
+	var (
+		mu        sync.Mutex
+		shutdowns []func(context.Context) error
+	)
+	provider = func(instance string) trace.TracerProvider {
+		tp, shutdown, err := otlp.New(context.Background(), otlp.Config{Endpoint: endpoint, Ratio: 0, Service: "weir-test", Instance: instance})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
 		shutdowns = append(shutdowns, shutdown)
 		mu.Unlock()
-		cfg.Tracer = tp
-	})
-	c := wrapCluster(t, tc)
+		return tp
+	}
+	flush = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range shutdowns {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s(ctx); err != nil {
+				t.Errorf("tracer shutdown: %v", err)
+			}
+			cancel()
+		}
+		shutdowns = nil
+	}
+	t.Cleanup(flush)
+	tc := testcluster.NewConfigured(t, 3, func(cfg *node.Config) { cfg.Tracer = provider(cfg.ID) })
+	c = wrapCluster(t, tc)
 	c.WaitStable(3)
 	c.ApplyRules(`rules:
   - id: t.r
@@ -112,18 +129,72 @@ func TestTracingThroughNonOwner(t *testing.T) {
     rate: 100
     period: 1m
 `)
+	return c, rcv, provider, flush
+}
+
+// traceSpans waits for want spans of trace id and returns them by name
+// (each name once).
+func traceSpans(t *testing.T, rcv *otlpReceiver, id string, want int) map[string]recvSpan {
+	t.Helper()
+	var spans []recvSpan
+	testwait.For(t, 10*time.Second, "the spans of the trace", func() error {
+		if spans = rcv.trace(id); len(spans) < want {
+			return fmt.Errorf("%d spans: %v", len(spans), describe(spans))
+		}
+		return nil
+	})
+	if len(spans) != want {
+		t.Errorf("%d spans in the trace, want %d: %v", len(spans), want, describe(spans))
+	}
+	byName := map[string]recvSpan{}
+	for _, s := range spans {
+		if _, dup := byName[s.span.GetName()]; dup {
+			t.Errorf("two %s spans: %v", s.span.GetName(), describe(spans))
+		}
+		byName[s.span.GetName()] = s
+	}
+	return byName
+}
+
+// wantSpan checks that the span named name came from node and is the
+// child of parent (hex).
+func wantSpan(t *testing.T, spans map[string]recvSpan, name, node, parent string) string {
+	t.Helper()
+	s, ok := spans[name]
+	if !ok {
+		t.Fatalf("no %s span", name)
+	}
+	if s.node != node {
+		t.Errorf("%s from %q, want %q", name, s.node, node)
+	}
+	if got := hex.EncodeToString(s.span.GetParentSpanId()); got != parent {
+		t.Errorf("%s parent %s, want %s", name, got, parent)
+	}
+	return hex.EncodeToString(s.span.GetSpanId())
+}
+
+const (
+	testTraceID    = "4bf92f3577b34da6a3ce929d0e0e4736"
+	testCallerSpan = "00f067aa0ba902b7"
+)
+
+// TestTracingThroughNonOwner sends one check over HTTP, with a sampled W3C
+// traceparent, to a node that does not own the key, in a real 3-node
+// cluster. One trace arrives: the entry node's weir.check (child of the
+// caller's span), its weir.forward (child of weir.check) and the owner's
+// weir.decide (child of weir.forward).
+func TestTracingThroughNonOwner(t *testing.T) {
+	c, rcv, _, flush := tracedCluster(t)
 	key := "apikey:traced"
 	owner := c.ownerOf(key)
 	entry := c.Nodes[(owner+1)%3]
 
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	const callerSpan = "00f067aa0ba902b7"
 	req, err := http.NewRequest("POST", "http://"+entry.HTTPAddr()+"/v1/limits/check", bytes.NewBufferString(`{"key":"`+key+`","rule":"t.r","cost":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-"+callerSpan+"-01")
+	req.Header.Set("traceparent", "00-"+testTraceID+"-"+testCallerSpan+"-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -132,56 +203,46 @@ func TestTracingThroughNonOwner(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("check: %d", resp.StatusCode)
 	}
-	// Flush every node's exporter (each provider's shutdown exports what
-	// it queued).
-	mu.Lock()
-	for _, s := range shutdowns {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := s(ctx); err != nil {
-			t.Errorf("tracer shutdown: %v", err)
-		}
-		cancel()
-	}
-	mu.Unlock()
+	flush()
+	spans := traceSpans(t, rcv, testTraceID, 3)
+	chk := wantSpan(t, spans, "weir.check", entry.ID(), testCallerSpan)
+	fwd := wantSpan(t, spans, "weir.forward", entry.ID(), chk)
+	wantSpan(t, spans, "weir.decide", c.Nodes[owner].ID(), fwd)
+}
 
-	var spans []recvSpan
-	testwait.For(t, 10*time.Second, "three spans of the trace", func() error {
-		spans = rcv.trace(traceID)
-		if len(spans) < 3 {
-			return fmt.Errorf("%d spans: %v", len(spans), describe(spans))
+// TestTracingThroughSDK sends one request with a sampled traceparent
+// through the SDK's net/http middleware: the SDK's weir.client.check (child
+// of the caller's span) and the owner's weir.check (its child) make one
+// trace.
+func TestTracingThroughSDK(t *testing.T) {
+	c, rcv, provider, flush := tracedCluster(t)
+	cfg := client.DefaultConfig()
+	cfg.Cluster, cfg.GatewayID, cfg.Tracer = c.GRPCAddrs(), "gw", provider("gw")
+	cl, err := client.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	testwait.For(t, 20*time.Second, "the gateway to hold the rules", func() error {
+		if cl.RulesVersion() == 0 {
+			return fmt.Errorf("no rules yet")
 		}
 		return nil
 	})
-	byName := map[string]recvSpan{}
-	for _, s := range spans {
-		if _, dup := byName[s.span.GetName()]; dup {
-			t.Errorf("two %s spans: %v", s.span.GetName(), describe(spans))
-		}
-		byName[s.span.GetName()] = s
+	h := cl.Middleware()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	req := httptest.NewRequest("GET", "/t", nil)
+	req.Header.Set(cfg.APIKeyHeader, "traced")
+	req.Header.Set("traceparent", "00-"+testTraceID+"-"+testCallerSpan+"-01")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("middleware answered %d", w.Code)
 	}
-	chk, fwd, dec := byName["weir.check"], byName["weir.forward"], byName["weir.decide"]
-	if chk.span == nil || fwd.span == nil || dec.span == nil {
-		t.Fatalf("want weir.check, weir.forward and weir.decide; got %v", describe(spans))
-	}
-	ownerID := c.Nodes[owner].ID()
-	for _, w := range []struct {
-		s            recvSpan
-		node, parent string
-	}{
-		{chk, entry.ID(), callerSpan},
-		{fwd, entry.ID(), hex.EncodeToString(chk.span.GetSpanId())},
-		{dec, ownerID, hex.EncodeToString(fwd.span.GetSpanId())},
-	} {
-		if w.s.node != w.node {
-			t.Errorf("%s from node %q, want %q", w.s.span.GetName(), w.s.node, w.node)
-		}
-		if got := hex.EncodeToString(w.s.span.GetParentSpanId()); got != w.parent {
-			t.Errorf("%s parent %s, want %s", w.s.span.GetName(), got, w.parent)
-		}
-	}
-	if len(spans) != 3 {
-		t.Errorf("%d spans in the trace, want 3: %v", len(spans), describe(spans))
-	}
+	flush()
+	spans := traceSpans(t, rcv, testTraceID, 2)
+	sdk := wantSpan(t, spans, "weir.client.check", "gw", testCallerSpan)
+	owner := c.Nodes[c.ownerOf("apikey:traced")].ID()
+	wantSpan(t, spans, "weir.check", owner, sdk)
 }
 
 func describe(spans []recvSpan) string {
