@@ -128,6 +128,7 @@ func tracedCluster(t *testing.T) (c *cluster, rcv *otlpReceiver, provider func(i
     key: apikey
     rate: 100
     period: 1m
+    timeout: 5s # the SDK waits for the owner under -race on a loaded machine (not its fail mode)
 `)
 	return c, rcv, provider, flush
 }
