@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/ring"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -24,6 +26,7 @@ import (
 // concurrent use; Close stops it.
 type Client struct {
 	cfg    Config
+	tracer trace.Tracer // nil: tracing off (Config.Tracer)
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -98,6 +101,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, ready: make(chan struct{}), conns: map[string]*nodeConn{}}
 	c.gatewayHash = max(1, xxhash.Sum64String(cfg.GatewayID))
+	if cfg.Tracer != nil {
+		c.tracer = cfg.Tracer.Tracer(tracing.Name)
+	}
 	c.local.init()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	m, err := newMetrics(c, cfg.Registry)

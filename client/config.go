@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/limit/headers"
 )
@@ -113,6 +115,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry, when set, gets the client's metrics.
 	Registry *prometheus.Registry
+	// Tracer, when set, traces sampled decisions: a weir.client.check
+	// span per call to the cluster, the child of the decision's context
+	// (Middleware reads the request's W3C traceparent), whose context the
+	// sampled items carry to the nodes. Nil: off. The SDK uses the
+	// OpenTelemetry API only; pass the provider your service exports with.
+	Tracer trace.TracerProvider
 	// Now is the clock for local state (blocked-until cache, leases, the
 	// fail-open buckets, the breakers' cooldown). Nil means time.Now.
 	Now func() time.Time

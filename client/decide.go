@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -331,7 +332,14 @@ func (c *Client) ask(ctx context.Context, rs *ruleState, ps []pending, cost int6
 		if timeout <= 0 {
 			timeout = rules.DefaultTimeout
 		}
+		var span trace.Span
+		if c.tracer != nil {
+			span = c.traceSend(ctx, cl)
+		}
 		res, err := c.send(ctx, cl, timeout, now)
+		if span != nil {
+			span.End()
+		}
 		if err != nil {
 			reason := "unavailable"
 			switch {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
@@ -47,7 +50,11 @@ func (c *Client) Middleware(opts ...MiddlewareOption) func(http.Handler) http.Ha
 				next.ServeHTTP(w, r)
 				return
 			}
-			d := c.Decide(r.Context(), m.request(r))
+			ctx := r.Context()
+			if c.tracer != nil && !trace.SpanContextFromContext(ctx).IsValid() {
+				ctx = tracing.FromHeader(ctx, r.Header)
+			}
+			d := c.Decide(ctx, m.request(r))
 			if d.HoldsPermits() { // concurrency rules: give the permits back when the request ends
 				defer c.releaseAfter(r, d)()
 			}

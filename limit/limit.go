@@ -61,6 +61,10 @@ type Item struct {
 	// Priority is the request's class under a rule with a reserve (its
 	// priority_header's value; "": the rule's priority_default).
 	Priority string
+	// Trace is the W3C trace context (a traceparent value) of a sampled
+	// item, set by a traced SDK or node; empty when not sampled. A batch
+	// carries items of many requests, so each sampled item carries its own.
+	Trace string
 }
 
 // Override is a per-check limit (Item.Override): Rate tokens per Period,

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/shard"
@@ -109,6 +111,11 @@ const ruleVersionWait = time.Second
 // reference to items or out once it returns.
 func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result) error {
 	start := time.Now()
+	if n.tracer != nil {
+		var span trace.Span
+		ctx, span = n.traceCheck(ctx, items)
+		defer span.End()
+	}
 	if err := n.check(ctx, items, out, false); err != nil {
 		return err
 	}

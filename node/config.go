@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/internal/sched"
@@ -207,6 +208,10 @@ type Config struct {
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
+	// Tracer, when set, traces sampled checks (docs/operations.md,
+	// tracing): a span where a check enters, one per forward batch that
+	// carries a sampled item, one for the owner's decision. Nil: off.
+	Tracer trace.TracerProvider
 	// Now is the owner's clock in unix ns (tests may pass a fake).
 	Now func() int64
 	// Sched is the seam through which the hand-off, the replicator and

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -284,6 +285,9 @@ func (f *forwarder) start(ctx context.Context, items []limit.Item, idx []int, ve
 	}
 	c := callPool.Get().(*fwdCall)
 	c.items = appendForwardItems(c.items[:0], items, idx, ver, forwarded)
+	if f.n.tracer != nil {
+		tracing.Stamp(ctx, c.items, !forwarded)
+	}
 	c.err, c.tried = nil, false
 	f.mu.Lock()
 	if f.closed {
@@ -398,6 +402,11 @@ func (f *forwarder) write() {
 // send writes batch as one request (counted in f.inflight); its calls are
 // answered by the stream's receiver, by a unary RPC or here on failure.
 func (f *forwarder) send(batch []*fwdCall) {
+	if f.n.tracer != nil {
+		if span := f.n.traceForward(f.dest, batch); span != nil {
+			defer span.End() // the batch's write (its answer comes to the receiver)
+		}
+	}
 	items := f.w.set(batch)
 	f.n.met.forwardBatch.Observe(float64(len(items)))
 	f.n.met.forwarded.Add(float64(len(items)))

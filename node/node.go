@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
@@ -66,6 +68,7 @@ type Node struct {
 	authz    *authz.Authorizer // the role policy (node/authz)
 	admit    *admission        // members that proved they are nodes (TLS)
 	region   *region.Agent     // nil unless Config.Region is set
+	tracer   trace.Tracer      // nil: tracing off (tracing.go)
 
 	grpcSrv       *grpc.Server
 	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
@@ -137,6 +140,9 @@ func New(cfg Config) (*Node, error) {
 		changed:  make(chan struct{}, 1),
 		gossiped: clusterview.NewBook(cfg.ID),
 		keyring:  keyring,
+	}
+	if cfg.Tracer != nil {
+		n.tracer = cfg.Tracer.Tracer(tracing.Name)
 	}
 	if keyring != nil {
 		n.auth = peerauth.New(cfg.ClusterName, keyring)

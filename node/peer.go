@@ -7,11 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
 	"github.com/weirlimit/weir/internal/checkstream"
 	"github.com/weirlimit/weir/internal/grpcwin"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/node/api"
@@ -82,6 +84,11 @@ func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem,
 	}
 	b := s.batches.FromProto(items)
 	defer s.batches.Put(b)
+	if s.n.tracer != nil && tracing.Traced(b.Items) {
+		var span trace.Span
+		ctx, span = tracing.Start(ctx, s.n.tracer, "weir.decide", trace.SpanKindServer, tracing.Traces(b.Items))
+		defer span.End()
+	}
 	err := limit.DecideValid(b.Items, b.Results, func(valid []limit.Item, out []limit.Result) error {
 		return s.n.check(ctx, valid, out, true)
 	})

@@ -88,9 +88,19 @@ var rules = []depRule{
 		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
 	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched"},
 		why: "durable counters: a pure file format and a thin writer over counter states; no rule, ring or transport"},
+	{pkg: "client", never: otelSDK, why: "the gateway SDK uses the OpenTelemetry API only; exporters live in the weir binary"},
+	{pkg: "node", never: otelSDK, why: "nodes take a trace.TracerProvider (the OpenTelemetry API); exporters live in the weir binary"},
+	{pkg: "internal/tracing", required: true,
+		only: []string{module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation",
+			"go.opentelemetry.io/otel/baggage", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/internal", "go.opentelemetry.io/otel/semconv"},
+		why: "the shared tracing helpers use the OpenTelemetry API only; internal/tracing/otlp alone builds the SDK and exporter"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }
+
+// otelSDK is the OpenTelemetry SDK and exporters, and the package that
+// builds them: only the weir binary and tests may link them.
+var otelSDK = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/proto/otlp", module + "/internal/tracing/otlp"}
 
 // under reports whether import path p is path or inside it.
 func under(p, path string) bool {

@@ -56,6 +56,8 @@ func (c *cli) gatewayCmd() *cobra.Command {
 	withEnv(fs, "cluster", "rules-cache", "until-rules", "until-rules-timeout", "header-style")
 	var tf tlsFlags
 	tf.register(fs)
+	var trf tracingFlags
+	trf.register(fs)
 	logFmt := logFormatFlag(fs)
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address, apart from the proxy (off by default; no environment variable)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -109,6 +111,12 @@ func (c *cli) gatewayCmd() *cobra.Command {
 		if err := cfg.Validate(); err != nil {
 			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), client.ErrInvalidConfig.Error()+": "))
 		}
+		tp, stopTracing, err := trf.provider(cmd, "weir-gateway", *id, logger)
+		if err != nil {
+			return err
+		}
+		defer stopTracing()
+		cfg.Tracer = tp
 		if *pprofAddr != "" {
 			stop, err := servePprof(*pprofAddr, logger)
 			if err != nil {

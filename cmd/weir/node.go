@@ -52,6 +52,7 @@ type nodeFlags struct {
 	region                                                regionFlags
 	logFormat                                             *logFormat
 	persistInterval, restoreWait                          time.Duration
+	tracing                                               tracingFlags
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
@@ -108,6 +109,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	f.tls.register(fs)
 	f.region.register(fs)
 	f.logFormat = logFormatFlag(fs)
+	f.tracing.register(fs)
 	fs.StringVar(&f.pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; no environment variable, so children do not inherit it)")
 }
 
@@ -224,6 +226,12 @@ func (c *cli) nodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tp, stopTracing, err := f.tracing.provider(cmd, "weir-node", cfg.ID, cfg.Logger)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			cfg.Tracer = tp
 			if f.pprofAddr != "" {
 				stop, err := servePprof(f.pprofAddr, cfg.Logger)
 				if err != nil {

@@ -253,6 +253,8 @@ func decodeCheckItem(data []byte, it *weirv1.CheckItem) bool {
 				it.ReleasePermit = append([]byte(nil), f.b...)
 			case 13:
 				it.Priority = rules.intern(f.b)
+			case 14:
+				it.Traceparent = string(f.b)
 			default:
 				return false
 			}

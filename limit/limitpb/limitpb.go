@@ -23,7 +23,7 @@ func itemsFromProto(dst []limit.Item, ps []*weirv1.CheckItem) []limit.Item {
 			dst[i] = limit.Item{}
 			continue
 		}
-		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway, Priority: p.Priority}
+		dst[i] = limit.Item{Key: p.Key, Rule: p.Rule, Cost: p.Cost, RuleVersion: p.RuleVersion, Group: p.Group, Refund: p.Refund, Hops: p.Hops, LeaseGateway: p.LeaseGateway, Priority: p.Priority, Trace: p.Traceparent}
 		if p.OverrideRate > 0 {
 			dst[i].Override = &limit.Override{Rate: p.OverrideRate, Period: time.Duration(p.OverridePeriodMs) * time.Millisecond, Burst: p.OverrideBurst}
 		}
@@ -84,7 +84,7 @@ func (bp *BatchPool) Put(b *Batch) {
 func ItemToProto(dst *weirv1.CheckItem, it *limit.Item) {
 	dst.Key, dst.Rule, dst.Cost, dst.RuleVersion = it.Key, it.Rule, it.Cost, it.RuleVersion
 	dst.Group, dst.Refund, dst.Hops = it.Group, it.Refund, it.Hops
-	dst.LeaseGateway, dst.Priority = it.LeaseGateway, it.Priority
+	dst.LeaseGateway, dst.Priority, dst.Traceparent = it.LeaseGateway, it.Priority, it.Trace
 	dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = 0, 0, 0
 	if o := it.Override; o != nil {
 		dst.OverrideRate, dst.OverridePeriodMs, dst.OverrideBurst = o.Rate, o.Period.Milliseconds(), o.Burst

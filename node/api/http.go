@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/events"
@@ -827,7 +828,7 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	res := make([]limit.Result, len(items))
-	if err := s.check(r.Context(), items, res); err != nil {
+	if err := s.check(tracing.FromHeader(r.Context(), r.Header), items, res); err != nil {
 		return err
 	}
 	if single {

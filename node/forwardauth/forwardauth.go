@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/client/reqmatch"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -212,7 +213,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res := make([]limit.Result, len(items))
 	if err := limit.DecideValid(items, res, func(items []limit.Item, out []limit.Result) error {
-		return h.b.Check(r.Context(), items, out)
+		return h.b.Check(tracing.FromHeader(r.Context(), r.Header), items, out)
 	}); err != nil {
 		for i := range res { // the cluster did not answer: every rule's fail mode
 			res[i] = limit.Result{Code: limit.CodeUnavailable, Err: err.Error()}

@@ -122,7 +122,11 @@ type CheckItem struct {
 	ReleasePermit []byte `protobuf:"bytes,12,opt,name=release_permit,json=releasePermit,proto3" json:"release_permit,omitempty"`
 	// The request's priority class, for a rule with a reserve (the value of
 	// its priority_header; "": the rule's priority_default).
-	Priority      string `protobuf:"bytes,13,opt,name=priority,proto3" json:"priority,omitempty"`
+	Priority string `protobuf:"bytes,13,opt,name=priority,proto3" json:"priority,omitempty"`
+	// W3C trace context (a traceparent header value) of a sampled item: a
+	// batch carries items of many requests, so each sampled item carries its
+	// own and the batch's span links to them. Empty: not sampled.
+	Traceparent   string `protobuf:"bytes,14,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +248,13 @@ func (x *CheckItem) GetReleasePermit() []byte {
 func (x *CheckItem) GetPriority() string {
 	if x != nil {
 		return x.Priority
+	}
+	return ""
+}
+
+func (x *CheckItem) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
 	}
 	return ""
 }
@@ -4064,7 +4075,7 @@ var File_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x12weir/v1/weir.proto\x12\aweir.v1\"\x8c\x03\n" +
+	"\x12weir/v1/weir.proto\x12\aweir.v1\"\xae\x03\n" +
 	"\tCheckItem\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
@@ -4079,7 +4090,8 @@ const file_weir_v1_weir_proto_rawDesc = "" +
 	" \x01(\x03R\roverrideBurst\x12#\n" +
 	"\rlease_gateway\x18\v \x01(\x04R\fleaseGateway\x12%\n" +
 	"\x0erelease_permit\x18\f \x01(\fR\rreleasePermit\x12\x1a\n" +
-	"\bpriority\x18\r \x01(\tR\bpriority\"8\n" +
+	"\bpriority\x18\r \x01(\tR\bpriority\x12 \n" +
+	"\vtraceparent\x18\x0e \x01(\tR\vtraceparent\"8\n" +
 	"\fCheckRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.v1.CheckItemR\x05items\"\xd2\x03\n" +
 	"\vCheckResult\x12\x18\n" +
