@@ -54,7 +54,7 @@ func TestFloorSmoke(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rs) != 2 || rs[0].Rate != 0 || rs[1].RatePct != 50 || rs[1].Capacity != rs[0].PerSec || rs[1].Rate != rs[0].PerSec/2 {
+			if len(rs) != 2 || rs[0].Rate != 0 || rs[1].RatePct != 50 || rs[1].Capacity != rs[0].PerSec || rs[1].Rate != rs[0].PerSec*50/100 {
 				t.Fatalf("paced runs: capacity %+v, open loop %+v", rs[0], rs[len(rs)-1])
 			}
 			if rs[0].Errors+rs[1].Errors != 0 || rs[1].Checks == 0 {

@@ -28,7 +28,7 @@ func TestSmokeOneNode(t *testing.T) {
 		{ID: "mw.b", Rate: 1, Period: time.Hour, Burst: 30},
 	}}
 	lease := Scenario{Name: "smoke-lease", Keys: 1, Cost: 1, Accuracy: true, Timeout: timeout,
-		Rules: []RuleSpec{{ID: "smoke.lease", Rate: 1, Period: time.Hour, Burst: 100, Lease: 20}}}
+		Rules: []RuleSpec{{ID: "smoke.lease", Rate: 1, Period: 59 * time.Minute, Burst: 100, Lease: 20}}}
 	yaml := exact.RulesYAML() + mw.RulesYAML()[len("rules:\n"):] + lease.RulesYAML()[len("rules:\n"):] + exact.RLSRulesYAML()
 	ids := append(append(exact.RuleIDs(), mw.RuleIDs()...), lease.RuleIDs()...)
 	if err := ApplyRules(ctx, n.HTTPAddr(), yaml, ids, []string{n.GRPCAddr()}, nil, nil); err != nil {

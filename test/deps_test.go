@@ -86,7 +86,7 @@ var rules = []depRule{
 	{pkg: "client/reqmatch", required: true,
 		only: []string{module + "/rulesraft/rules", module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "gopkg.in/yaml.v3"},
 		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
-	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched"},
+	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched", module + "/internal/bug"},
 		why: "durable counters: a pure file format and a thin writer over counter states; no rule, ring or transport"},
 	{pkg: "client", never: otelSDK, why: "the gateway SDK uses the OpenTelemetry API only; exporters live in the weir binary"},
 	{pkg: "node", never: otelSDK, why: "nodes take a trace.TracerProvider (the OpenTelemetry API); exporters live in the weir binary"},
