@@ -262,13 +262,13 @@ func lineDiff(a, b string) string {
 // names them, and the chart makes no Secret (it reads the operator's).
 func TestChartValues(t *testing.T) {
 	got := render(t, "edge", map[string]any{
-		"replicas":        5,
-		"clusterName":     "edge",
-		"image":           map[string]any{"repository": "registry.example.com/weir", "tag": "v1.2.3"},
-		"tls":             map[string]any{"secretName": "edge-certs"},
-		"gossip":          map[string]any{"secretName": "edge-gossip"},
-		"adminToken":      map[string]any{"secretName": "edge-admin", "key": "token"},
-		"storage":         map[string]any{"size": "5Gi", "storageClassName": "fast"},
+		"replicas":    5,
+		"clusterName": "edge",
+		"image":       map[string]any{"repository": "registry.example.com/weir", "tag": "v1.2.3"},
+		"tls":         map[string]any{"secretName": "edge-certs"},
+		"gossip":      map[string]any{"secretName": "edge-gossip"},
+		"adminToken":  map[string]any{"secretName": "edge-admin", "key": "token"},
+		"storage":     map[string]any{"size": "5Gi", "storageClassName": "fast"},
 	})
 	want := []string{"PodDisruptionBudget/edge", "Service/edge", "Service/edge-peers", "StatefulSet/edge"}
 	if !slices.Equal(keys(got), want) {
