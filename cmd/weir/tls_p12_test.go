@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/tls"
+	"crypto/x509"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"software.sslmate.com/src/go-pkcs12"
 )
@@ -98,4 +101,49 @@ func TestTLSCertP12(t *testing.T) {
 		t.Fatalf("cert create --p12-password-file: exit %d, stdout %q, stderr %q (the password is not printed)", r.code, r.stdout, r.stderr)
 	}
 	check("alice", "correct horse")
+}
+
+// dashboardWithP12 issues an admin .p12 from the CA in dir and opens the
+// TLS node's dashboard at addr as a browser that imported it would: the
+// page and its data (/v1/ops/snapshot) answer with the bundle's
+// certificate; the data is refused without one.
+func dashboardWithP12(t *testing.T, dir, addr string) {
+	t.Helper()
+	r := runCLI(t, "", nil, "tls", "cert", "create", "--dir", dir, "--admin", "browser", "--p12")
+	m := regexp.MustCompile(`the \.p12 password: (\S+)`).FindStringSubmatch(r.stdout)
+	if r.code != exitOK || m == nil {
+		t.Fatalf("cert create --p12: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "admin-browser.p12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, leaf, cas, err := pkcs12.DecodeChain(data, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	for _, c := range cas {
+		roots.AddCert(c)
+	}
+	get := func(path string, certs []tls.Certificate) int {
+		t.Helper()
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs, ServerName: "localhost"}}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get("https://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	withCert := []tls.Certificate{{Certificate: [][]byte{leaf.Raw}, PrivateKey: key, Leaf: leaf}}
+	for _, path := range []string{"/ui/", "/v1/ops/snapshot"} {
+		if code := get(path, withCert); code != http.StatusOK {
+			t.Errorf("GET %s with the .p12's certificate: %d, want 200", path, code)
+		}
+	}
+	if code := get("/v1/ops/snapshot", nil); code == http.StatusOK {
+		t.Errorf("GET /v1/ops/snapshot without a certificate: %d, want a refusal", code)
+	}
 }
