@@ -114,7 +114,8 @@ func render(t *testing.T, name string, set map[string]any) []object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := engine.Render(ch, vals)
+	// Strict: a value the templates name and values.yaml lacks is an error.
+	files, err := engine.Engine{Strict: true}.Render(ch, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
