@@ -99,7 +99,9 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 			"each name given, naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
 			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them).\n" +
 			"With --node, also the gossip keyring every node needs (--gossip-key-file):\n" +
-			"DIR/" + gossipKeyringFile + ", written once (mode 0600) and kept on later runs."}
+			"DIR/" + gossipKeyringFile + ", written once (mode 0600) and kept on later runs.\n" +
+			"With --p12, also DIR/admin-<name>.p12 (PKCS#12: the admin's certificate, key and the CA)\n" +
+			"for a browser to open the dashboard under TLS (docs/operations.md)."}
 	fs := cmd.Flags()
 	dir := fs.String("dir", "", "`directory` holding ca.pem and ca-key.pem (required)")
 	nodes := fs.StringSlice("node", nil, "nodes' `ids` (their --id), comma-separated or repeated")
