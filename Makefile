@@ -42,7 +42,7 @@ lint: ## go vet, gofmt check, go mod tidy check
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi
-	@cd deploy/helm/rendertest && $(GO) vet ./... && $(GO) mod tidy -diff || { echo "go mod tidy changes deploy/helm/rendertest/go.mod"; exit 1; }
+	@cd deploy/helm/rendertest && $(GO) vet ./... && { $(GO) mod tidy -diff || { echo "go mod tidy changes deploy/helm/rendertest/go.mod"; exit 1; }; }
 
 bench: bench-micro bench-short ## the micro-benchmarks, then a short `weir bench` preset
 
