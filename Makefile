@@ -30,6 +30,7 @@ chaos: image ## the chaos suite (needs docker): faults on 3 nodes in containers,
 test: lint ## lint, every test with the race detector, then the hand-off's tests built with the re-inserted defects' switches (tag weirbugs)
 	$(GO) test -race -count=1 -timeout 12m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags weirbugs ./replication/... ./internal/bug/...
+	cd deploy/helm/rendertest && $(GO) test -count=1 ./...   # the Helm chart against deploy/kubernetes (its own module: Helm's dependencies)
 
 SEEDS ?=
 NODES ?=
@@ -55,6 +56,7 @@ lint: ## go vet, gofmt check, go mod tidy check
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@cp go.mod /tmp/weir.go.mod.bak; cp go.sum /tmp/weir.go.sum.bak; $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff -- go.mod go.sum; cp /tmp/weir.go.mod.bak go.mod; cp /tmp/weir.go.sum.bak go.sum; exit 1; fi
+	@cd deploy/helm/rendertest && $(GO) vet ./... && { $(GO) mod tidy -diff || { echo "go mod tidy changes deploy/helm/rendertest/go.mod"; exit 1; }; }
 
 bench: bench-micro bench-short ## the micro-benchmarks, then a short `weir bench` preset
 

@@ -99,7 +99,9 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 			"each name given, naming spiffe://<cluster>/<role>/<name>: DIR/<role>-<name>.pem and\n" +
 			"DIR/<role>-<name>-key.pem, replaced atomically (a running process reloads them).\n" +
 			"With --node, also the gossip keyring every node needs (--gossip-key-file):\n" +
-			"DIR/" + gossipKeyringFile + ", written once (mode 0600) and kept on later runs."}
+			"DIR/" + gossipKeyringFile + ", written once (mode 0600) and kept on later runs.\n" +
+			"With --p12, also DIR/admin-<name>.p12 (PKCS#12: the admin's certificate, key and the CA)\n" +
+			"for a browser to open the dashboard under TLS (docs/operations.md)."}
 	fs := cmd.Flags()
 	dir := fs.String("dir", "", "`directory` holding ca.pem and ca-key.pem (required)")
 	nodes := fs.StringSlice("node", nil, "nodes' `ids` (their --id), comma-separated or repeated")
@@ -108,9 +110,25 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 	cluster := fs.String("cluster", "", "cluster `name` (default: the CA's)")
 	hosts := fs.StringSlice("host", nil, "extra IP or DNS SANs, for clients that check host names (Weir does not)")
 	days := fs.Int("days", 365, "validity in days")
+	p12 := fs.Bool("p12", false, "also write each admin's certificate, key and the CA as DIR/admin-<name>.p12 (PKCS#12), for a browser to open the dashboard with (docs/operations.md)")
+	p12PassFile := fs.String("p12-password-file", "", "`file` holding the .p12 files' password (default: a new one, printed)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *dir == "" {
 			return usageErr(cmd, "--dir is required")
+		}
+		if *p12 && len(trimAll(*admins)) == 0 {
+			return usageErr(cmd, "--p12 needs --admin: it bundles admin certificates for a browser")
+		}
+		if *p12PassFile != "" && !*p12 {
+			return usageErr(cmd, "--p12-password-file needs --p12")
+		}
+		var p12Pass string
+		var p12Made bool
+		if *p12 {
+			var err error
+			if p12Pass, p12Made, err = p12Password(*p12PassFile); err != nil {
+				return usageErr(cmd, "--p12-password-file: %v", err)
+			}
 		}
 		var ids []tlsconf.Identity
 		for _, g := range []struct {
@@ -146,6 +164,16 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(c.stdout, "wrote %s and %s (%s)\n", cert, key, id)
+			if *p12 && id.Role == tlsconf.RoleAdmin {
+				out := strings.TrimSuffix(cert, ".pem") + ".p12"
+				if err := writeP12(out, cert, key, filepath.Join(*dir, tlsconf.CAFile), p12Pass); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stdout, "wrote %s (import it into the browser to open the dashboard)\n", out)
+			}
+		}
+		if p12Made {
+			fmt.Fprintf(c.stdout, "the .p12 password: %s\n", p12Pass)
 		}
 		if len(trimAll(*nodes)) == 0 {
 			return nil

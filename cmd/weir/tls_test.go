@@ -154,4 +154,7 @@ func TestDevTLS(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") == "" {
 		t.Errorf("dev gateway: %d, X-RateLimit-Remaining %q; want 200 decided by the node", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
 	}
+	// What a browser does with `--p12`: the dashboard's data answers the
+	// PKCS#12 bundle's certificate, and not a client without one.
+	dashboardWithP12(t, filepath.Dir(m[5]), httpAddr)
 }
