@@ -193,7 +193,8 @@ func (s *Store) Bootstrap(servers []Server) error {
 // returns the version it made. Only the leader accepts commands; elsewhere
 // it returns ErrNotLeader (Leader tells where to go). An acknowledged
 // command is committed on a majority. A rejected command (ErrInvalid,
-// ErrNotFound, ErrVersionGone) changed nothing.
+// ErrNotFound, ErrVersionGone) changed nothing and, when the leader's
+// state already refuses it, used no log index (no version).
 func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
@@ -201,13 +202,13 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if s.raft.State() != raft.Leader {
 		return 0, s.notLeader()
 	}
-	if cmd.Op == OpRollback {
-		// Fail early on the leader; the FSM checks again on every replica.
-		if _, err := s.fsm.SetAt(cmd.Version); err != nil {
-			return 0, err
-		}
-	}
 	cmd.At = s.clock().UTC()
+	// Refuse a command that would fail before it enters the log, so a
+	// refused write uses no log index (versions are log indexes); the FSM
+	// checks again on every replica, against whatever it follows.
+	if err := s.fsm.Check(cmd); err != nil {
+		return 0, err
+	}
 	data, err := encodeCommand(cmd)
 	if err != nil {
 		return 0, err
