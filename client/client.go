@@ -149,12 +149,17 @@ func (c *Client) Close() error {
 func (c *Client) Ready() bool { return c.rules.Load() != nil }
 
 // WaitReady blocks until the client holds a rule set (from the cluster or
-// the rules cache) or ctx ends.
+// the rules cache) or ctx ends. Its error then wraps ErrNotReady,
+// ctx.Err() and, when the rules watch has failed, why
+// (RulesStatus().Err: a refused connection, a certificate, ...).
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.ready:
 		return nil
 	case <-ctx.Done():
+		if err := c.RulesStatus().Err; err != nil {
+			return fmt.Errorf("%w: %w; the rules watch failed: %w", ErrNotReady, ctx.Err(), err)
+		}
 		return fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
 	}
 }

@@ -553,3 +553,28 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 	req.Header.Set("Content-Type", "application/json")
 	return req
 }
+
+// WaitReady that times out says why the rules did not come (the watch's
+// last error), not only that the context ended.
+func TestWaitReadySaysWhy(t *testing.T) {
+	c := testcluster.New(t, 1)
+	addrs := c.GRPCAddrs()
+	c.Kill(0) // nothing listens there any more
+	cl := startClient(t, addrs, "gw1", nil)
+	var cause error
+	testwait.For(t, 10*time.Second, "the watch's failure in RulesStatus", func() error {
+		if cause = cl.RulesStatus().Err; cause == nil {
+			return errors.New("no error yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := cl.WaitReady(ctx)
+	if !errors.Is(err, ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitReady: %v, want ErrNotReady and the deadline", err)
+	}
+	if !errors.Is(err, cause) && !strings.Contains(err.Error(), cause.Error()) {
+		t.Fatalf("WaitReady: %v; it hides the cause %q", err, cause)
+	}
+}
