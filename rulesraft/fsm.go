@@ -504,7 +504,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var file snapshotFile
 	if err := json.NewDecoder(rc).Decode(&file); err != nil {
-		return fmt.Errorf("rulesraft: restore snapshot: %w", err)
+		return fmt.Errorf("rules store: restore snapshot: %w", err)
 	}
 	hist, err := file.decode()
 	if err != nil {

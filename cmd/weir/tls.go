@@ -39,7 +39,7 @@ func (f *tlsFlags) client(cmd *cobra.Command, log *slog.Logger) (*tls.Config, er
 		return nil, nil
 	}
 	if err := files.Validate(); err != nil {
-		return nil, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+		return nil, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrConfig.Error()+": "))
 	}
 	src, err := tlsconf.New(files, "", log)
 	if err != nil {
@@ -81,7 +81,7 @@ func (c *cli) tlsCACreateCmd() *cobra.Command {
 		}
 		ca, err := tlsconf.NewCA(*cluster, time.Duration(*days)*24*time.Hour)
 		if err != nil {
-			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrConfig.Error()+": "))
 		}
 		if err := ca.WriteCA(*dir); err != nil {
 			return err
@@ -137,7 +137,7 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 				ids[i].Cluster = ca.Cluster()
 			}
 			if err := ids[i].Validate(); err != nil {
-				return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: no weir identity: "))
+				return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrIdentity.Error()+": "))
 			}
 		}
 		for _, id := range ids {
