@@ -578,3 +578,15 @@ func TestWaitReadySaysWhy(t *testing.T) {
 		t.Fatalf("WaitReady: %v; it hides the cause %q", err, cause)
 	}
 }
+
+// A cluster address that is a node's HTTP port: the watch's error says so.
+func TestClusterAddrOfHTTPPortNamesTheMistake(t *testing.T) {
+	c := testcluster.New(t, 1)
+	cl := startClient(t, []string{c.Live()[0].HTTPAddr()}, "gw1", nil)
+	testwait.For(t, 10*time.Second, "the watch's failure naming the HTTP port", func() error {
+		if err := cl.RulesStatus().Err; err == nil || !strings.Contains(err.Error(), "likely a node's HTTP port") {
+			return fmt.Errorf("RulesStatus().Err = %v", err)
+		}
+		return nil
+	})
+}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weirlimit/weir/internal/testcluster"
 )
 
 // Errors users read name what went wrong, not the Go package that noticed
@@ -36,5 +38,20 @@ func TestErrorsNameNoInternalPackage(t *testing.T) {
 				t.Errorf("weir %s: %q names the package %s", strings.Join(tc.args, " "), r.stderr, pkg)
 			}
 		}
+	}
+}
+
+// --addr given a node's other port says which port it likely is, instead
+// of printing HTTP/2 frames as a "malformed HTTP response".
+func TestWrongPortNamesTheMistake(t *testing.T) {
+	c := testcluster.New(t, 1)
+	n := c.Live()[0]
+	r := runCLI(t, "", nil, "members", "--addr", n.GRPCAddr(), "--timeout", "10s")
+	if r.code == 0 || !strings.Contains(r.stderr, "likely the node's gRPC port") || strings.Contains(r.stderr, `\x00`) {
+		t.Errorf("members --addr <gRPC port>: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, "", nil, "health", "--addr", n.HTTPAddr())
+	if r.code == 0 || !strings.Contains(r.stderr, "likely a node's HTTP port") {
+		t.Errorf("health --addr <HTTP port>: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
