@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,12 +156,17 @@ func (c *Client) Close() error {
 func (c *Client) Ready() bool { return c.rules.Load() != nil }
 
 // WaitReady blocks until the client holds a rule set (from the cluster or
-// the rules cache) or ctx ends.
+// the rules cache) or ctx ends. Its error then wraps ErrNotReady,
+// ctx.Err() and, when the rules watch has failed, why
+// (RulesStatus().Err: a refused connection, a certificate, ...).
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.ready:
 		return nil
 	case <-ctx.Done():
+		if err := c.RulesStatus().Err; err != nil {
+			return fmt.Errorf("%w: %w; the rules watch failed: %w", ErrNotReady, ctx.Err(), err)
+		}
 		return fmt.Errorf("%w: %w", ErrNotReady, ctx.Err())
 	}
 }
@@ -298,6 +304,7 @@ func (c *Client) watchRules() {
 // watchFailed records why the rules watch failed while no set has come
 // from the cluster (RulesStatus.Err).
 func (c *Client) watchFailed(err error) {
+	err = explainHTTPPort(err)
 	if rs := c.rules.Load(); (rs == nil || rs.cached) && c.ctx.Err() == nil {
 		c.rulesErr.Store(&err)
 	}
@@ -442,4 +449,15 @@ func (c *Client) applyMembers(m *weirv1.MembersResponse) {
 			nc.cc.Connect()
 		}
 	}
+}
+
+// explainHTTPPort names the likely mistake when a cluster address answered
+// in HTTP/1.1 (a node's HTTP port given where its gRPC port belongs):
+// gRPC's own error only says the frame header "looked like an HTTP/1.1
+// header".
+func explainHTTPPort(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "looked like an HTTP/1.1 header") {
+		return err
+	}
+	return fmt.Errorf("%w (that address speaks HTTP/1.1: it is likely a node's HTTP port; Config.Cluster takes the nodes' gRPC addresses, their --grpc, default port 9090)", err)
 }

@@ -1,55 +1,25 @@
 // Package client is the gateway SDK: what an API gateway links to ask a
 // Weir cluster, once per request, whether a caller may go on, and to
 // answer the caller with the right status and headers even when the
-// cluster is sick. It imports ring, bucket, proto/weirv1, the pure rule
-// model (rulesraft/rules, rulespb) and the check vocabulary (limit: the
-// nodes' key validator and MaxKeyLen); never node or the Raft code.
+// cluster is sick.
 //
-// # What it owns
+// # Use
 //
-//   - Rules: one goroutine keeps a Rules.Watch stream open to any node
-//     (reconnecting with backoff, resuming from its last version), compiles
-//     each set into a rules.Matcher and swaps an atomic pointer. Requests
-//     match locally. With Config.RulesCache, New first loads the last set
-//     from that file, and the watch goroutine writes every newer set back
-//     (temporary file, then rename); versions only go forward, from the
-//     cluster and the cache alike. Until a set is held (from either),
-//     Decide follows Config.UntilRules: wait for it (the default; bounded
-//     by UntilRulesTimeout and the request's context, then deny), deny
-//     (503, Err ErrNotReady) or allow with no limits. Ready / WaitReady /
-//     RulesStatus tell when rules are in and where they came from.
-//   - Routing: one goroutine keeps a Cluster.WatchMembers stream open and
-//     builds a ring.Ring with the cluster's own ring configuration; a
-//     request's items go to the owner of its first key (a node that is not
-//     the owner forwards; all rules of a request are one all-or-nothing
-//     group, decided by that node).
-//   - Coalescing: InFlight sender goroutines per node each take the first
-//     waiting check, then whatever else queued meanwhile (up to MaxBatch
-//     items), into one request. There is no fixed flush delay: batches
-//     grow while every sender is busy, and a sender whose queue holds
-//     fewer calls than its previous request carried plus those that
-//     queued while it was out first lets the callers that request
-//     answered run (runtime.Gosched) and takes what they queued, again
-//     while a yield brings a call, for at most Linger (50µs): callers
-//     answered together tend to ask again together, and on a busy machine
-//     the first would otherwise leave alone. No timer is armed (in an
-//     idle Go process a timer under 1 ms fires after about 1.1 ms). A
-//     lone caller never lingers.
-//     Each sender sends its requests
-//     as messages of one long-lived CheckStream (far cheaper per request
-//     than a unary RPC), one in flight at a time; the stream is opened
-//     lazily and dropped after a failure or timeout. A node that answers
-//     Unimplemented to CheckStream gets unary Check RPCs instead. A check
-//     that finds nothing queued for its node and a sender free is sent on
-//     its caller's goroutine (no hand-off to a sender and back); it then
-//     waits for its answer up to its timeout whatever its context says.
-//   - Local state (localState): the blocked-until cache, the fail-open
-//     share buckets and the leases, each map behind its own mutex; a
-//     janitor goroutine gives back expired leases and drops stale entries.
+//	cfg := client.DefaultConfig()
+//	cfg.Cluster = []string{"n1:9090", "n2:9090"} // nodes' gRPC addresses
+//	cfg.GatewayID = "edge-1"
+//	cl, err := client.New(ctx, cfg)              // then defer cl.Close()
+//	err = cl.WaitReady(ctx)                      // optional: until the rules are in
+//	http.ListenAndServe(":8000", cl.Middleware()(yourHandler))
 //
-// Every goroutine (two watches, the janitor, InFlight senders per node)
-// is started by New or conn and joined by Close. A decision waiting for
-// the first rule set ends when Close is called.
+// Middleware answers 429 (or 503) with Retry-After and RateLimit headers
+// itself and passes allowed requests on; Decide does the same for a
+// Request without HTTP, CheckKey for a key and rule ids of your own. For
+// a cluster with mutual TLS set Config.TLS, e.g. from the files `weir tls`
+// writes with TLSFromFiles. RetryTransport is the http.RoundTripper for
+// callers that want to wait out a 429. The sections below say how keys
+// are built, what happens when the cluster is slow or down, and the
+// headers; "How it works" and after are the internals.
 //
 // # Keys
 //
@@ -102,18 +72,85 @@
 // request is then decided by the fail mode (so counted once too often,
 // never admitted twice by the cluster).
 //
+// # HTTP
+//
+// Middleware sets RateLimit-Policy / RateLimit (draft-ietf-httpapi-
+// ratelimit-headers: `"<rule>";q=<limit>;w=<window s>` and
+// `"<rule>";r=<remaining>;t=<reset s>`) and X-RateLimit-Limit/-Remaining/
+// -Reset on every response a rule applied to, reporting the most
+// restrictive limit (when denied, the one with the longest wait; else the
+// fewest remaining). Config.HeaderStyle picks the fields (limit/headers:
+// ietf, draft RateLimit-Limit/-Remaining/-Reset, x; default ietf,x), the
+// same setting the nodes' forward-auth and rate limit service take.
+// Denied: 429 (or 503 for fail-closed) with Retry-After in whole seconds
+// rounded up (at least 1) and {"error", "retry_after_ms"}. Matching a
+// request to rules and keys is client/reqmatch, shared with the nodes'
+// /v1/forward-auth.
+// RetryTransport is the matching http.RoundTripper for callers.
+//
+// # TLS
+//
+// Config.TLS makes every connection to the nodes TLS with that config: for
+// a cluster with mutual TLS, a gateway certificate from the cluster CA
+// (docs/security.md); TLSFromFiles builds it from the PEM files `weir tls`
+// writes. Nil is plaintext.
+//
+// # How it works
+//
+// The client imports ring, bucket, proto/weirv1, the pure rule model
+// (rulesraft/rules, rulespb) and the check vocabulary (limit: the nodes'
+// key validator and MaxKeyLen); never node or the Raft code. It owns:
+//
+//   - Rules: one goroutine keeps a Rules.Watch stream open to any node
+//     (reconnecting with backoff, resuming from its last version), compiles
+//     each set into a rules.Matcher and swaps an atomic pointer. Requests
+//     match locally. With Config.RulesCache, New first loads the last set
+//     from that file, and the watch goroutine writes every newer set back
+//     (temporary file, then rename); versions only go forward, from the
+//     cluster and the cache alike. Until a set is held (from either),
+//     Decide follows Config.UntilRules: wait for it (the default; bounded
+//     by UntilRulesTimeout and the request's context, then deny), deny
+//     (503, Err ErrNotReady) or allow with no limits. Ready / WaitReady /
+//     RulesStatus tell when rules are in and where they came from.
+//   - Routing: one goroutine keeps a Cluster.WatchMembers stream open and
+//     builds a ring.Ring with the cluster's own ring configuration; a
+//     request's items go to the owner of its first key (a node that is not
+//     the owner forwards; all rules of a request are one all-or-nothing
+//     group, decided by that node).
+//   - Coalescing: InFlight sender goroutines per node each take the first
+//     waiting check, then whatever else queued meanwhile (up to MaxBatch
+//     items), into one request. There is no fixed flush delay: batches
+//     grow while every sender is busy, and a sender whose queue holds
+//     fewer calls than its previous request carried plus those that
+//     queued while it was out first lets the callers that request
+//     answered run (runtime.Gosched) and takes what they queued, again
+//     while a yield brings a call, for at most Linger (50µs): callers
+//     answered together tend to ask again together, and on a busy machine
+//     the first would otherwise leave alone. No timer is armed (in an
+//     idle Go process a timer under 1 ms fires after about 1.1 ms). A
+//     lone caller never lingers.
+//     Each sender sends its requests
+//     as messages of one long-lived CheckStream (far cheaper per request
+//     than a unary RPC), one in flight at a time; the stream is opened
+//     lazily and dropped after a failure or timeout. A node that answers
+//     Unimplemented to CheckStream gets unary Check RPCs instead. A check
+//     that finds nothing queued for its node and a sender free is sent on
+//     its caller's goroutine (no hand-off to a sender and back); it then
+//     waits for its answer up to its timeout whatever its context says.
+//   - Local state (localState): the blocked-until cache, the fail-open
+//     share buckets and the leases, each map behind its own mutex; a
+//     janitor goroutine gives back expired leases and drops stale entries.
+//
+// Every goroutine (two watches, the janitor, InFlight senders per node)
+// is started by New or conn and joined by Close. A decision waiting for
+// the first rule set ends when Close is called.
+//
 // # Blocked-until cache
 //
 // A key denied by a non-shadow rule with a retry-after is denied locally
 // until then, without an RPC; "never" (a block override, a cost above the
 // burst) is cached for one window, at least 1s. Only this gateway's view:
 // a raised override reaches a blocked key when its retry-after ends.
-//
-// # TLS
-//
-// Config.TLS makes every connection to the nodes TLS with that config: for
-// a cluster with mutual TLS, a gateway certificate from the cluster CA
-// (docs/security.md). Nil is plaintext.
 //
 // # Leases and their accuracy
 //
@@ -141,20 +178,4 @@
 // at a time (lease.asking). Owners grant only for keys they see hot from
 // several gateways, at most max(1, burst/8) tokens a gateway
 // (docs/design.md, leases). Lease off never leases.
-//
-// # HTTP
-//
-// Middleware sets RateLimit-Policy / RateLimit (draft-ietf-httpapi-
-// ratelimit-headers: `"<rule>";q=<limit>;w=<window s>` and
-// `"<rule>";r=<remaining>;t=<reset s>`) and X-RateLimit-Limit/-Remaining/
-// -Reset on every response a rule applied to, reporting the most
-// restrictive limit (when denied, the one with the longest wait; else the
-// fewest remaining). Config.HeaderStyle picks the fields (limit/headers:
-// ietf, draft RateLimit-Limit/-Remaining/-Reset, x; default ietf,x), the
-// same setting the nodes' forward-auth and rate limit service take.
-// Denied: 429 (or 503 for fail-closed) with Retry-After in whole seconds
-// rounded up (at least 1) and {"error", "retry_after_ms"}. Matching a
-// request to rules and keys is client/reqmatch, shared with the nodes'
-// /v1/forward-auth.
-// RetryTransport is the matching http.RoundTripper for callers.
 package client

@@ -553,3 +553,40 @@ func mustRequest(t *testing.T, method, url, body string) *http.Request {
 	req.Header.Set("Content-Type", "application/json")
 	return req
 }
+
+// WaitReady that times out says why the rules did not come (the watch's
+// last error), not only that the context ended.
+func TestWaitReadySaysWhy(t *testing.T) {
+	c := testcluster.New(t, 1)
+	addrs := c.GRPCAddrs()
+	c.Kill(0) // nothing listens there any more
+	cl := startClient(t, addrs, "gw1", nil)
+	var cause error
+	testwait.For(t, 10*time.Second, "the watch's failure in RulesStatus", func() error {
+		if cause = cl.RulesStatus().Err; cause == nil {
+			return errors.New("no error yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := cl.WaitReady(ctx)
+	if !errors.Is(err, ErrNotReady) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitReady: %v, want ErrNotReady and the deadline", err)
+	}
+	if !errors.Is(err, cause) && !strings.Contains(err.Error(), cause.Error()) {
+		t.Fatalf("WaitReady: %v; it hides the cause %q", err, cause)
+	}
+}
+
+// A cluster address that is a node's HTTP port: the watch's error says so.
+func TestClusterAddrOfHTTPPortNamesTheMistake(t *testing.T) {
+	c := testcluster.New(t, 1)
+	cl := startClient(t, []string{c.Live()[0].HTTPAddr()}, "gw1", nil)
+	testwait.For(t, 10*time.Second, "the watch's failure naming the HTTP port", func() error {
+		if err := cl.RulesStatus().Err; err == nil || !strings.Contains(err.Error(), "likely a node's HTTP port") {
+			return fmt.Errorf("RulesStatus().Err = %v", err)
+		}
+		return nil
+	})
+}

@@ -84,6 +84,7 @@ func (s opsSource) Cluster() (opsapi.Cluster, opsapi.Rules) {
 		}
 		return 0
 	})
+	overridesByRule(rs.Rules, set.Overrides)
 	if h := n.store.History(1); len(h) == 1 {
 		e := h[0]
 		ch := &opsapi.RuleChange{Version: e.Version, Author: e.Author, At: e.At.UTC(), Summary: e.Summary, Diff: []string{}}
@@ -226,4 +227,29 @@ func (n *Node) peerReads() opsapi.PeerCredential {
 		c.Keys = n.auth
 	}
 	return c
+}
+
+// overridesByRule counts each rule's overrides into infos (both sorted by
+// rule id, as the set keeps them) and lists the first few.
+func overridesByRule(infos []opsapi.RuleInfo, ovs []rules.Override) {
+	i := 0
+	for _, o := range ovs {
+		for i < len(infos) && infos[i].ID < o.Rule {
+			i++
+		}
+		if i == len(infos) {
+			return
+		}
+		if infos[i].ID != o.Rule {
+			continue
+		}
+		infos[i].Overrides++
+		if len(infos[i].OverrideSample) < opsapi.MaxOverrideSample {
+			limit := "blocked"
+			if !o.Block {
+				limit = fmt.Sprintf("rate %d, burst %d", o.Rate, max(o.Burst, o.Rate))
+			}
+			infos[i].OverrideSample = append(infos[i].OverrideSample, opsapi.OverrideInfo{Key: o.Key, Limit: limit, ExpiresAt: o.ExpiresAt})
+		}
+	}
 }

@@ -12,7 +12,7 @@ import (
 var (
 	// ErrNotLeader: the call needs the Raft leader and this node is not it
 	// (Leader tells who is).
-	ErrNotLeader = limit.Errorf(limit.ErrNotLeader, "rulesraft: not the leader")
+	ErrNotLeader = limit.Errorf(limit.ErrNotLeader, "not the leader")
 	// ErrNotFound: the named rule, override or version does not exist.
 	// Its text ends what users read ("rule \"x\" not found"), so it names
 	// no package.
@@ -21,18 +21,18 @@ var (
 	// ("version 3 no longer in history").
 	ErrVersionGone = limit.Errorf(limit.ErrNotFound, "no longer in history")
 	// ErrInvalid: the command or its rules failed validation; nothing changed.
-	ErrInvalid = limit.Errorf(limit.ErrInvalid, "rulesraft: invalid command")
+	ErrInvalid = limit.Errorf(limit.ErrInvalid, "invalid rules change")
 	// ErrUnsupported: the command's rules use a feature (a rule field or
 	// algorithm newer than the first release) that a live member does not
 	// support; nothing changed.
-	ErrUnsupported = limit.Errorf(limit.ErrConflict, "rulesraft: feature not supported by every member")
+	ErrUnsupported = limit.Errorf(limit.ErrConflict, "feature not supported by every member")
 	// ErrClosed: the Store is closed or shutting down.
-	ErrClosed = limit.Errorf(limit.ErrClosed, "rulesraft: store closed")
+	ErrClosed = limit.Errorf(limit.ErrClosed, "rules store closed")
 	// ErrAlreadyBootstrapped: Bootstrap found existing Raft state.
-	ErrAlreadyBootstrapped = errors.New("rulesraft: already bootstrapped")
+	ErrAlreadyBootstrapped = errors.New("rules store already bootstrapped")
 	// ErrTimeout: Raft did not accept or commit the command in time; the
 	// outcome may be unknown.
-	ErrTimeout = limit.Errorf(limit.ErrUnavailable, "rulesraft: timeout")
+	ErrTimeout = limit.Errorf(limit.ErrUnavailable, "rules store timed out")
 	// ErrConfig: Config.Validate rejected the configuration.
-	ErrConfig = errors.New("rulesraft: invalid config")
+	ErrConfig = errors.New("invalid rules store config")
 )

@@ -177,6 +177,16 @@ func (f *FSM) lookupLocked(v uint64) (*version, error) {
 	return f.hist[i], nil
 }
 
+// Check reports the error c would meet if it were applied now, on the
+// current head, at c.At; it changes nothing. The leader calls it before
+// the log, so a command it refuses uses no version.
+func (f *FSM) Check(c Command) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, err := transition(f.head, c, f.head.Version+1, c.At, f.lookupLocked)
+	return err
+}
+
 // Apply applies one committed log entry. It returns a Result; a rejected
 // command changes nothing.
 func (f *FSM) Apply(l *raft.Log) any {
@@ -494,7 +504,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var file snapshotFile
 	if err := json.NewDecoder(rc).Decode(&file); err != nil {
-		return fmt.Errorf("rulesraft: restore snapshot: %w", err)
+		return fmt.Errorf("rules store: restore snapshot: %w", err)
 	}
 	hist, err := file.decode()
 	if err != nil {

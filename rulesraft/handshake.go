@@ -21,12 +21,12 @@ const maxHello = 1024
 
 // errHello is returned by the first Read of a connection whose hello
 // failed.
-var errHello = errors.New("rulesraft: connection refused: no valid hello (not a node of this cluster)")
+var errHello = errors.New("rules store: connection refused: no valid hello (not a node of this cluster)")
 
 // writeHello sends hello on c within timeout.
 func writeHello(c net.Conn, hello []byte, timeout time.Duration) error {
 	if len(hello) > maxHello {
-		return errors.New("rulesraft: hello too long")
+		return errors.New("rules store: hello too long")
 	}
 	b := make([]byte, 2+len(hello))
 	binary.BigEndian.PutUint16(b, uint16(len(hello)))

@@ -45,7 +45,7 @@ func (s *Store) Reconcile(ctx context.Context, alive []Server, left []string) er
 
 	change := func(what string, f raft.IndexFuture) error {
 		if err := s.wait(ctx, f); err != nil {
-			return fmt.Errorf("rulesraft: reconcile: %s: %w", what, err)
+			return fmt.Errorf("rules store: reconcile: %s: %w", what, err)
 		}
 		s.log.Info("raft membership changed", "change", what)
 		return nil

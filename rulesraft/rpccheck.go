@@ -22,7 +22,7 @@ type Members interface {
 
 // ErrRefused reports a Raft request the checks refused; the connection
 // that carried it is closed.
-var ErrRefused = errors.New("rulesraft: raft request refused")
+var ErrRefused = errors.New("rules store: raft request refused")
 
 // rpcCheck checks each inbound Raft request before Raft reads it. Raft's
 // NetworkTransport decodes requests itself and never shows the connection,

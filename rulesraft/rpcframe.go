@@ -50,7 +50,7 @@ const maxFrame = 256 << 20
 const maxDepth = 16
 
 // errFrame reports a request that is not one raft sends.
-var errFrame = errors.New("rulesraft: malformed raft request")
+var errFrame = errors.New("rules store: malformed raft request")
 
 // rpcFrame is what the checks need of one request.
 type rpcFrame struct {

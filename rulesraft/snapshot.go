@@ -131,13 +131,13 @@ func diffRules(prev, cur []*rules.Rule) ([]rules.Rule, []string) {
 
 func (f snapshotFile) decode() ([]*version, error) {
 	if f.Format != snapshotFormat {
-		return nil, fmt.Errorf("rulesraft: restore snapshot: unknown format %d", f.Format)
+		return nil, fmt.Errorf("rules store: restore snapshot: unknown format %d", f.Format)
 	}
 	hist := make([]*version, 0, len(f.Versions))
 	prev := &version{}
 	for _, sv := range f.Versions {
 		if sv.Version <= prev.Version && len(hist) > 0 {
-			return nil, fmt.Errorf("rulesraft: restore snapshot: version %d after %d", sv.Version, prev.Version)
+			return nil, fmt.Errorf("rules store: restore snapshot: version %d after %d", sv.Version, prev.Version)
 		}
 		del := make([]overrideKey, len(sv.DelRules))
 		for i, id := range sv.DelRules {
@@ -169,7 +169,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	if err != nil {
 		_ = sink.Cancel()
-		return fmt.Errorf("rulesraft: persist snapshot: %w", err)
+		return fmt.Errorf("rules store: persist snapshot: %w", err)
 	}
 	return sink.Close()
 }

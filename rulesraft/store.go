@@ -89,7 +89,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	hc := newHCLogger("raft", logger)
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("rulesraft: data dir: %w", err)
+		return nil, fmt.Errorf("raft data dir: %w", err)
 	}
 	var err error
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
@@ -97,12 +97,12 @@ func Open(cfg Config) (*Store, error) {
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("rulesraft: open raft.db: %w", err)
+		return nil, fmt.Errorf("open raft.db: %w", err)
 	}
 	s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hc)
 	if err != nil {
 		s.bolt.Close()
-		return nil, fmt.Errorf("rulesraft: snapshot store: %w", err)
+		return nil, fmt.Errorf("raft snapshot store: %w", err)
 	}
 	layer, err := listenTCP(cfg.BindAddr, cfg.AdvertiseAddr)
 	if err == nil && cfg.ServerTLS != nil && cfg.ClientTLS != nil {
@@ -110,7 +110,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if err != nil {
 		s.bolt.Close()
-		return nil, fmt.Errorf("rulesraft: listen: %w", err)
+		return nil, fmt.Errorf("raft listen: %w", err)
 	}
 	s.layer = layer
 	layer.hello, layer.check = cfg.Hello, cfg.CheckHello
@@ -142,7 +142,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		s.trans.Close()
 		s.bolt.Close()
-		return nil, fmt.Errorf("rulesraft: start raft: %w", err)
+		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	if layer.rpc != nil {
 		layer.rpc.raft.Store(refOf(s.raft))
@@ -166,7 +166,7 @@ func (s *Store) Bootstrap(servers []Server) error {
 	}
 	has, err := raft.HasExistingState(s.bolt, s.bolt, s.snaps)
 	if err != nil {
-		return fmt.Errorf("rulesraft: bootstrap: %w", err)
+		return fmt.Errorf("rules store: bootstrap: %w", err)
 	}
 	if has {
 		return ErrAlreadyBootstrapped
@@ -184,7 +184,7 @@ func (s *Store) Bootstrap(servers []Server) error {
 		if errors.Is(err, raft.ErrCantBootstrap) {
 			return ErrAlreadyBootstrapped
 		}
-		return fmt.Errorf("rulesraft: bootstrap: %w", err)
+		return fmt.Errorf("rules store: bootstrap: %w", err)
 	}
 	return nil
 }
@@ -193,7 +193,8 @@ func (s *Store) Bootstrap(servers []Server) error {
 // returns the version it made. Only the leader accepts commands; elsewhere
 // it returns ErrNotLeader (Leader tells where to go). An acknowledged
 // command is committed on a majority. A rejected command (ErrInvalid,
-// ErrNotFound, ErrVersionGone) changed nothing.
+// ErrNotFound, ErrVersionGone) changed nothing and, when the leader's
+// state already refuses it, used no log index (no version).
 func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
@@ -201,16 +202,16 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if s.raft.State() != raft.Leader {
 		return 0, s.notLeader()
 	}
-	if cmd.Op == OpRollback {
-		// Fail early on the leader; the FSM checks again on every replica.
-		if _, err := s.fsm.SetAt(cmd.Version); err != nil {
-			return 0, err
-		}
+	cmd.At = s.clock().UTC()
+	// Refuse a command that would fail before it enters the log, so a
+	// refused write uses no log index (versions are log indexes); the FSM
+	// checks again on every replica, against whatever it follows.
+	if err := s.fsm.Check(cmd); err != nil {
+		return 0, err
 	}
 	if err := s.checkFeatures(cmd); err != nil {
 		return 0, err
 	}
-	cmd.At = s.clock().UTC()
 	data, err := encodeCommand(cmd)
 	if err != nil {
 		return 0, err
@@ -223,7 +224,7 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	}
 	res, ok := f.Response().(Result)
 	if !ok {
-		return 0, fmt.Errorf("rulesraft: unexpected FSM response %T", f.Response())
+		return 0, fmt.Errorf("rules store: unexpected FSM response %T", f.Response())
 	}
 	return res.Version, res.Err
 }
@@ -256,7 +257,7 @@ func (s *Store) mapErr(err error) error {
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrClosed
 	}
-	return fmt.Errorf("rulesraft: %w", err)
+	return fmt.Errorf("rules store: %w", err)
 }
 
 func (s *Store) notLeader() error {
@@ -436,7 +437,7 @@ func (s *Store) Close() error {
 	errs = append(errs, s.trans.Close(), s.bolt.Close())
 	s.closeErr = errors.Join(errs...)
 	if s.closeErr != nil {
-		s.closeErr = fmt.Errorf("rulesraft: close: %w", s.closeErr)
+		s.closeErr = fmt.Errorf("rules store: close: %w", s.closeErr)
 	}
 	close(s.done)
 	return s.closeErr

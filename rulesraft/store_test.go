@@ -843,3 +843,40 @@ func TestReadIndex(t *testing.T) {
 		}
 	}
 }
+
+// A write the leader refuses never enters the log, so it uses no version:
+// with no election between them, the next good write is the previous + 1.
+func TestRefusedWriteUsesNoVersion(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	l := c.leader()
+	ctx := context.Background()
+	v1, err := l.Apply(ctx, Command{Op: OpApply, Rules: []rules.Rule{rule("a", 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := rule("b", 5)
+	bad.Algorithm = "no_such_algorithm"
+	refused := []Command{
+		{Op: OpApply, Rules: []rules.Rule{bad}},
+		{Op: OpDeleteRule, ID: "missing"},
+		{Op: OpDeleteOverride, Rule: "a", Key: "nobody"},
+		{Op: OpRollback, Version: v1 + 100},
+		{Op: "bogus"},
+	}
+	for _, cmd := range refused {
+		before, _ := l.Indexes()
+		if _, err := l.Apply(ctx, cmd); err == nil {
+			t.Fatalf("%+v accepted", cmd)
+		}
+		if after, _ := l.Indexes(); after != before {
+			t.Fatalf("%s: refused write appended to the log (%d -> %d)", cmd.Op, before, after)
+		}
+	}
+	v2, err := l.Apply(ctx, Command{Op: OpApply, Rules: []rules.Rule{rule("c", 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 != v1+1 {
+		t.Fatalf("version after refused writes = %d, want %d", v2, v1+1)
+	}
+}

@@ -89,7 +89,7 @@ func (f addrProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	if a, ok := f(string(id)); ok && a != "" {
 		return raft.ServerAddress(a), nil
 	}
-	return "", fmt.Errorf("rulesraft: no current address known for %s", id)
+	return "", fmt.Errorf("rules store: no current address known for %s", id)
 }
 
 func (l *tcpLayer) track(c net.Conn) (net.Conn, error) {
@@ -156,7 +156,7 @@ func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(l.dials, "tcp", string(addr))
 	if err != nil {
-		return nil, fmt.Errorf("rulesraft: dial %s: %w", addr, err)
+		return nil, fmt.Errorf("rules store: dial %s: %w", addr, err)
 	}
 	if l.tls != nil {
 		if c, err = l.dialTLS(c, addr, timeout); err != nil {
@@ -165,7 +165,7 @@ func (l *tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	} else if l.hello != nil {
 		if err := writeHello(c, l.hello(), timeout); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("rulesraft: hello to %s: %w", addr, err)
+			return nil, fmt.Errorf("rules store: hello to %s: %w", addr, err)
 		}
 	}
 	return l.track(c)

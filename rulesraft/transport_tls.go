@@ -88,7 +88,7 @@ func (l *tcpLayer) dialTLS(c net.Conn, addr raft.ServerAddress, timeout time.Dur
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("rulesraft: TLS handshake with %s: %w", addr, err)
+		return nil, fmt.Errorf("rules store: TLS handshake with %s: %w", addr, err)
 	}
 	return tc, nil
 }

@@ -87,6 +87,15 @@ func TestDashboardInChromium(t *testing.T) {
 			}
 		}()
 	}
+	// An override of orders.write: the dashboard lists it with its rule.
+	ovReq, _ := http.NewRequest(http.MethodPut, "http://"+c.Nodes[0].HTTPAddr()+"/v1/overrides",
+		strings.NewReader(`{"key":"apikey:ak_partner","rule":"orders.write","rate":50}`))
+	ovReq.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(ovReq); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("override: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	report := `{"gateway":"gw-edge-1","counts":[{"rule":"orders.write","local_denied":3,"fail_open":2}]}`
 	if resp, err := http.Post("http://"+c.Nodes[1].HTTPAddr()+"/v1/gateways/report", "application/json", strings.NewReader(report)); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("gateway report: %v %v", resp, err)
@@ -153,6 +162,22 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if v, err := strconv.ParseFloat(m[1], 64); err != nil || v <= 0 {
 		t.Errorf("orders.write denied/s = %q, want > 0", m[1])
+	}
+	// Every sparkline is drawn on one time axis and one scale.
+	axes := regexp.MustCompile(`<svg class="spark"[^>]*?data-t0="([^"]*)" data-t1="([^"]*)" data-max="([^"]*)"`).FindAllStringSubmatch(dom, -1)
+	if len(axes) != 3 {
+		t.Errorf("%d sparklines with their axes, want one for each of the 3 rules", len(axes))
+	}
+	for _, a := range axes {
+		if a[1] != axes[0][1] || a[2] != axes[0][2] || a[3] != axes[0][3] {
+			t.Errorf("sparklines on different axes: t0, t1, max %q and %q", a[1:], axes[0][1:])
+		}
+	}
+	if len(axes) > 0 && axes[0][1] == axes[0][2] {
+		t.Errorf("the sparklines' time axis is empty: %q", axes[0][1:])
+	}
+	if !regexp.MustCompile(`<tr data-rule="orders.write">.*?<td class="overrides">1 override \(apikey:ak_partner: rate 50, burst 50\)</td>`).MatchString(dom) {
+		t.Errorf("rendered page does not list orders.write's override")
 	}
 	if !regexp.MustCompile(`<tr class="event"><td>[^<]+</td><td>orders.write</td>`).MatchString(dom) {
 		t.Errorf("rendered page shows no orders.write event")

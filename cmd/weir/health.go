@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,9 @@ func (c *cli) healthCmd() *cobra.Command {
 		defer cancel()
 		resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: *service})
 		if err != nil {
+			if strings.Contains(err.Error(), "looked like an HTTP/1.1 header") {
+				return fmt.Errorf("health %s: it answers HTTP/1.1, so it is likely a node's HTTP port; --addr takes the gRPC address (the node's --grpc, default port 9090): %w", *addr, err)
+			}
 			return fmt.Errorf("health %s: %w", *addr, err)
 		}
 		if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -39,7 +41,7 @@ func (f *tlsFlags) client(cmd *cobra.Command, log *slog.Logger) (*tls.Config, er
 		return nil, nil
 	}
 	if err := files.Validate(); err != nil {
-		return nil, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+		return nil, usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrConfig.Error()+": "))
 	}
 	src, err := tlsconf.New(files, "", log)
 	if err != nil {
@@ -66,6 +68,7 @@ func (c *cli) tlsCACreateCmd() *cobra.Command {
 	cluster := cmd.Flags().String("cluster", "weir", "cluster `name` (the nodes' --cluster-name)")
 	days := cmd.Flags().Int("days", 3650, "validity in days")
 	keep := cmd.Flags().Bool("if-missing", false, "succeed without writing when DIR already holds a CA (for a one-shot container that runs on every start)")
+	force := cmd.Flags().Bool("force", false, "write the CA key even into a git work tree that does not ignore DIR")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *dir == "" {
 			return usageErr(cmd, "--dir is required")
@@ -81,7 +84,13 @@ func (c *cli) tlsCACreateCmd() *cobra.Command {
 		}
 		ca, err := tlsconf.NewCA(*cluster, time.Duration(*days)*24*time.Hour)
 		if err != nil {
-			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: invalid config: "))
+			return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrConfig.Error()+": "))
+		}
+		if !*force {
+			if repo := unignoredInGit(filepath.Join(*dir, tlsconf.CAKeyFile)); repo != "" {
+				return usageErr(cmd, "%s is inside the git work tree %s, which does not ignore it: the CA key would be one `git add -A` from a commit. "+
+					"Add the directory to .gitignore, choose a --dir outside the work tree, or give --force", *dir, repo)
+			}
 		}
 		if err := ca.WriteCA(*dir); err != nil {
 			return err
@@ -155,7 +164,7 @@ func (c *cli) tlsCertCreateCmd() *cobra.Command {
 				ids[i].Cluster = ca.Cluster()
 			}
 			if err := ids[i].Validate(); err != nil {
-				return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), "tlsconf: no weir identity: "))
+				return usageErr(cmd, "%s", strings.TrimPrefix(err.Error(), tlsconf.ErrIdentity.Error()+": "))
 			}
 		}
 		for _, id := range ids {
@@ -252,4 +261,36 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return tok, nil
+}
+
+// unignoredInGit returns the top of the git work tree holding path when
+// git would not ignore path there, else "" (not in a work tree, ignored, or
+// no git to ask). path need not exist yet.
+func unignoredInGit(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(abs)
+	for { // git -C needs a directory that exists
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+	top, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "" // not a work tree, or no git
+	}
+	// check-ignore exits 0 when ignored, 1 when not, 128 on errors.
+	err = exec.Command("git", "-C", dir, "check-ignore", "-q", "--no-index", abs).Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return strings.TrimSpace(string(top))
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -157,4 +158,34 @@ func TestDevTLS(t *testing.T) {
 	// What a browser does with `--p12`: the dashboard's data answers the
 	// PKCS#12 bundle's certificate, and not a client without one.
 	dashboardWithP12(t, filepath.Dir(m[5]), httpAddr)
+}
+
+// In a git work tree that does not ignore --dir, `weir tls ca create`
+// refuses to write the CA key (one `git add -A` from a commit) unless
+// --force; an ignored directory, or one outside any work tree, is fine.
+func TestTLSCACreateRefusesAnUnignoredDirInGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	repo := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	dir := filepath.Join(repo, "tls")
+	r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "git add -A") || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("ca create in an unignored dir: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca-key.pem")); !os.IsNotExist(err) {
+		t.Fatalf("the refused command wrote the key: %v", err)
+	}
+	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", dir, "--force"); r.code != exitOK {
+		t.Fatalf("ca create --force: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("/ignored/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "", nil, "tls", "ca", "create", "--dir", filepath.Join(repo, "ignored")); r.code != exitOK {
+		t.Fatalf("ca create in an ignored dir: exit %d, stderr %q", r.code, r.stderr)
+	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrIdentity reports a certificate that names no valid Weir identity.
-var ErrIdentity = errors.New("tlsconf: no weir identity")
+var ErrIdentity = errors.New("no weir identity")
 
 // Role is what a certificate's holder may do.
 type Role string

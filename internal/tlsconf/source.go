@@ -14,10 +14,10 @@ import (
 )
 
 // ErrConfig reports unusable TLS files or options.
-var ErrConfig = errors.New("tlsconf: invalid config")
+var ErrConfig = errors.New("TLS setup")
 
 // ErrRefused reports a peer certificate this process does not accept.
-var ErrRefused = errors.New("tlsconf: certificate refused")
+var ErrRefused = errors.New("TLS certificate refused")
 
 // Files names the PEM files of one process: its certificate (with any
 // intermediates after it), its private key, and the cluster CA.

@@ -64,6 +64,21 @@ type RuleInfo struct {
 	Period    string `json:"period"`
 	Burst     int64  `json:"burst"`
 	Shadow    bool   `json:"shadow,omitempty"`
+	// Overrides counts the rule's overrides; OverrideSample lists the
+	// first MaxOverrideSample of them (by key).
+	Overrides      int            `json:"overrides"`
+	OverrideSample []OverrideInfo `json:"override_sample,omitempty"`
+}
+
+// MaxOverrideSample is how many overrides a RuleInfo lists.
+const MaxOverrideSample = 5
+
+// OverrideInfo is one override as the dashboard lists it: Limit is
+// "blocked" or the key's rate and burst.
+type OverrideInfo struct {
+	Key       string    `json:"key"`
+	Limit     string    `json:"limit"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // RuleChange is the newest rules version: who made it and what changed.
