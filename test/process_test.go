@@ -1,10 +1,10 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/weirlimit/weir/internal/testlog"
 	"net"
 	"net/http"
 	"os"
@@ -44,7 +44,7 @@ type proc struct {
 	id, dir                  string
 	http, grpc, raft, gossip string
 	cmd                      *exec.Cmd
-	out                      *bytes.Buffer
+	out                      *testlog.Buffer // written by the process's pipe copier while tests read it
 }
 
 func startProc(t *testing.T, p *proc, join string, expect int, extra ...string) {
@@ -55,7 +55,7 @@ func startProc(t *testing.T, p *proc, join string, expect int, extra ...string) 
 		args = append(args, "--join", join)
 	}
 	args = append(args, extra...)
-	p.out = &bytes.Buffer{}
+	p.out = &testlog.Buffer{}
 	p.cmd = exec.Command(weirBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

@@ -206,8 +206,16 @@ func TestWriteOnOneFollowerReadOnAnother(t *testing.T) {
 		var a struct {
 			Version uint64 `json:"version"`
 		}
-		if code, body := call(t, http.MethodPost, w+"/v1/rules:apply", "application/yaml", file, &a); code != http.StatusOK {
-			t.Fatalf("apply: %d %s", code, body)
+		// A write answered "retry shortly" (an election under way on a
+		// loaded machine) is retried, as the answer says, for up to 10 s.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			code, body := call(t, http.MethodPost, w+"/v1/rules:apply", "application/yaml", file, &a)
+			if code == http.StatusOK {
+				break
+			}
+			if !strings.Contains(body, "retry shortly") || time.Now().After(deadline) {
+				t.Fatalf("apply: %d %s", code, body)
+			}
 		}
 		if first == 0 {
 			first = a.Version
