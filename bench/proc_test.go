@@ -111,7 +111,7 @@ func procChild(arg string) int {
 // is known: n writes, n reads and n sleeps between two samples, the sleeps
 // on a thread other than the main one. System calls are within a small
 // slack of n (the Go runtime makes a few of its own); the context
-// switches summed over the threads are at least n, while the main
+// switches summed over the threads are at least n/4, while the main
 // thread's own status (/proc/<pid>/status) misses them: the reason
 // ReadProcCounters sums over /proc/<pid>/task.
 func TestProcCountersAgainstAChild(t *testing.T) {
@@ -177,8 +177,11 @@ func TestProcCountersAgainstAChild(t *testing.T) {
 	if d.Reads < n+1 || d.Reads > n+1+slack {
 		t.Errorf("Δ reads %d, want %d to %d", d.Reads, n+1, n+1+slack)
 	}
-	if d.Voluntary < n {
-		t.Errorf("Δ voluntary switches over all threads %d, want ≥ %d (one per sleep)", d.Voluntary, n)
+	// A sleep is a voluntary switch on a loaded machine; on an idle one
+	// the kernel was seen to merge them (200 for 400 sleeps), so the test
+	// asks for a quarter of them, far above the main thread's own count.
+	if d.Voluntary < n/4 || d.Voluntary <= 4*dLeader {
+		t.Errorf("Δ voluntary switches over all threads %d, want ≥ %d and well above the main thread's %d", d.Voluntary, n/4, dLeader)
 	}
 	if dLeader >= n/2 {
 		t.Errorf("the main thread alone switched %d times: the sleeps were meant for another thread", dLeader)
