@@ -139,8 +139,11 @@ func (c *apiClient) transportError(ctx context.Context, err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("%w at %s: connection refused (is `weir node` running? set --addr or %s)", errUnreachable, c.base, envAddr)
 	}
-	if strings.Contains(err.Error(), "malformed HTTP response \"\\x00") {
-		// HTTP/2 frames (a SETTINGS frame starts with zero bytes): a gRPC port.
+	if msg := err.Error(); strings.Contains(msg, "malformed HTTP response \"\\x00") || strings.Contains(msg, "readLoopPeekFailLocked: %!w(<nil>)") {
+		// HTTP/2 frames (a SETTINGS frame starts with zero bytes): a gRPC
+		// port. Read as a response, or, when the server's preface arrives
+		// before the request is written, as bytes on an idle connection
+		// (net/http's readLoopPeekFailLocked with no error).
 		return fmt.Errorf("%w at %s: it answers in HTTP/2 binary frames, so it is likely the node's gRPC port; --addr takes its HTTP address (the node's --http, default port 8080)", errUnreachable, c.base)
 	}
 	var dns *net.DNSError
