@@ -129,7 +129,7 @@ func decodeRequest(b []byte, r *Request) error {
 	var entries []rules.Entry // all descriptors' entries, one block
 	for off < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 {
+		if n < 0 || !num.IsValid() { // a field number out of range is malformed, as for the generated decoder
 			return errMalformed
 		}
 		off += n
@@ -193,7 +193,7 @@ func decodeDescriptor(b []byte, s string, off int, d *Descriptor, block []rules.
 	multSeen := false // a unit_multiplier was given (its value defaults to 0, not 1)
 	for off < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 {
+		if n < 0 || !num.IsValid() { // a field number out of range is malformed, as for the generated decoder
 			return block, errMalformed
 		}
 		off += n
@@ -261,7 +261,7 @@ func decodeEntry(b []byte, s string, off int) (rules.Entry, error) {
 	var e rules.Entry
 	for off < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 {
+		if n < 0 || !num.IsValid() { // a field number out of range is malformed, as for the generated decoder
 			return e, errMalformed
 		}
 		off += n
@@ -323,7 +323,7 @@ func decodeWrapper(b []byte, set func(uint64)) bool {
 func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v uint64, m []byte) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || !num.IsValid() { // a field number out of range is malformed, as for the generated decoder
 			return false
 		}
 		b = b[n:]
