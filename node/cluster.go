@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/ring"
 )
 
@@ -95,7 +96,7 @@ func (n *Node) refreshView(policy *clusterview.Policy) {
 		Leaving: n.leaving.Load(),
 		Joining: len(n.cfg.Join) > 0 && !n.joined.Load(),
 	}
-	in.Restoring = n.restoring(members)
+	in.Restoring = n.durable.Restoring(func(id string) bool { _, ok := members[id]; return ok }, n.view.Load() != nil)
 	old := n.view.Load()
 	if old != nil {
 		in.Ring, in.Published = old.ring, old.members
@@ -156,4 +157,12 @@ func ringVersion(r *ring.Ring) uint64 {
 	c := r.Config()
 	_, _ = fmt.Fprintf(&d, "%d/%d/%g/%d", c.PartitionCount, c.ReplicationFactor, c.Load, c.Replicas)
 	return d.Sum64() & 0xffffffff
+}
+
+// publishedRing is the published view's ring, nil before the first.
+func (n *Node) publishedRing() persist.Ring {
+	if v := n.view.Load(); v != nil {
+		return v.ring
+	}
+	return nil
 }

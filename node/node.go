@@ -32,6 +32,7 @@ import (
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/identity"
 	"github.com/weirlimit/weir/node/opsapi"
+	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/region"
@@ -89,7 +90,7 @@ type Node struct {
 	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
 	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
-	durable  *durable          // durable counters: the writer, what was loaded (durable.go)
+	durable  *persist.Keeper   // durable counters: what was loaded, the writer
 
 	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
 	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
@@ -228,7 +229,10 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}
-	n.setupDurable()
+	n.durable = persist.NewKeeper(persist.KeeperConfig{ID: cfg.ID, DataDir: cfg.DataDir, Solo: len(cfg.Join) == 0,
+		Partitions: uint32(cfg.Ring.PartitionCount), Interval: cfg.PersistInterval, RestoreWait: cfg.RestoreWait,
+		MinIdle: sc.SnapshotMinIdle, Now: cfg.Now, Sched: cfg.Sched, Logger: n.log.With("component", "persist"),
+		Counters: n.engine, Copies: n.replicas, Ring: n.publishedRing, Leaving: n.leaving.Load})
 	n.met.registerFuncs(cfg.Registry, n)
 	n.initOps()
 
@@ -297,7 +301,8 @@ func (n *Node) Start() error {
 		n.log.Warn(why)
 	}
 	n.engine.Start()
-	n.startDurable()
+	n.durable.Start(n.ctx) // a solo node's counters, before it serves
+	n.goFunc(func() { _ = n.durable.Run(n.ctx) })
 	n.goFunc(n.opsLoop)
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
 	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
@@ -481,7 +486,7 @@ wait:
 		case <-tick.C:
 		}
 	}
-	n.writeDurable() // what this node still holds: all of it when nobody took its partitions
+	n.durable.Write() // what this node still holds: all of it when nobody took its partitions
 	if lerr := n.ml.Leave(time.Second); lerr != nil {
 		n.log.Warn("gossip leave", "err", lerr)
 	}

@@ -21,6 +21,14 @@
 //     writes it unless it holds the same counters as the last write.
 //     Write collects and writes once more (the node's leave). Writes are
 //     serialised by a mutex; nothing here is on a check's path.
+//   - Keeper (keeper.go): the node's part that owns all of it: it loads
+//     the file at start (into the replica store as copies, or a solo
+//     node's straight into its shards), tells the cluster loop to hold
+//     the first ring back until the members the file was written with are
+//     back (Restoring), and collects what the Writer writes (the shards'
+//     durable counters, the copies this node is placed to hold, the
+//     ring's members). The node's shards, replica store and ring reach it
+//     through small interfaces (Counters, Copies, Ring).
 //
 // The package knows no rule semantics and imports only the standard
 // library, replication (State) and the seam (internal/sched).
