@@ -99,16 +99,6 @@ func TestFollowerWriteThenReadAndCheck(t *testing.T) {
 		var w struct {
 			Version uint64 `json:"version"`
 		}
-		// A leader election (a loaded machine) makes a node answer "…
-		// retry shortly" while no leader is known: retried, as documented.
-		retried := func(f func() (int, string)) (int, string) {
-			code, body := f()
-			for deadline := time.Now().Add(10 * time.Second); code != http.StatusOK && strings.Contains(body, "retry shortly") && time.Now().Before(deadline); {
-				time.Sleep(100 * time.Millisecond) // retry pace
-				code, body = f()
-			}
-			return code, body
-		}
 		if code, body := retried(func() (int, string) {
 			return call(t, http.MethodPut, base+"/v1/rules/"+id, "application/json", ruleJSON(id), &w)
 		}); code != http.StatusOK {
@@ -206,16 +196,10 @@ func TestWriteOnOneFollowerReadOnAnother(t *testing.T) {
 		var a struct {
 			Version uint64 `json:"version"`
 		}
-		// A write answered "retry shortly" (an election under way on a
-		// loaded machine) is retried, as the answer says, for up to 10 s.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			code, body := call(t, http.MethodPost, w+"/v1/rules:apply", "application/yaml", file, &a)
-			if code == http.StatusOK {
-				break
-			}
-			if !strings.Contains(body, "retry shortly") || time.Now().After(deadline) {
-				t.Fatalf("apply: %d %s", code, body)
-			}
+		if code, body := retried(func() (int, string) {
+			return call(t, http.MethodPost, w+"/v1/rules:apply", "application/yaml", file, &a)
+		}); code != http.StatusOK {
+			t.Fatalf("apply: %d %s", code, body)
 		}
 		if first == 0 {
 			first = a.Version
@@ -300,4 +284,16 @@ func TestReadWithoutLeaderIs503(t *testing.T) {
 	if code, body := call(t, http.MethodGet, base+"/v1/rules?stale=true", "", "", nil); code != http.StatusOK {
 		t.Fatalf("stale read with no leader: %d %s", code, body)
 	}
+}
+
+// retried calls f again while it is answered "retry shortly" (a leader
+// election on a loaded machine: no leader known, or leadership moving), as
+// that answer says, for up to 10 s; it returns the last answer.
+func retried(f func() (int, string)) (int, string) {
+	code, body := f()
+	for deadline := time.Now().Add(10 * time.Second); code != http.StatusOK && strings.Contains(body, "retry shortly") && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond) // retry pace, not a wait for an event
+		code, body = f()
+	}
+	return code, body
 }

@@ -77,9 +77,34 @@ func newAPIClient(base, token string, timeout time.Duration) *apiClient {
 // close releases the client's idle connections (and their goroutines).
 func (c *apiClient) close() { c.transport.CloseIdleConnections() }
 
-// do sends one request. body, when not nil, is sent with contentType. A
-// 2xx answer is decoded into out (when not nil) and returned raw.
+// notLeaderRetry bounds how long a request answered not_leader (a Raft
+// election under way: "retry shortly") is sent again before that answer
+// is shown: elections take a second or two. Nothing was applied (the node
+// refuses before the write enters the log), so sending again is safe.
+const notLeaderRetry = 5 * time.Second
+
+// do sends one request, again while it is answered not_leader (for at
+// most notLeaderRetry within the client's timeout). body, when not nil, is
+// sent with contentType. A 2xx answer is decoded into out (when not nil)
+// and returned raw.
 func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, out any) ([]byte, error) {
+	until := time.Now().Add(min(c.timeout, notLeaderRetry))
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		data, err := c.once(ctx, method, path, q, body, contentType, out)
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Code != "not_leader" || time.Now().Add(wait).After(until) {
+			return data, err
+		}
+		select {
+		case <-ctx.Done():
+			return data, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// once sends the request once (do).
+func (c *apiClient) once(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, out any) ([]byte, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

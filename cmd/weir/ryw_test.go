@@ -70,7 +70,7 @@ func TestCLIReadsYourWritesAcrossNodes(t *testing.T) {
 	var first uint64
 	for i := range 5 {
 		file := writeTemp(t, fmt.Sprintf("r%d.yaml", i), fmt.Sprintf("rules:\n  - id: cli.%d\n    match: {route: /cli/%d}\n    key: apikey\n    rate: 5\n    period: 1s\n", i, i))
-		v := version(retryShortly(t, func() result { return runCLI(t, "", nil, "rules", "apply", "-f", file, "--addr", writer) }))
+		v := version(runCLI(t, "", nil, "rules", "apply", "-f", file, "--addr", writer))
 		if first == 0 {
 			first = v
 		}
@@ -79,9 +79,7 @@ func TestCLIReadsYourWritesAcrossNodes(t *testing.T) {
 			t.Fatalf("try %d: applied version %d through one node; list through another: %+v", i, v, l)
 		}
 	}
-	rb := version(retryShortly(t, func() result {
-		return runCLI(t, "", nil, "rules", "rollback", strconv.FormatUint(first, 10), "--addr", writer)
-	}))
+	rb := version(runCLI(t, "", nil, "rules", "rollback", strconv.FormatUint(first, 10), "--addr", writer))
 	if l := list(); l.Version < rb || len(l.Rules) != 1 || l.Rules[0].ID != "cli.0" {
 		t.Fatalf("rolled back to %d as version %d; list through another node: %+v", first, rb, l)
 	}
@@ -108,19 +106,5 @@ func TestCLIReadsYourWritesAcrossNodes(t *testing.T) {
 	}
 	if r := runCLI(t, "", nil, "rules", "list", "--stale", "--consistent", "--addr", reader); r.code != 2 {
 		t.Fatalf("--stale --consistent: exit %d, want 2 (usage)", r.code)
-	}
-}
-
-// retryShortly runs a write again while it answers the documented "retry
-// shortly" (a Raft election under way on a loaded machine), for up to 10 s.
-func retryShortly(t *testing.T, run func() result) result {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := run()
-		if r.code == 0 || !strings.Contains(r.stderr, "retry shortly") || time.Now().After(deadline) {
-			return r
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
