@@ -44,6 +44,15 @@ func TestConcurrencyRule(t *testing.T) {
 		{"limit", func(r *Rule) { r.Concurrency = 0 }},
 		{"limit", func(r *Rule) { r.Concurrency = MaxConcurrency + 1 }},
 		{"permit_ttl", func(r *Rule) { r.PermitTTL = Duration(2 * time.Hour) }},
+		// Refused, and the checks every rule has still run (they were
+		// skipped for a concurrency rule once).
+		{"calendar", func(r *Rule) { r.Calendar = "day" }},
+		{"timezone", func(r *Rule) { r.Timezone = "Mars/Olympus" }},
+		{"priority_header", func(r *Rule) { r.PriorityHeader = "X-P" }},
+		{"durable", func(r *Rule) { r.Durable = "maybe" }},
+		{"fail_mode", func(r *Rule) { r.FailMode = "sideways" }},
+		{"events.sample", func(r *Rule) { r.Events.Sample = 2 }},
+		{"id", func(r *Rule) { r.ID = "" }},
 	} {
 		r := ok
 		c.mut(&r)
@@ -69,5 +78,18 @@ func TestConcurrencyRule(t *testing.T) {
 	f, err := ParseFile([]byte(src))
 	if err != nil || f[0].Concurrency != 4 || f[0].PermitTTL.D() != 10*time.Second {
 		t.Fatalf("parse: %+v %v", f, err)
+	}
+}
+
+// A concurrency rule's permits are never written to the data dir: they
+// last at most permit_ttl, and the counters file holds no permit lists.
+func TestConcurrencyRuleIsNotDurable(t *testing.T) {
+	r := Rule{ID: "c", Match: Match{Route: "/x"}, Key: "apikey", Algorithm: AlgConcurrency, Concurrency: 4}
+	if r.IsDurable() {
+		t.Fatal("a concurrency rule is durable")
+	}
+	r.Algorithm, r.Concurrency, r.Rate, r.Period = AlgTokenBucket, 0, 5, Duration(24*time.Hour)
+	if !r.IsDurable() {
+		t.Fatal("a daily token bucket is not durable")
 	}
 }

@@ -49,7 +49,7 @@ const (
 // must not set: it counts requests in flight, not tokens per period, and
 // its permits are released by the caller (never leased, refunded or
 // shadowed), on one owner.
-var ConcurrencyRefuses = []string{"rate", "period", "burst", "lease", "cost", "cost_header", "shadow", "scope: global", "match.domain", "reserve"}
+var ConcurrencyRefuses = []string{"rate", "period", "burst", "lease", "cost", "cost_header", "shadow", "scope: global", "match.domain", "reserve", "calendar", "timezone", "priority_header", "priority_default", "durable"}
 
 // Default values Normalize fills in.
 const (
@@ -245,27 +245,9 @@ func (r Rule) check(ps *problems) {
 			AlgTokenBucket, AlgLeakyBucket, AlgGCRA, AlgFixedWindow, AlgSlidingWindow, AlgSlidingLog, AlgConcurrency)
 	}
 	if alg == AlgConcurrency {
-		r.checkConcurrency(ps, start)
-		return
-	}
-	if r.Concurrency != 0 {
-		ps.add("limit", "only a rule with algorithm: concurrency takes limit (requests in flight); use rate and period")
-	}
-	if r.PermitTTL != 0 {
-		ps.add("permit_ttl", "only a rule with algorithm: concurrency takes permit_ttl")
-	}
-
-	if r.Rate <= 0 {
-		ps.add("rate", "must be > 0")
-	} else if alg == AlgSlidingLog && r.Rate > MaxLogLimit {
-		ps.add("rate", "%d is over %d, the most a sliding_log keeps (use sliding_window for larger limits)", r.Rate, MaxLogLimit)
-	}
-	r.checkCalendar(ps, alg)
-	if r.Period <= 0 && r.Calendar == "" {
-		ps.add("period", "must be > 0 (a Go duration such as 1s, 1m, 1h; or calendar: day | week | month | year)")
-	}
-	if r.Burst < 0 {
-		ps.add("burst", "must be >= 0 (0 or absent means equal to rate)")
+		r.checkConcurrency(ps)
+	} else {
+		r.checkRate(ps, alg)
 	}
 	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
 		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
@@ -281,6 +263,7 @@ func (r Rule) check(ps *problems) {
 	}
 	windowed := alg == AlgFixedWindow || alg == AlgSlidingWindow || alg == AlgSlidingLog
 	switch {
+	case alg == AlgConcurrency: // lease, cost and reserve are refused (checkConcurrency)
 	case r.Lease < LeaseOff:
 		ps.add("lease", "%s, got %d", errLeaseValue, int64(r.Lease))
 	case r.Lease > 0 && r.Calendar != "":
@@ -295,6 +278,7 @@ func (r Rule) check(ps *problems) {
 		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
 	}
 	switch {
+	case alg == AlgConcurrency:
 	case r.Cost < 0:
 		ps.add("cost", "must be >= 0 (0 or absent means 1)")
 	case r.Cost > MaxCost:
@@ -311,14 +295,20 @@ func (r Rule) check(ps *problems) {
 	if r.Durable != "" && r.Durable != DurableOn && r.Durable != DurableOff {
 		ps.add("durable", "%q is not on or off", r.Durable)
 	}
-	r.checkReserve(ps, alg)
+	if alg != AlgConcurrency {
+		r.checkReserve(ps, alg)
+	}
 	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
 		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
 	}
 
 	// Safety net: anything the bucket package refuses but we did not catch.
 	if len(ps.list) == start {
-		if err := r.Limit().Validate(MaxLogLimit); err != nil {
+		maxLog := int64(MaxLogLimit)
+		if alg == AlgConcurrency {
+			maxLog = MaxConcurrency
+		}
+		if err := r.Limit().Validate(maxLog); err != nil {
 			ps.add("", "limit rejected: %v", err)
 		}
 	}
@@ -437,10 +427,35 @@ func (r Rule) checkDescriptor(ps *problems) {
 	}
 }
 
-// checkConcurrency checks a rule with algorithm: concurrency (after the
-// fields every rule has): its limit and permit_ttl, and none of the fields
-// it refuses (ConcurrencyRefuses).
-func (r Rule) checkConcurrency(ps *problems, start int) {
+// checkRate checks the fields of a rule that counts tokens per period or
+// window (every algorithm but concurrency).
+func (r Rule) checkRate(ps *problems, alg string) {
+	if r.Concurrency != 0 {
+		ps.add("limit", "only a rule with algorithm: concurrency takes limit (requests in flight); use rate and period")
+	}
+	if r.PermitTTL != 0 {
+		ps.add("permit_ttl", "only a rule with algorithm: concurrency takes permit_ttl")
+	}
+
+	if r.Rate <= 0 {
+		ps.add("rate", "must be > 0")
+	} else if alg == AlgSlidingLog && r.Rate > MaxLogLimit {
+		ps.add("rate", "%d is over %d, the most a sliding_log keeps (use sliding_window for larger limits)", r.Rate, MaxLogLimit)
+	}
+	r.checkCalendar(ps, alg)
+	if r.Period <= 0 && r.Calendar == "" {
+		ps.add("period", "must be > 0 (a Go duration such as 1s, 1m, 1h; or calendar: day | week | month | year)")
+	}
+	if r.Burst < 0 {
+		ps.add("burst", "must be >= 0 (0 or absent means equal to rate)")
+	}
+}
+
+// checkConcurrency checks what is particular to a rule with algorithm:
+// concurrency: its limit and permit_ttl, and none of the fields it
+// refuses (ConcurrencyRefuses). The fields every rule has are checked by
+// check.
+func (r Rule) checkConcurrency(ps *problems) {
 	switch {
 	case r.Concurrency <= 0:
 		ps.add("limit", "must be > 0 (requests in flight at once per key)")
@@ -457,6 +472,8 @@ func (r Rule) checkConcurrency(ps *problems, start int) {
 	}
 	refuse("rate", r.Rate != 0)
 	refuse("period", r.Period != 0)
+	refuse("calendar", r.Calendar != "")
+	refuse("timezone", r.Timezone != "")
 	refuse("burst", r.Burst != 0)
 	refuse("lease", r.Lease != LeaseAuto && r.Lease != LeaseOff)
 	refuse("cost", r.Cost != 0)
@@ -465,21 +482,7 @@ func (r Rule) checkConcurrency(ps *problems, start int) {
 	refuse("scope", r.Scope == ScopeGlobal)
 	refuse("match.domain", r.Match.Domain != "")
 	refuse("reserve", len(r.Reserve) > 0)
-	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
-		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
-	}
-	if r.Timeout < 0 || r.Timeout.D() > MaxTimeout {
-		ps.add("timeout", "must be from 0 to %s", Duration(MaxTimeout))
-	}
-	if r.MaxKeys < 0 {
-		ps.add("max_keys", "must be >= 0 (0 means the node's default)")
-	}
-	if s := r.Events.Sample; !(s >= 0 && s <= 1) {
-		ps.add("events.sample", "%v is not a fraction from 0 to 1", s)
-	}
-	if len(ps.list) == start {
-		if err := r.Limit().Validate(MaxConcurrency); err != nil {
-			ps.add("", "limit rejected: %v", err)
-		}
-	}
+	refuse("priority_header", r.PriorityHeader != "")
+	refuse("priority_default", r.PriorityDefault != "")
+	refuse("durable", r.Durable != "")
 }
