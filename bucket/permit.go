@@ -131,16 +131,15 @@ func DecideAbove(s State, l Limit, cost, floor int64, now int64) (State, Result,
 		ns, r := Decide(s, l, cost, now)
 		return ns, r, false
 	}
-	if _, probe := Decide(s, l, cost+floor, now); probe.Allowed {
-		ns, r := Decide(s, l, cost, now)
-		return ns, r, false
-	} else if _, plain := Decide(s, l, cost, now); plain.Allowed {
-		plain.Allowed, plain.RetryAfter = false, probe.RetryAfter
-		if probe.RetryAfter < 0 {
-			plain.RetryAfter = Never
-		}
-		return s, plain, true
-	}
+	_, probe := Decide(s, l, cost+floor, now)
 	ns, r := Decide(s, l, cost, now)
-	return ns, r, false
+	if probe.Allowed || !r.Allowed {
+		return ns, r, false
+	}
+	// Shed: cost alone would pass; nothing is taken.
+	r.Allowed, r.RetryAfter = false, probe.RetryAfter
+	if probe.RetryAfter < 0 {
+		r.RetryAfter = Never
+	}
+	return s, r, true
 }
