@@ -52,8 +52,7 @@ func (b *inbox) push(s *State, since int64, maxLen int) (evicted bool) {
 	sl := b.at(b.n)
 	b.n++
 	sl.st = *s
-	sl.st.Log = copyLog(nil, s.Log)
-	sl.st.Permits = copyLog(nil, s.Permits)
+	sl.st.own()
 	sl.since = since
 	b.idx[s.ID] = seq
 	return evicted
@@ -84,6 +83,13 @@ func (b *inbox) reset() {
 	}
 	clear(b.idx)
 	b.head, b.n, b.headSeq = 0, 0, 0
+}
+
+// own gives s slices of its own (Log and Permits copied), so it may be
+// kept while the ones it was given are reused.
+func (s *State) own() {
+	s.Log = copyLog(nil, s.Log)
+	s.Permits = copyLog(nil, s.Permits)
 }
 
 func copyLog(dst, src []int64) []int64 {

@@ -77,8 +77,7 @@ func (s *Store) Apply(from string, states []State) error {
 			}
 			continue
 		}
-		st.Log = copyLog(nil, st.Log)
-		st.Permits = copyLog(nil, st.Permits)
+		st.own()
 		p := s.parts[st.Partition]
 		if p == nil {
 			p = &replicaPart{states: make(map[uint64]State)}
@@ -178,8 +177,7 @@ func appendSorted(out []State, m map[uint64]State, copyLogs bool) []State {
 	start := len(out)
 	for _, st := range m {
 		if copyLogs {
-			st.Log = copyLog(nil, st.Log)
-			st.Permits = copyLog(nil, st.Permits)
+			st.own()
 		}
 		out = append(out, st)
 	}
@@ -188,7 +186,7 @@ func appendSorted(out []State, m map[uint64]State, copyLogs bool) []State {
 }
 
 // Select returns copies of the states held that keep reports true for
-// (Log slices copied too), in no particular order: the durable copies a
+// (their Log and Permits slices copied too), in no particular order: the durable copies a
 // node writes to its data dir. keep runs under the Store's mutex and must
 // not call the Store.
 func (s *Store) Select(keep func(*State) bool) []State {
@@ -198,7 +196,7 @@ func (s *Store) Select(keep func(*State) bool) []State {
 	for _, p := range s.parts {
 		for _, st := range p.states {
 			if keep(&st) {
-				st.Log = copyLog(nil, st.Log)
+				st.own()
 				out = append(out, st)
 			}
 		}
