@@ -168,15 +168,14 @@ func (r *Replicator) shipTo(ctx context.Context, d *dest, now int64) {
 func (r *Replicator) sendOn(d *dest, states []State, since, now int64, ask bool) bool {
 	ask = ask && d.asked == 0
 	d.seq++
-	if err := d.stream.Send(Batch{Seq: d.seq, From: r.cfg.Self, States: states, Ack: ask}); err != nil {
-		d.unacked = append(d.unacked, sentBatch{seq: d.seq, states: states, since: since})
-		r.fail(d, err)
-		return false
-	}
 	d.unacked = append(d.unacked, sentBatch{seq: d.seq, states: states, since: since})
 	d.inflight += len(states)
 	if len(states) > 0 {
 		d.inflightOldest = minTime(d.inflightOldest, since)
+	}
+	if err := d.stream.Send(Batch{Seq: d.seq, From: r.cfg.Self, States: states, Ack: ask}); err != nil {
+		r.fail(d, err)
+		return false
 	}
 	if ask {
 		d.asked, d.askedAt, d.lastAsk = d.seq, now, now
@@ -278,11 +277,7 @@ func (r *Replicator) acked(d *dest, seq uint64) {
 func (r *Replicator) fail(d *dest, err error) {
 	d.stream.Close()
 	d.stream, d.asked, d.draining = nil, 0, true
-	n, since := 0, int64(0)
-	for _, b := range d.unacked {
-		n += len(b.states)
-		since = minTime(since, b.since)
-	}
+	n, since := d.inflight, d.inflightOldest
 	var dropped uint64
 	for i := len(d.unacked) - 1; i >= 0; i-- {
 		for _, st := range d.unacked[i].states {
