@@ -24,13 +24,7 @@ func (s *shard) permit(it *Item, now int64) Result {
 	case it.Refund:
 		lg, res = bucket.TakePermit(le.log, it.Limit, id, 0, now)
 	default:
-		if it.Cost > 0 {
-			id = s.newPermitID()
-		}
-		lg, res = bucket.TakePermit(le.log, it.Limit, id, it.Cost, now)
-		if !res.Allowed {
-			id = bucket.PermitID{}
-		}
+		lg, res, id = s.takePermit(le.log, it, now)
 	}
 	var tag uint16
 	if it.Cap != nil && le.tag == 0 && len(lg) > 0 {
@@ -42,6 +36,20 @@ func (s *shard) permit(it *Item, now int64) Result {
 	changed := len(lg) != oldLen || !id.Zero()
 	s.putLog(it.Partition, it.ID, ok, le, lg, idleAt(it.Limit, now), changed, tag, it.Volatile, true)
 	return Result{Result: res, Permit: id}
+}
+
+// takePermit takes a permit for it under its limit, with a fresh id (none
+// for a zero cost: a peek); the id is zero when the permit is refused.
+func (s *shard) takePermit(lg []int64, it *Item, now int64) ([]int64, bucket.Result, bucket.PermitID) {
+	var id bucket.PermitID
+	if it.Cost > 0 {
+		id = s.newPermitID()
+	}
+	lg, res := bucket.TakePermit(lg, it.Limit, id, it.Cost, now)
+	if !res.Allowed {
+		id = bucket.PermitID{}
+	}
+	return lg, res, id
 }
 
 // newPermitID draws a permit id: 128 random bits from the seam, never the

@@ -636,13 +636,7 @@ func (s *shard) group(items []Item, out []Result, seen []bool, first int, now in
 		shed := false
 		switch {
 		case t.permits:
-			if it.Cost > 0 {
-				permit = s.newPermitID()
-			}
-			t.lg, res = bucket.TakePermit(t.lg, it.Limit, permit, it.Cost, now)
-			if !res.Allowed {
-				permit = bucket.PermitID{}
-			}
+			t.lg, res, permit = s.takePermit(t.lg, it, now)
 		case t.key.log:
 			t.lg, res = bucket.DecideLog(t.lg, it.Limit, it.Cost, now)
 		default:
