@@ -24,13 +24,14 @@ type Item struct {
 	// (Result.Granted). See autolease.go.
 	Auto bool
 	// Volatile marks a counter of a rule with durable: off: it is never
-	// snapshotted for the data dir (Config.OnSnapshot), and its replicas
+	// snapshotted for the data dir (Engine.Snapshot), and its replicas
 	// learn so (replication.State.Volatile).
 	Volatile bool
 	Group    uint32 // items given in one Check call with the same non-zero Group are all-or-nothing
 	// Cap names the counter's rule for the per-rule key cap; nil leaves
 	// the counter uncounted and uncapped. (A pointer, shared by every item
-	// of the rule, keeps Item at 80 bytes: items are copied per check.)
+	// of the rule, keeps Item small: items are copied per check; it is
+	// 104 bytes.)
 	Cap *KeyCap
 	// Gateway names the gateway asking (a non-zero hash) when it can hold
 	// an automatic lease of the counter now; 0: no lease may be granted.
