@@ -226,6 +226,13 @@ func (o *oracle) killed(h *host) {
 // ackedVer is the least change of key k at h whose state a running
 // replica of k (by h's ring) applied.
 func (o *oracle) ackedVer(h *host, k int) int64 {
+	return o.leastAcked(h, k, func(r *host) []int64 { return r.ackedVer[h.id] })
+}
+
+// leastAcked is the least, over the running replicas of key k by h's ring
+// (h and leaving replicas aside: their copies leave with them), of what
+// of(replica) records for k (0 where it records nothing).
+func (o *oracle) leastAcked(h *host, k int, of func(r *host) []int64) int64 {
 	v := h.node.view.Load()
 	if v == nil {
 		return 0
@@ -237,7 +244,7 @@ func (o *oracle) ackedVer(h *host, k int) int64 {
 			continue // a leaving replica's copies leave with it
 		}
 		var a int64
-		if vs := r.ackedVer[h.id]; vs != nil {
+		if vs := of(r); vs != nil {
 			a = vs[k]
 		}
 		if least < 0 || a < least {
@@ -335,25 +342,7 @@ func (o *oracle) lostHandoff(h *host, parts []uint32, states []replication.State
 // acked is the least of h's admissions of key k that a running replica
 // of k (by h's ring) holds a state of.
 func (o *oracle) acked(h *host, k int) int64 {
-	v := h.node.view.Load()
-	if v == nil {
-		return 0
-	}
-	least := int64(-1)
-	for _, id := range v.ring.PartitionReplicas(v.ring.Partition(o.w.keys[k].name)) {
-		r := o.w.hosts[id]
-		if r == nil || r == h || !r.up || r.node.leaving {
-			continue // a leaving replica's copies leave with it
-		}
-		var a int64
-		if acks := r.acked[h.id]; acks != nil {
-			a = acks[k]
-		}
-		if least < 0 || a < least {
-			least = a
-		}
-	}
-	return max(least, 0)
+	return o.leastAcked(h, k, func(r *host) []int64 { return r.acked[h.id] })
 }
 
 func (o *oracle) episode(d time.Duration) {

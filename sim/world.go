@@ -971,7 +971,7 @@ func (w *World) startLeave(h *host) {
 		if h.inc != inc || !h.up {
 			return
 		}
-		out, left := h.leave.Step(worldLeave{h})
+		out, left := h.leave.Step(worldLeave{leaveWatch{h.node}, h})
 		if out == clusterview.StillLeaving && w.loop.now-h.leaveAt < leaveLimit {
 			w.loop.after(leaveStep, step)
 			return
@@ -990,13 +990,12 @@ func (w *World) startLeave(h *host) {
 	w.loop.after(leaveStep, step)
 }
 
-type worldLeave struct{ h *host }
-
-func (l worldLeave) Moved(p uint32) bool {
-	st, _ := l.h.node.handoff.Routes().State(p)
-	return st == replication.PartMoved
+// worldLeave is leaveWatch with peers that answer as the world's links do.
+type worldLeave struct {
+	leaveWatch
+	h *host
 }
-func (l worldLeave) OthersInRing() bool { return l.h.node.book.OthersInRing() }
+
 func (l worldLeave) PeersAnswer() bool {
 	for id := range l.h.node.book.Live() {
 		if o := l.h.w.hosts[id]; o != nil && o != l.h && l.h.w.rpcUp(l.h, o) {
