@@ -65,6 +65,14 @@ type apiClient struct {
 
 func newAPIClient(base, token string, timeout time.Duration) *apiClient {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &sniffConn{Conn: c}, nil
+	}
 	return &apiClient{
 		base:      base,
 		token:     token,
@@ -164,11 +172,7 @@ func (c *apiClient) transportError(ctx context.Context, err error) error {
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("%w at %s: connection refused (is `weir node` running? set --addr or %s)", errUnreachable, c.base, envAddr)
 	}
-	if msg := err.Error(); strings.Contains(msg, "malformed HTTP response \"\\x00") || strings.Contains(msg, "readLoopPeekFailLocked: %!w(<nil>)") {
-		// HTTP/2 frames (a SETTINGS frame starts with zero bytes): a gRPC
-		// port. Read as a response, or, when the server's preface arrives
-		// before the request is written, as bytes on an idle connection
-		// (net/http's readLoopPeekFailLocked with no error).
+	if errors.Is(err, errGRPCPort) {
 		return fmt.Errorf("%w at %s: it answers in HTTP/2 binary frames, so it is likely the node's gRPC port; --addr takes its HTTP address (the node's --http, default port 8080)", errUnreachable, c.base)
 	}
 	var dns *net.DNSError
@@ -431,4 +435,28 @@ func (c *apiClient) cluster(ctx context.Context) (clusterAnswer, []byte, error) 
 	var a clusterAnswer
 	raw, err := c.getJSON(ctx, "/v1/cluster", nil, &a)
 	return a, raw, err
+}
+
+// errGRPCPort: the address answered with an HTTP/2 frame where an
+// HTTP/1.1 answer was due (sniffConn).
+var errGRPCPort = errors.New("the server speaks HTTP/2 frames (a gRPC port)")
+
+// sniffConn fails its first read with errGRPCPort when the bytes open with
+// an HTTP/2 frame header: a gRPC port's server preface, a SETTINGS frame
+// (type 4) whose length starts with a zero byte. An HTTP/1.1 answer opens
+// with "HTTP/". It only looks at the connection's first read.
+type sniffConn struct {
+	net.Conn
+	seen bool
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.seen && n > 0 {
+		c.seen = true
+		if n >= 4 && p[0] == 0 && p[3] == 4 {
+			return 0, errGRPCPort
+		}
+	}
+	return n, err
 }
