@@ -186,9 +186,6 @@ func TestProcCountersAgainstAChild(t *testing.T) {
 	if dLeader >= n/2 {
 		t.Errorf("the main thread alone switched %d times: the sleeps were meant for another thread", dLeader)
 	}
-	if d.CPU < 0 || d.Switches() != d.Voluntary+d.Involuntary {
-		t.Errorf("Δ %+v", d)
-	}
 	_ = stdin.Close()
 	_ = cmd.Wait()
 	if _, err := ReadProcCounters(pid); err == nil {

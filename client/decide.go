@@ -111,12 +111,7 @@ func (c *Client) Decide(ctx context.Context, r Request) Decision {
 	for _, m := range matched {
 		p := pending{rule: m.Rule, key: m.Key, id: ruleKey{m.Rule.ID, m.Key}}
 		if len(m.Rule.Reserve) > 0 {
-			p.class = m.Rule.Class(func(name string) string {
-				if r.Header == nil {
-					return ""
-				}
-				return r.Header.Get(name)
-			})
+			p.class = m.Rule.Class(r.Header.Get) // a nil Header answers ""
 		}
 		ps = append(ps, p)
 	}

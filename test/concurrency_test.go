@@ -313,7 +313,14 @@ func TestConcurrencyOwnerKilledWhilePermitsHeld(t *testing.T) {
 		}
 		held = append(held, r.Permit)
 	}
-	time.Sleep(200 * time.Millisecond) // many replication intervals (5 ms)
+	// The permits reach the replicas before the owner dies (the bound
+	// after an owner's loss is what replication had not shipped).
+	testwait.For(t, 10*time.Second, "the owner's changes acknowledged by its replicas", func() error {
+		if p, lag := metric(t, c.Nodes[owner], "weir_replication_pending"), metric(t, c.Nodes[owner], "weir_replication_lag_seconds"); p != 0 || lag != 0 {
+			return fmt.Errorf("%v states pending, oldest unacknowledged %vs", p, lag)
+		}
+		return nil
+	})
 	c.Kill(owner)
 	c.WaitStable(2)
 

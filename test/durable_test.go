@@ -180,7 +180,6 @@ func fullRestart(t *testing.T, damage bool) {
 		}
 		return nil
 	})
-	time.Sleep(2 * interval) // a write or two more, with nothing new: the files stay as they are
 
 	for _, p := range procs {
 		p.stop(syscall.SIGKILL)

@@ -889,7 +889,8 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 	for i := range ls {
 		l := limitJSON{Rule: ls[i].Rule, checkResultJSON: resultJSON(&ls[i].Result)}
 		zone := time.UTC
-		if r, ok := ruleOf(set, l.Rule); ok && r.Calendar != "" {
+		r, ok := ruleOf(set, l.Rule)
+		if ok && r.Calendar != "" {
 			l.Calendar, l.Timezone = r.Calendar, r.Timezone
 			if l.Timezone == "" {
 				l.Timezone = rules.DefaultTimezone
@@ -901,7 +902,7 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		if ls[i].Result.Code == limit.CodeNone && l.ResetMS >= 0 {
 			l.ResetAt = now.Add(time.Duration(l.ResetMS) * time.Millisecond).In(zone).Format("2006-01-02T15:04:05.000Z07:00")
 		}
-		if ls[i].Result.Code == limit.CodeNone && holdsPermits(s.b.Rules().Current(), ls[i].Rule) {
+		if ls[i].Result.Code == limit.CodeNone && ok && r.HoldsPermits() {
 			held := max(ls[i].Result.Limit-ls[i].Result.Remaining, 0)
 			l.PermitsHeld = &held
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
-	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
 // releaseItem is one permit to give back, as an edge read it: bad is why
@@ -73,13 +72,4 @@ func (s *Server) releaseHTTP(w http.ResponseWriter, r *http.Request) error {
 		Released bool `json:"released"`
 	}{res[0].Allowed})
 	return nil
-}
-
-// holdsPermits reports whether rule id of set is a concurrency rule.
-func holdsPermits(set *rules.Set, id string) bool {
-	if set == nil {
-		return false
-	}
-	r, ok := set.Rule(id)
-	return ok && r.HoldsPermits()
 }
