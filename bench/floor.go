@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -96,72 +94,43 @@ func floorReply(descriptors int) *rlsv3.RateLimitResponse {
 type FloorProc struct {
 	Kind string
 	Addr string // host:port it serves on
-	cmd  *exec.Cmd
-	done chan struct{}
+	child
 }
 
-// floorReady is the line `weir bench floor` prints first, with its address.
-const floorReady = "bench floor: serving on "
-
-// FloorReadyLine is what `weir bench floor` prints once it serves on addr.
-func FloorReadyLine(addr string) string { return floorReady + addr + "\n" }
-
-// SpawnFloor starts `bin bench floor --kind kind` on a loopback port of its
-// own choosing (procs > 0: with that GOMAXPROCS) and waits until it says
-// where it serves. Its other output goes to logw (may be nil).
+// SpawnFloor starts `bin bench floor --kind kind` on a free loopback port
+// (procs > 0: with that GOMAXPROCS) and waits until it accepts
+// connections. Its output goes to logw (may be nil).
 func SpawnFloor(ctx context.Context, bin, kind string, procs int, logw io.Writer) (*FloorProc, error) {
 	if kind != FloorGRPC && kind != FloorHTTP {
 		return nil, fmt.Errorf("%w: floor kind %q", ErrInput, kind)
 	}
-	cmd := exec.Command(bin, "bench", "floor", "--kind", kind, "--listen", "127.0.0.1:0")
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "bench", "floor", "--kind", kind, "--listen", addr)
 	cmd.Env = os.Environ()
 	if procs > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
 	}
-	out, err := cmd.StdoutPipe()
+	cmd.Stdout, cmd.Stderr = logw, logw
+	ch, err := startChild(cmd)
 	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = logw
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: %s bench floor: %v", ErrSpawn, bin, err)
 	}
-	p := &FloorProc{Kind: kind, cmd: cmd, done: make(chan struct{})}
-	lines := make(chan string, 1)
-	go func() {
-		defer close(p.done)
-		br := bufio.NewReader(out)
-		line, _ := br.ReadString('\n')
-		lines <- line
-		if logw == nil {
-			logw = io.Discard
+	p := &FloorProc{Kind: kind, Addr: addr, child: ch}
+	if err := poll(ctx, 30*time.Second, func() error {
+		if p.exited() {
+			return fmt.Errorf("%w: bench floor %w (%v)", ErrSpawn, errExited, cmd.ProcessState)
 		}
-		_, _ = io.Copy(logw, br)
-		_ = cmd.Wait()
-	}()
-	select {
-	case line := <-lines:
-		addr, ok := strings.CutPrefix(line, floorReady)
-		if addr = strings.TrimSpace(addr); !ok || addr == "" {
-			p.Close()
-			return nil, fmt.Errorf("%w: bench floor said %q", ErrSpawn, line)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
 		}
-		p.Addr = addr
-		return p, nil
-	case <-ctx.Done():
+		return err
+	}); err != nil {
 		p.Close()
-		return nil, ctx.Err()
-	case <-time.After(30 * time.Second):
-		p.Close()
-		return nil, fmt.Errorf("%w: bench floor not serving within 30s", ErrSpawn)
+		return nil, err
 	}
-}
-
-// PID is the floor server's process id.
-func (p *FloorProc) PID() int { return p.cmd.Process.Pid }
-
-// Close stops the floor server.
-func (p *FloorProc) Close() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	return p, nil
 }

@@ -596,8 +596,43 @@ func poll(ctx context.Context, d time.Duration, f func() error) error {
 // RedisProc is a redis-server child on loopback.
 type RedisProc struct {
 	Addr string
+	child
+}
+
+// child is a helper process the bench spawned (redis-server, a floor
+// server): PID for its CPU, Close to stop it.
+type child struct {
 	cmd  *exec.Cmd
-	done chan struct{}
+	done chan struct{} // closed once it has exited
+}
+
+// startChild starts cmd and reaps it when it exits.
+func startChild(cmd *exec.Cmd) (child, error) {
+	if err := cmd.Start(); err != nil {
+		return child{}, err
+	}
+	c := child{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// exited reports whether the process has exited.
+func (c child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// PID is the process id.
+func (c child) PID() int { return c.cmd.Process.Pid }
+
+// Close stops the process and waits for it.
+func (c child) Close() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
 }
 
 // SpawnRedis starts `redis-server --port <free> --save "" --appendonly no`
@@ -614,18 +649,16 @@ func SpawnRedis(ctx context.Context, logw io.Writer) (*RedisProc, error) {
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	cmd.Stdout, cmd.Stderr = logw, logw
-	if err := cmd.Start(); err != nil {
+	ch, err := startChild(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSpawn, err)
 	}
-	p := &RedisProc{Addr: addr, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := &RedisProc{Addr: addr, child: ch}
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	err = poll(ctx, 10*time.Second, func() error {
-		select {
-		case <-p.done:
-			return fmt.Errorf("redis-server exited")
-		default:
+		if p.exited() {
+			return fmt.Errorf("redis-server %w", errExited)
 		}
 		return c.Ping(ctx).Err()
 	})
@@ -634,15 +667,6 @@ func SpawnRedis(ctx context.Context, logw io.Writer) (*RedisProc, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// PID is redis-server's process id.
-func (p *RedisProc) PID() int { return p.cmd.Process.Pid }
-
-// Close stops the server.
-func (p *RedisProc) Close() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
 }
 
 // makeTLS makes the spawned cluster's CA and the bench's own gateway and

@@ -11,8 +11,7 @@ import (
 
 // benchFloorCmd is `weir bench floor`, a hidden command: the floor server `weir bench
 // --target floor-grpc,floor-http` spawns as its own process, answering
-// every request with a fixed reply (bench.ServeFloor). It prints
-// bench.FloorReadyLine with its address once it serves.
+// every request with a fixed reply (bench.ServeFloor), on --listen.
 func (c *cli) benchFloorCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "floor --kind grpc|http [--listen ADDR]", Args: noArgs, Hidden: true,
 		Short: "Serve a fixed-reply gRPC rate limit service or HTTP check API (the bench's protocol floors)"}
@@ -27,7 +26,6 @@ func (c *cli) benchFloorCmd() *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("bench floor: %w", err)
 		}
-		fmt.Fprint(c.stdout, bench.FloorReadyLine(ln.Addr().String()))
 		return bench.ServeFloor(cmd.Context(), *kind, ln)
 	}
 	return cmd
