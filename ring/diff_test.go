@@ -6,7 +6,7 @@ import (
 )
 
 func TestDiffFromNothing(t *testing.T) {
-	r := mustNew(t, []string{"a", "b", "c"}, DefaultConfig())
+	r := mustNew(t, []string{"a", "b", "c"}, LegacyConfig())
 	moves := Diff(nil, r)
 	if len(moves) != 271 {
 		t.Fatalf("Diff(nil, r) has %d moves, want all 271 partitions", len(moves))
@@ -22,7 +22,7 @@ func TestDiffFromNothing(t *testing.T) {
 			t.Fatalf("move %+v: Gained %v Lost %v", m, m.Gained(), m.Lost())
 		}
 	}
-	if got := Diff(nil, mustNew(t, nil, DefaultConfig())); got != nil {
+	if got := Diff(nil, mustNew(t, nil, LegacyConfig())); got != nil {
 		t.Errorf("Diff(nil, empty) = %v, want nothing", got)
 	}
 	if got := Diff(nil, nil); got != nil {
@@ -31,8 +31,8 @@ func TestDiffFromNothing(t *testing.T) {
 }
 
 func TestDiffToNothing(t *testing.T) {
-	r := mustNew(t, []string{"a", "b"}, DefaultConfig())
-	for _, to := range []*Ring{nil, mustNew(t, nil, DefaultConfig())} {
+	r := mustNew(t, []string{"a", "b"}, LegacyConfig())
+	for _, to := range []*Ring{nil, mustNew(t, nil, LegacyConfig())} {
 		moves := Diff(r, to)
 		if len(moves) != 271 {
 			t.Fatalf("Diff(r, empty) has %d moves, want 271", len(moves))
@@ -46,8 +46,8 @@ func TestDiffToNothing(t *testing.T) {
 }
 
 func TestDiffSameMembersIsEmpty(t *testing.T) {
-	a := mustNew(t, []string{"x", "y", "z"}, DefaultConfig())
-	b := mustNew(t, []string{"z", "x", "y"}, DefaultConfig())
+	a := mustNew(t, []string{"x", "y", "z"}, LegacyConfig())
+	b := mustNew(t, []string{"z", "x", "y"}, LegacyConfig())
 	if d := Diff(a, b); d != nil {
 		t.Fatalf("Diff of the same member set = %d moves", len(d))
 	}
@@ -57,7 +57,8 @@ func TestDiffSameMembersIsEmpty(t *testing.T) {
 // leave: a partition is listed iff its owner or replica list differs, and
 // the move carries both sides as the rings report them.
 func TestDiffListsExactlyTheChanges(t *testing.T) {
-	cfg := Config{Replicas: 3}
+	cfg := LegacyConfig()
+	cfg.Replicas = 3
 	members := ids(0, 6)
 	steps := []struct{ from, to []string }{
 		{members[:5], members}, // node-5 joins
@@ -107,8 +108,8 @@ func TestDiffListsExactlyTheChanges(t *testing.T) {
 }
 
 func TestDiffMovesDoNotAliasRings(t *testing.T) {
-	old := mustNew(t, ids(0, 2), DefaultConfig())
-	new := mustNew(t, ids(0, 3), DefaultConfig())
+	old := mustNew(t, ids(0, 2), LegacyConfig())
+	new := mustNew(t, ids(0, 3), LegacyConfig())
 	m := Diff(old, new)[0]
 	want := new.PartitionReplicas(m.Partition)
 	m.NewReplicas[0] = "mutated"
@@ -123,5 +124,5 @@ func TestDiffDifferentPartitionCountsPanics(t *testing.T) {
 			t.Fatal("Diff of rings with different partition counts did not panic")
 		}
 	}()
-	Diff(mustNew(t, []string{"a"}, Config{PartitionCount: 7}), mustNew(t, []string{"a"}, DefaultConfig()))
+	Diff(mustNew(t, []string{"a"}, Config{PartitionCount: 7}), mustNew(t, []string{"a"}, LegacyConfig()))
 }
