@@ -118,6 +118,10 @@ type Config struct {
 	// (default 30 s).
 	HTTPReadTimeout time.Duration
 
+	// Ring is the ring shape (default ring.DefaultConfig, for new
+	// clusters). Every member must have the same one: a node of another
+	// shape is refused at join. A cluster made before keeps
+	// ring.LegacyConfig (RingShape builds one from weir node's flags).
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
 	Shards int
@@ -341,4 +345,24 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, err
 	}
 	return h, port, nil
+}
+
+// RingShape is the ring shape weir node's flags give: partitions (the
+// partition count), vnodes (virtual nodes per member) and layout
+// ("balanced" or "consistent", ring.Layout), validated.
+func RingShape(partitions, vnodes int, layout string) (ring.Config, error) {
+	c := ring.DefaultConfig()
+	c.PartitionCount, c.ReplicationFactor = partitions, vnodes
+	switch layout {
+	case "balanced":
+		c.Layout = ring.LayoutBalanced
+	case "consistent":
+		c.Layout = ring.LayoutConsistent
+	default:
+		return c, fmt.Errorf("ring layout %q: want balanced or consistent", layout)
+	}
+	if partitions < 1 || vnodes < 1 {
+		return c, fmt.Errorf("partitions %d, vnodes %d: both must be at least 1", partitions, vnodes)
+	}
+	return c, c.Validate()
 }

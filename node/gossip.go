@@ -34,6 +34,9 @@ type memberMeta struct {
 	// Features are the rule features (rules.Features) this member's binary
 	// supports, comma-separated; an older binary sends none.
 	Features string `json:"f,omitempty"`
+	// Shape is the member's ring shape (ring.Config.Shape); one of another
+	// shape is refused (clusterview.ShapeGuard).
+	Shape string `json:"s,omitempty"`
 }
 
 // member is one node as seen through gossip (clusterview's record).
@@ -53,6 +56,22 @@ func (d delegate) NodeMeta(limit int) []byte {
 		return nil
 	}
 	return b
+}
+
+// NotifyAlive (memberlist's AliveDelegate) and NotifyMerge (its
+// MergeDelegate, at a join) refuse a member of another ring shape.
+func (d delegate) NotifyAlive(m *memberlist.Node) error {
+	var meta memberMeta
+	_ = json.Unmarshal(m.Meta, &meta)
+	return d.n.shape.Check(m.Name, meta.Shape)
+}
+func (d delegate) NotifyMerge(peers []*memberlist.Node) error {
+	for _, m := range peers {
+		if err := d.NotifyAlive(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (d delegate) NotifyMsg([]byte)                           {}
 func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
@@ -154,6 +173,7 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	mc.Delegate = delegate{n}
 	mc.Events = delegate{n}
 	mc.Conflict = delegate{n}
+	mc.Alive, mc.Merge = delegate{n}, delegate{n}
 	mc.Logger = log.New(slogWriter{n: n, undecryptable: new(atomic.Int64)}, "", 0)
 	mc.Label = n.cfg.ClusterName // gossip from another cluster is dropped
 	if n.keyring != nil {

@@ -77,6 +77,7 @@ type Node struct {
 	grpcLis       net.Listener
 	httpLis       net.Listener
 	meta          memberMeta
+	shape         *clusterview.ShapeGuard
 	changed       chan struct{} // non-blocking "members changed" signal
 	view          atomic.Pointer[clusterView]
 	rview         atomic.Pointer[ruleView]
@@ -136,6 +137,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg:      cfg,
+		shape:    clusterview.NewShapeGuard(cfg.Ring),
 		log:      cfg.Logger.With("node", cfg.ID),
 		now:      cfg.Now,
 		changed:  make(chan struct{}, 1),
@@ -287,6 +289,7 @@ func New(cfg Config) (*Node, error) {
 		HTTP:     adv.addr(n.httpLis.Addr().String()),
 		Raft:     n.store.Addr(),
 		Features: advertisedFeatures(cfg.WithoutFeatures),
+		Shape:    n.shape.Own(),
 	}
 	if err := n.startMemberlist(adv.gossipIP()); err != nil {
 		return nil, err
@@ -320,6 +323,9 @@ func (n *Node) Start() error {
 		// Join before the first ring is built: Join's push/pull brings the
 		// whole member list, so the first ring is complete.
 		if err := n.join(); err != nil {
+			if r := n.shape.Refused(); r != nil {
+				return fmt.Errorf("node: refusing to join: %w", r)
+			}
 			n.log.Warn("gossip join failed; retrying with backoff", "join", n.cfg.Join, "err", err)
 			n.goFunc(n.joinLoop)
 		} else {
