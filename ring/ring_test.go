@@ -52,7 +52,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("PartitionCount() = %d, want 2039", got)
 	}
 	r = mustNew(t, []string{"a"}, Config{PartitionCount: 7, Replicas: 3})
-	if got := r.Config(); got.PartitionCount != 7 || got.Replicas != 3 || got.Load != 1.25 || got.ReplicationFactor != 200 || got.Layout != LayoutBalanced {
+	if got := r.Config(); got.PartitionCount != 7 || got.Replicas != 3 || got.Load != 1.25 || got.ReplicationFactor != 100 || got.Layout != LayoutBalanced {
 		t.Errorf("partial Config became %+v", got)
 	}
 }
