@@ -353,13 +353,9 @@ func splitHostPort(addr string) (string, int, error) {
 func RingShape(partitions, vnodes int, layout string) (ring.Config, error) {
 	c := ring.DefaultConfig()
 	c.PartitionCount, c.ReplicationFactor = partitions, vnodes
-	switch layout {
-	case "balanced":
-		c.Layout = ring.LayoutBalanced
-	case "consistent":
-		c.Layout = ring.LayoutConsistent
-	default:
-		return c, fmt.Errorf("ring layout %q: want balanced or consistent", layout)
+	var err error
+	if c.Layout, err = ring.ParseLayout(layout); err != nil {
+		return c, err
 	}
 	if partitions < 1 || vnodes < 1 {
 		return c, fmt.Errorf("partitions %d, vnodes %d: both must be at least 1", partitions, vnodes)

@@ -51,6 +51,29 @@ const (
 	MaxReplicas          = 16
 )
 
+// String is the layout's name: "balanced" (LayoutDefault too) or
+// "consistent".
+func (l Layout) String() string {
+	switch l {
+	case LayoutConsistent:
+		return "consistent"
+	case LayoutBalanced, LayoutDefault:
+		return "balanced"
+	}
+	return fmt.Sprintf("Layout(%d)", uint8(l))
+}
+
+// ParseLayout is the layout named s ("balanced" or "consistent").
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "balanced":
+		return LayoutBalanced, nil
+	case "consistent":
+		return LayoutConsistent, nil
+	}
+	return LayoutDefault, fmt.Errorf("%w: ring layout %q: want balanced or consistent", ErrInvalidConfig, s)
+}
+
 // Config shapes a Ring. Every node and every gateway of one cluster must use
 // the same Config, or they will disagree about owners. A zero field means
 // its default; Ring.Config reports the values in effect.
@@ -97,11 +120,7 @@ func LegacyConfig() Config {
 // have the same shape; members gossip it and refuse one that differs.
 func (c Config) Shape() string {
 	c = c.withDefaults()
-	layout := "balanced"
-	if c.Layout == LayoutConsistent {
-		layout = "consistent"
-	}
-	return fmt.Sprintf("%d partitions, %d vnodes, %s layout, load %v, %d replicas", c.PartitionCount, c.ReplicationFactor, layout, c.Load, c.Replicas)
+	return fmt.Sprintf("%d partitions, %d vnodes, %s layout, load %v, %d replicas", c.PartitionCount, c.ReplicationFactor, c.Layout, c.Load, c.Replicas)
 }
 
 // withDefaults fills zero fields with their defaults.
