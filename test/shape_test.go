@@ -41,3 +41,37 @@ func TestMismatchedShapeRefusedAtJoin(t *testing.T) {
 	c.Add()
 	c.WaitStable(2)
 }
+
+// Moving to another shape (docs/operations.md): a new cluster of the new
+// shape beside the old, the same rules applied to both, the gateway moved
+// over. Each cluster decides exactly; the move carries no counters, so a
+// key spent on the old cluster is admitted up to one more limit on the new
+// one and not more (the documented bound).
+func TestMoveToNewShapeBesideTheOld(t *testing.T) {
+	old := testcluster.NewConfigured(t, 2, func(cfg *node.Config) { cfg.Ring = ring.LegacyConfig() })
+	next := testcluster.NewConfigured(t, 2, func(cfg *node.Config) { cfg.ClusterName = "weir-next" })
+	// The checks a gateway sends, through each node in turn.
+	spend := func(c *testcluster.Cluster, gw string) int {
+		c.ApplyRules(scaleRules)
+		allowed := 0
+		for i := range 8 {
+			ok, answered, err := httpCheck(c.Nodes[i%2].HTTPAddr(), "five", "moved")
+			if err != nil || !answered {
+				t.Fatalf("%s check %d: answered %v, %v", gw, i, answered, err)
+			}
+			if ok {
+				allowed++
+			}
+		}
+		return allowed
+	}
+	if got := spend(old, "gw-old"); got != 5 {
+		t.Fatalf("the old cluster (%s) admitted %d of 8, want 5", ring.LegacyConfig().Shape(), got)
+	}
+	if got := spend(next, "gw-moved"); got != 5 {
+		t.Fatalf("after the move the new cluster admitted %d of 8, want one limit (5) and no more", got)
+	}
+	if got := next.Nodes[0].Members().PartitionCount; got != ring.DefaultPartitionCount {
+		t.Errorf("the new cluster has %d partitions, want %d", got, ring.DefaultPartitionCount)
+	}
+}
