@@ -66,3 +66,13 @@ func TestReportValidate(t *testing.T) {
 		}
 	}
 }
+
+// MergePermits sums one rule's permits over nodes, by rule, and leaves out
+// rules holding none.
+func TestMergePermitsSumsByRule(t *testing.T) {
+	got := MergePermits([]RulePermits{{Rule: "b", InUse: 2}, {Rule: "a", InUse: 1}, {Rule: "b", InUse: 3}, {Rule: "c", InUse: 0}})
+	want := []RulePermits{{Rule: "a", InUse: 1}, {Rule: "b", InUse: 5}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("MergePermits = %v, want %v", got, want)
+	}
+}
