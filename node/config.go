@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -329,16 +328,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, err
-	}
-	return h, port, nil
 }

@@ -37,12 +37,12 @@ func (s opsSource) Gateways() []opsapi.Gateway {
 }
 
 func (s opsSource) Peers() map[string]string {
-	v := s.n.view.Load()
+	v := s.n.cluster.View()
 	out := map[string]string{}
 	if v == nil {
 		return out
 	}
-	for id, m := range v.members {
+	for id, m := range v.Members {
 		if id != s.n.cfg.ID && m.HTTP != "" {
 			out[id] = m.HTTP
 		}

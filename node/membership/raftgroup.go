@@ -1,0 +1,98 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/rulesraft"
+)
+
+// manageRaft bootstraps the group once enough members are present and, on
+// the leader, reconciles the Raft configuration with gossip membership.
+func (c *Cluster) manageRaft(ctx context.Context) {
+	v := c.view.Load()
+	if v == nil {
+		return
+	}
+	if c.cfg.BootstrapExpect > 0 && !c.boot.Load() {
+		var servers []rulesraft.Server
+		for _, m := range v.Members {
+			if m.Raft != "" {
+				servers = append(servers, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+			}
+		}
+		if len(servers) >= c.cfg.BootstrapExpect {
+			sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+			servers = servers[:c.cfg.BootstrapExpect]
+			err := c.deps.Raft.Bootstrap(servers)
+			if err != nil && !isAlreadyBootstrapped(err) {
+				c.log.Warn("raft bootstrap", "err", err)
+			} else {
+				c.boot.Store(true)
+			}
+		}
+	}
+	if !c.deps.Raft.IsLeader() {
+		return
+	}
+	var alive []rulesraft.Server
+	for _, m := range v.Members {
+		if m.Raft != "" && m.State == "alive" {
+			alive = append(alive, rulesraft.Server{ID: m.ID, Addr: m.Raft})
+		}
+	}
+	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
+	gone := c.gossiped.LeftMembers()
+	if err := c.deps.Raft.Reconcile(ctx, alive, gone); err != nil && ctx.Err() == nil {
+		c.log.Warn("raft reconcile", "err", err)
+	}
+}
+
+// NoLeaderReason says why no Raft leader will come, when the node knows:
+// it was started with neither --bootstrap-expect nor --join and is in no
+// Raft configuration (never bootstrapped, never added). Such a node does
+// not bootstrap itself (two of them would be two clusters): it waits for
+// a member of a cluster to join it. Empty otherwise, and once a leader is
+// known.
+func (c *Cluster) NoLeaderReason() string {
+	if c.cfg.BootstrapExpect > 0 || len(c.cfg.Join) > 0 {
+		return ""
+	}
+	if id, _ := c.deps.Raft.Leader(); id != "" {
+		return ""
+	}
+	if cfg, err := c.deps.Raft.Configuration(); err != nil || len(cfg) > 0 {
+		return ""
+	}
+	return "no Raft leader: this node was started with neither --bootstrap-expect nor --join, " +
+		"so it forms no cluster on its own; start a new cluster's nodes with --bootstrap-expect N " +
+		"(1 for a single node) or join this one to a cluster with --join HOST:PORT"
+}
+
+func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }
+
+// watchQuorum samples every clusterview.QuorumSample whether this node
+// knows a Raft leader and feeds it to a clusterview.Quorum, which keeps how
+// long it has known none (published as Cluster.leaderlessFor for the
+// ring-view policy) and tells when this node comes back from being cut
+// off: it then marks the quorum regained (Cluster.regained) and wakes the
+// cluster loop. The probes of the peers it asks for (after
+// clusterview.QuorumLostAfter without a leader) run here, one at a time.
+func (c *Cluster) watchQuorum(ctx context.Context) {
+	var q clusterview.Quorum
+	every(ctx, clusterview.QuorumSample, func() bool {
+		id, _ := c.deps.Raft.Leader()
+		probe, regained := q.Tick(id != "")
+		c.leaderlessFor.Store(int64(q.LeaderlessFor()))
+		if probe {
+			regained = q.Answered(c.peerAnswers(ctx))
+		}
+		if regained {
+			c.regained.Store(true)
+			c.Refresh()
+		}
+		return false
+	})
+}
