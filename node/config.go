@@ -18,15 +18,16 @@ import (
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
+	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/rls"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
 
-// Config.GossipUpgrade values.
+// Config.GossipUpgrade values (node/membership's).
 const (
-	GossipUpgradePlain   = "plain"
-	GossipUpgradeEncrypt = "encrypt"
+	GossipUpgradePlain   = membership.UpgradePlain
+	GossipUpgradeEncrypt = membership.UpgradeEncrypt
 )
 
 // ErrConfig reports an invalid Config.
