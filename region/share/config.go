@@ -11,7 +11,7 @@ import (
 const Whole int64 = 1_000_000
 
 // ErrConfig reports an invalid Config.
-var ErrConfig = errors.New("share: invalid config")
+var ErrConfig = errors.New("invalid share config")
 
 // Config describes the regions and the allocator's timing. Every region
 // must be configured with the same Regions.
