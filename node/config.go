@@ -341,12 +341,15 @@ func (c Config) Validate() error {
 func RingShape(partitions, vnodes int, layout string) (ring.Config, error) {
 	c := ring.DefaultConfig()
 	c.PartitionCount, c.ReplicationFactor = partitions, vnodes
-	var err error
-	if c.Layout, err = ring.ParseLayout(layout); err != nil {
-		return c, err
+	l, err := ring.ParseLayout(layout)
+	switch {
+	case err != nil:
+		return c, fmt.Errorf("ring layout %q: want balanced or consistent", layout)
+	case partitions < 1 || partitions > ring.MaxPartitionCount:
+		return c, fmt.Errorf("partitions %d: want 1 to %d", partitions, ring.MaxPartitionCount)
+	case vnodes < 1 || vnodes > ring.MaxReplicationFactor:
+		return c, fmt.Errorf("vnodes %d: want 1 to %d", vnodes, ring.MaxReplicationFactor)
 	}
-	if partitions < 1 || vnodes < 1 {
-		return c, fmt.Errorf("partitions %d, vnodes %d: both must be at least 1", partitions, vnodes)
-	}
+	c.Layout = l
 	return c, c.Validate()
 }
