@@ -270,15 +270,19 @@ func TestSixteenProcesses(t *testing.T) {
 			}
 		}
 	})
-	// Three bootstrap; then the others join one at a time, each once the
-	// one before is ready, as a rolling start would add them.
+	// Three bootstrap Raft; the others join the running group (no
+	// --bootstrap-expect) one at a time, each once the one before is
+	// ready, as a rolling start would add them.
 	start := time.Now()
 	for i, p := range ps {
-		join := ""
+		join, expect := "", 3
 		if i > 0 {
 			join = ps[0].gossip
 		}
-		startProc(t, p, join, 3, extra...)
+		if i >= 3 {
+			expect = 0
+		}
+		startProc(t, p, join, expect, extra...)
 		if i >= 2 {
 			testwait.For(t, 30*time.Second, p.id+" ready", func() error { return ready(p.http) })
 		}
@@ -322,7 +326,7 @@ func TestSixteenProcesses(t *testing.T) {
 	oneRing(t, rest, 30*time.Second)
 	noneAdmitted(t, rest, keys, "after SIGKILL of "+victim.id)
 
-	startProc(t, joiner, ps[0].gossip, 3, extra...)
+	startProc(t, joiner, ps[0].gossip, 0, extra...)
 	rest = append(rest, joiner)
 	c = oneRing(t, rest, 30*time.Second)
 	checkBalance(t, c)
