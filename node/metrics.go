@@ -14,8 +14,6 @@ import (
 type metrics struct {
 	checks          *prometheus.CounterVec
 	latency         prometheus.Histogram
-	forwarded       prometheus.Counter
-	forwardBatch    prometheus.Histogram
 	members         prometheus.Gauge
 	ringVersion     prometheus.Gauge
 	partitionsOwned prometheus.Gauge
@@ -33,13 +31,6 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "weir_check_seconds", Help: "Time to answer a Check batch on the entry node.",
 			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3},
 		}),
-		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "weir_forwarded_items_total", Help: "Items forwarded to their owner.",
-		}),
-		forwardBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "weir_forward_batch_items", Help: "Items per forwarded RPC.",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 7),
-		}),
 		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
 		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Ring identity: a 32-bit hash of the ring's members and config, equal on every node that agrees on the ring."}),
 		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
@@ -47,7 +38,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "weir_shard_key_cap_hits_total", Help: "Checks for a new key refused because its rule holds max_keys live keys on this node.",
 		}, []string{"rule"}),
 	}
-	reg.MustRegister(m.checks, m.latency, m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned, m.keyCapHits)
+	reg.MustRegister(m.checks, m.latency, m.members, m.ringVersion, m.partitionsOwned, m.keyCapHits)
 	return m
 }
 
@@ -138,8 +129,6 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 			func() float64 { return float64(n.handoff.Stats().Promoted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."},
 			func() float64 { return float64(n.handoff.Stats().Resynced) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_forward_destinations", Help: "Members this node keeps forwarders (coalescing senders and streams) to."},
-			func() float64 { return float64(n.forwarders()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_auto_lease_hot_keys", Help: "Keys of rules with lease: auto this node leases to gateways now (as of the last sweep)."},
 			func() float64 { st, _ := n.engine.Stats(context.Background()); return float64(st.HotKeys) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_auto_leases_total", Help: "Automatic leases granted to gateways (rules with lease: auto)."},
