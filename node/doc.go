@@ -24,9 +24,10 @@
 //     to the check path.
 //   - raftgroup.go: Raft bootstrap, voter reconciliation and the quorum
 //     watch (clusterview.Quorum fed with Raft's leader every 100 ms).
-//   - check.go, forward.go: routing and forwarding checks.
-//   - peer.go: the Peer gRPC service and the peer side of replication and
-//     hand-off.
+//   - check.go: routing checks; the remote parts go through node/forward.
+//   - peer.go: wires node/forward (forwarders, peer connections) and
+//     node/peer (the Peer gRPC service, replication transport, hand-off
+//     puller) with their adapters.
 //   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
 //     and Raft connections, the role policy (node/authz) in front of both
 //     servers, and the admission of members: with TLS a member enters the
@@ -45,12 +46,12 @@
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
 // at the wire edges, the node-to-node ones included: the peer server
-// (Forward, ForwardStream) converts and validates forwarded items
+// (node/peer: Forward, ForwardStream) converts and validates forwarded items
 // (limit.DecideValid) and the forwarder converts a batch just before it
 // is sent; both convert a batch into one value slice, not per-item
 // pointers. Errors carry limit kinds (ErrClosed is limit.ErrClosed, no ring
 // yet is limit.ErrUnavailable), which api.GRPCError and api.HTTPStatus map
-// to codes; grpcErr is api.GRPCError.
+// to codes.
 //
 // Goroutines and what they own:
 //   - clusterLoop: the cluster view (an immutable ring plus member set,
@@ -65,11 +66,10 @@
 //   - shards (node/shard): the counters, each shard's behind its lock; the
 //     check path decides at once when the shard is free and queues for
 //     the holder's next batch when it is busy.
-//   - one forwarder per destination, coalescing items bound for that
-//     member into few requests on one pipelined stream: the check that
-//     finds no write in progress writes, never after a fixed sleep; one
-//     receiver goroutine per open stream answers them. Pruned when the
-//     member leaves.
+//   - node/forward's Table: one forwarder per destination, coalescing
+//     items bound for that member into few requests on one pipelined
+//     stream; one receiver goroutine per open stream, joined by the
+//     table's Close. Pruned when the member leaves.
 //   - the replicator loop: changed counters shipped to replicas.
 //   - reconnectLoop: rejoins members gossip declared dead (every 2 s for
 //     2 minutes, then every 30 s up to 15 minutes), so the two sides of a
@@ -83,7 +83,6 @@
 //     (the check path takes it once per batch, for sampled items only);
 //     the events buffer has its own small lock.
 //   - the member book the gossip callbacks fill (clusterview.Book, the
-//     ring-view policy's source) has its own lock; the forwarder table
-//     is swapped atomically (fwdTable.mu serializes changes) and each
-//     forwarder has its own lock. None is held while calling out.
+//     ring-view policy's source) has its own lock. None is held while
+//     calling out.
 package node
