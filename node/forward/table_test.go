@@ -31,23 +31,23 @@ import (
 // ForwardStream and answers it Unimplemented.
 type fakePeer struct {
 	weirv1.UnimplementedPeerServer
-	addr    string
-	legacy  bool
-	slow    string
-	release chan struct{}
-	gate    atomic.Pointer[chan struct{}] // set: a stall, over when closed
-	short   atomic.Bool                   // answer one result too few
+	addr       string
+	legacy     bool
+	slow       string
+	release    chan struct{}
+	gate       atomic.Pointer[chan struct{}] // set: a stall, over when closed
+	short      atomic.Bool                   // answer one result too few
+	unrecorded bool                          // keep no items (a benchmark's peer)
 
-	opened  atomic.Int64 // ForwardStreams opened
-	ended   atomic.Int64 // ForwardStreams whose caller went away
-	held    atomic.Int64 // requests holding the slow key received
-	unary   atomic.Int64 // unary Forward RPCs
-	mu      sync.Mutex
-	got     []*weirv1.CheckItem // every item received
-	batches []int               // items per request
+	opened atomic.Int64 // ForwardStreams opened
+	ended  atomic.Int64 // ForwardStreams whose caller went away
+	held   atomic.Int64 // requests holding the slow key received
+	unary  atomic.Int64 // unary Forward RPCs
+	mu     sync.Mutex
+	got    []*weirv1.CheckItem // every item received
 }
 
-func startPeer(t *testing.T, p *fakePeer) *fakePeer {
+func startPeer(t testing.TB, p *fakePeer) *fakePeer {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,10 +79,11 @@ func (p *fakePeer) decide(ctx context.Context, items []*weirv1.CheckItem) []*wei
 		case <-ctx.Done():
 		}
 	}
-	p.mu.Lock()
-	p.got = append(p.got, items...)
-	p.batches = append(p.batches, len(items))
-	p.mu.Unlock()
+	if !p.unrecorded {
+		p.mu.Lock()
+		p.got = append(p.got, items...)
+		p.mu.Unlock()
+	}
 	out := make([]*weirv1.CheckResult, 0, len(items))
 	for _, it := range items {
 		if p.slow != "" && it.Key == p.slow {
@@ -377,5 +378,35 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			tb.Close()
 			t.Errorf("%+v accepted", cfg)
 		}
+	}
+}
+
+// BenchmarkStartWait is one item a call through a Table to a fake peer on
+// loopback, with 1 and 16 callers per core: the forwarder's own cost
+// (coalescing, the stream, conversion) without a node's decision.
+func BenchmarkStartWait(b *testing.B) {
+	p := startPeer(b, &fakePeer{unrecorded: true})
+	tb, err := forward.New(context.Background(), forward.Config{
+		Self: "self", Members: members{"p": p.addr}, Timeout: 5 * time.Second, MaxBatch: 1024, Inflight: 4,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
+	for _, callers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("parallelism=%d", callers), func(b *testing.B) {
+			b.SetParallelism(callers)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				items, res := []limit.Item{{Key: "k", Rule: "r", Cost: 1}}, make([]limit.Result, 1)
+				for pb.Next() {
+					if err := check(tb, "p", items, []int{0}, res); err != nil || !res[0].Allowed {
+						b.Errorf("%v %+v", err, res[0])
+						return
+					}
+				}
+			})
+		})
 	}
 }
