@@ -43,11 +43,11 @@ func (n *Node) newPeerServer() *peer.Server {
 type peerAddrs struct{ n *Node }
 
 func (a peerAddrs) PeerAddr(id string) (string, error) {
-	v := a.n.view.Load()
+	v := a.n.cluster.View()
 	if v == nil {
 		return "", fmt.Errorf("%w: no view", errUnavailable)
 	}
-	addr, ok := v.addr(id)
+	addr, ok := v.Addr(id)
 	if !ok {
 		return "", fmt.Errorf("%w: unknown member %q", errUnavailable, id)
 	}
@@ -76,12 +76,12 @@ func (n *Node) pruneForwarders(live map[string]member) {
 
 // replicaPlacement lists where a partition's copies go (not this node).
 func (n *Node) replicaPlacement(p uint32) []string {
-	v := n.view.Load()
+	v := n.cluster.View()
 	if v == nil {
 		return nil
 	}
-	if int(p) >= len(v.peers) {
+	if int(p) >= len(v.Peers) {
 		return nil
 	}
-	return v.peers[p] // shared: the replicator only reads it
+	return v.Peers[p] // shared: the replicator only reads it
 }

@@ -21,7 +21,7 @@ import (
 // RegionDialer when a test sets one.
 func (n *Node) newRegionAgent() (*region.Agent, error) {
 	rc := n.cfg.Region
-	// The same credentials and options as peerPool.conn: when TLS is
+	// The same credentials and options as the peer connections (node/forward): when TLS is
 	// configured for peers, regions use it too.
 	// The same credentials as peer calls: with TLS, a node certificate
 	// (regions then share the CA and the cluster name); with a gossip key,
@@ -62,15 +62,15 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 type regionCluster struct{ n *Node }
 
 func (c regionCluster) Owner(key string) (self bool, addr string, ok bool) {
-	v := c.n.view.Load()
+	v := c.n.cluster.View()
 	if v == nil {
 		return false, "", false
 	}
-	owner := v.ring.PartitionOwner(v.ring.Partition(key))
+	owner := v.Ring.PartitionOwner(v.Ring.Partition(key))
 	if owner == c.n.cfg.ID {
 		return true, "", true
 	}
-	addr, ok = v.addr(owner)
+	addr, ok = v.Addr(owner)
 	return false, addr, ok
 }
 
