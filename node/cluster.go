@@ -86,7 +86,7 @@ func (l raftLeadership) TakeRegained() bool { return l.n.regained.Swap(false) }
 // hand-off (which marks the partitions this node gains pending and pulls
 // them) and only then publishes it to the check path.
 func (n *Node) refreshView(policy *clusterview.Policy) {
-	members, wait := n.admitted(n.readMembers())
+	members, wait := n.sec.Admitted(n.readMembers())
 	if wait {
 		return // a new member is proving who it is (security.go)
 	}

@@ -47,7 +47,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 	m := d.n.meta
 	m.Leaving = d.n.leaving.Load()
 	m.Gateways = d.n.api.Gateways()
-	m.Proof = d.n.memberProof()
+	m.Proof = d.n.sec.MemberProof()
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil
@@ -156,8 +156,8 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	mc.Conflict = delegate{n}
 	mc.Logger = log.New(slogWriter{n: n, undecryptable: new(atomic.Int64)}, "", 0)
 	mc.Label = n.cfg.ClusterName // gossip from another cluster is dropped
-	if n.keyring != nil {
-		mc.Keyring = n.keyring
+	if kr := n.sec.Keyring(); kr != nil {
+		mc.Keyring = kr
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 		switch n.cfg.GossipUpgrade { // moving a keyless cluster onto the key
 		case GossipUpgradePlain:

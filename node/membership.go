@@ -40,7 +40,7 @@ func (n *Node) remember(m *memberlist.Node, gone bool) {
 	if len(m.Meta) > 0 {
 		_ = json.Unmarshal(m.Meta, &meta)
 	}
-	if !n.provenMember(m.Name, meta) {
+	if !n.sec.ProvenMember(m.Name, member{Boot: meta.Boot, Proof: meta.Proof}) {
 		n.gossiped.Drop(m.Name)
 		return
 	}

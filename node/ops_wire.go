@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node/events"
 	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -213,18 +212,16 @@ func (n *Node) initOps() {
 	n.ops.gwDecisions = newGatewayMetric(n.cfg.Registry)
 	n.cfg.Registry.MustRegister(newHotCollector(n))
 	oc := opsapi.Config{Ctx: n.ctx, Logger: n.log.With("component", "ops"), PeerAuth: n.peerReads().Authorize}
-	if n.tls != nil {
-		oc.PeerTLS = n.tls.ClientConfig(tlsconf.RoleNode)
-	}
+	oc.PeerTLS = n.sec.PeerTLS()
 	n.opsAPI = opsapi.New(oc, opsSource{n})
 }
 
 // peerReads is this node's credential on other members' parts of a
 // cluster-wide read, and the check of theirs.
 func (n *Node) peerReads() opsapi.PeerCredential {
-	c := opsapi.PeerCredential{Self: n.cfg.ID, TLS: n.tls != nil, ReadToken: n.cfg.ReadToken, AdminToken: n.cfg.AdminToken}
-	if n.auth != nil {
-		c.Keys = n.auth
+	c := opsapi.PeerCredential{Self: n.cfg.ID, TLS: n.sec.TLS() != nil, ReadToken: n.cfg.ReadToken, AdminToken: n.cfg.AdminToken}
+	if a := n.sec.Authenticator(); a != nil {
+		c.Keys = a
 	}
 	return c
 }

@@ -79,7 +79,7 @@ func (s *peerServer) forward(ctx context.Context, items []*weirv1.CheckItem) ([]
 // forwardInto is forward with the results converted into buf's messages
 // (nil: fresh ones).
 func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem, buf *limitpb.ResultBuf) ([]*weirv1.CheckResult, error) {
-	if err := s.n.callerAdmitted(ctx); err != nil {
+	if err := s.n.sec.CallerAdmitted(ctx); err != nil {
 		return nil, err
 	}
 	b := s.batches.FromProto(items)
@@ -103,10 +103,10 @@ func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem,
 
 // Replicate stores counter copies shipped by an owner.
 func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest) (*weirv1.ReplicateResponse, error) {
-	if err := s.n.callerIs(ctx, req.GetFrom()); err != nil {
+	if err := s.n.sec.CallerIs(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
-	if err := s.n.ids.Member(ctx, req.GetFrom()); err != nil {
+	if err := s.n.sec.Member(ctx, req.GetFrom()); err != nil {
 		return nil, err
 	}
 	if err := s.n.replicas.Apply(req.From, s.n.statesOnOurClock(req.States, req.GetSentAtNs())); err != nil {
@@ -121,7 +121,7 @@ func (s *peerServer) Replicate(ctx context.Context, req *weirv1.ReplicateRequest
 // answer to every request.
 func (s *peerServer) ReplicateStream(stream grpc.BidiStreamingServer[weirv1.ReplicateRequest, weirv1.ReplicateResponse]) error {
 	ack := &weirv1.ReplicateResponse{}
-	caller, err := s.n.caller(stream.Context()) // the proof is checked once, when the stream opens
+	caller, err := s.n.sec.Caller(stream.Context()) // the proof is checked once, when the stream opens
 	if err != nil {
 		return err
 	}
@@ -142,11 +142,11 @@ func (s *peerServer) applyStreamed(ctx context.Context, caller string, req *weir
 	if len(req.GetStates()) == 0 {
 		return
 	}
-	if err := s.n.speaksFor(caller, req.GetFrom()); err != nil {
+	if err := s.n.sec.SpeaksFor(caller, req.GetFrom()); err != nil {
 		s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 		return
 	}
-	if err := s.n.ids.Member(ctx, caller); err != nil {
+	if err := s.n.sec.Member(ctx, caller); err != nil {
 		s.n.log.Warn("replica states refused", "from", req.GetFrom(), "err", err)
 		return
 	}
@@ -158,10 +158,10 @@ func (s *peerServer) applyStreamed(ctx context.Context, caller string, req *weir
 // Handoff gives the caller the partitions it now owns (the holder's side
 // of the hand-off protocol, replication.Handoff.Serve).
 func (s *peerServer) Handoff(ctx context.Context, req *weirv1.HandoffRequest) (*weirv1.HandoffResponse, error) {
-	if err := s.n.callerIs(ctx, req.GetTo()); err != nil {
+	if err := s.n.sec.CallerIs(ctx, req.GetTo()); err != nil {
 		return nil, err
 	}
-	if err := s.n.ids.Ask(ctx, req.GetTo(), req.GetPartitions()); err != nil {
+	if err := s.n.sec.Ask(ctx, req.GetTo(), req.GetPartitions()); err != nil {
 		return nil, err
 	}
 	r, err := s.n.handoff.Serve(ctx, replication.HandoffRequest{To: req.GetTo(), Parts: req.GetPartitions()})
