@@ -88,7 +88,7 @@ func (l raftLeadership) TakeRegained() bool { return l.n.regained.Swap(false) }
 func (n *Node) refreshView(policy *clusterview.Policy) {
 	members, wait := n.sec.Admitted(n.readMembers())
 	if wait {
-		return // a new member is proving who it is (security.go)
+		return // a new member is proving who it is (node/security)
 	}
 	in := clusterview.Input{
 		Now:     n.now(),

@@ -92,7 +92,7 @@ type Config struct {
 	// TLS names this node's certificate and key and the cluster CA. When
 	// set, every listener and connection is mutual TLS 1.3, the
 	// certificate must name node/<ID>, and callers are limited to their
-	// roles (security.go, node/authz, docs/security.md).
+	// roles (node/security, node/authz, docs/security.md).
 	TLS tlsconf.Files
 	// NodeProof, when set, grants the node role to a caller without a node
 	// certificate (node/authz.Config.NodeProof).

@@ -27,17 +27,10 @@
 //   - check.go, forward.go: routing and forwarding checks.
 //   - peer.go: the Peer gRPC service and the peer side of replication and
 //     hand-off.
-//   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
-//     and Raft connections, the role policy (node/authz) in front of both
-//     servers, and the admission of members: with TLS a member enters the
-//     view (ring, forwarding, Raft) only after its gRPC port proved, with
-//     a node certificate, that it is node/<its id>. Verifications run on
-//     node goroutines (goFunc); admission.mu guards their maps.
-//   - keys.go: the gossip keyring and who is a node (peerauth proofs on
-//     Peer calls, Raft connections and gossip metadata; without a key,
-//     gossip and Raft on loopback and Peer from loopback only), the HTTP
-//     server's timeouts. keyring.go: key rotation across the live cluster
-//     (weir keyring), one change at a time under keyringMu.
+//   - security.go: the wiring of the security part (node/security: TLS,
+//     roles, admission of members, the gossip keyring and node proofs, the
+//     identity guard) and of the keyring HTTP edge (node/keyringapi), and
+//     securityMembers, the part's view of this node's membership.
 //   - limits.go: GetLimits (the rules of a key's type, peeked).
 //   - ops.go, ops_wire.go: the operators' view (sampled events, hot keys,
 //     per-rule rates, gateway reports) and node/opsapi's Source.
