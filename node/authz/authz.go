@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
@@ -414,10 +414,7 @@ func (a *Authorizer) Middleware(next http.Handler) http.Handler {
 			if st.Code() == codes.Unauthenticated {
 				code, name = http.StatusUnauthorized, "unauthorized"
 			}
-			b, _ := json.Marshal(map[string]string{"error": st.Message(), "code": name})
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
-			_, _ = w.Write(append(b, '\n'))
+			httpjson.WriteError(w, code, name, st.Message())
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))
