@@ -120,8 +120,7 @@ func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result
 		return err
 	}
 	n.settleGroups(ctx, items, out)
-	n.met.observeChecks(items, out, time.Since(start))
-	n.observe(items, out)
+	n.ops.Observe(items, out, time.Since(start))
 	return nil
 }
 

@@ -32,8 +32,10 @@
 //     identity guard) and of the keyring HTTP edge (node/keyringapi), and
 //     securityMembers, the part's view of this node's membership.
 //   - limits.go: GetLimits (the rules of a key's type, peeked).
-//   - ops.go, ops_wire.go: the operators' view (sampled events, hot keys,
-//     per-rule rates, gateway reports) and node/opsapi's Source.
+//   - ops_wire.go: builds node/ops (the operators' view: check metrics,
+//     sampled events, hot keys, per-rule rates, gateway reports, permits
+//     in use, and its edge node/opsapi) and adapts the node's rule view
+//     and members to ops' interfaces.
 //
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
@@ -71,10 +73,8 @@
 //     the join with backoff.
 //   - serveHealth: sets grpc.health.v1 to SERVING once the node is first
 //     ready, then ends; Leave turns it NOT_SERVING for good.
-//   - opsLoop: steps the per-rule rates every 2 s and rotates the hot-key
-//     windows; opsState.mu guards the sketches, rates and gateway reports
-//     (the check path takes it once per batch, for sampled items only);
-//     the events buffer has its own small lock.
+//   - ops.Run (node/ops): steps the per-rule rates every 2 s and rotates
+//     the hot-key windows; node/ops documents its locks.
 //   - the member book the gossip callbacks fill (clusterview.Book, the
 //     ring-view policy's source) has its own lock; the forwarder table
 //     is swapped atomically (fwdTable.mu serializes changes) and each

@@ -27,7 +27,7 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/clusterview"
-	"github.com/weirlimit/weir/node/opsapi"
+	"github.com/weirlimit/weir/node/ops"
 	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/node/shard"
@@ -75,8 +75,7 @@ type Node struct {
 	changed       chan struct{} // non-blocking "members changed" signal
 	view          atomic.Pointer[clusterView]
 	rview         atomic.Pointer[ruleView]
-	ops           *opsState      // events, hot keys, rates (ops.go)
-	opsAPI        *opsapi.Server // /ui/, /v1/events, the Ops service
+	ops           *ops.Ops // the operators' view and its edge (node/ops)
 	rviewMu       sync.Mutex
 	fwd           fwdTable       // a forwarder per destination (forward.go)
 	replTransport *peerTransport // replication streams to peers
@@ -243,7 +242,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
 	}
-	n.opsAPI.RegisterGRPC(n.grpcSrv)
+	n.ops.RegisterGRPC(n.grpcSrv)
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
 		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -255,7 +254,7 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	n.newKeyringAPI().Register(mux)
-	n.opsAPI.Register(mux)
+	n.ops.Register(mux)
 	mux.Handle("/", n.api.Handler())
 	n.httpSrv = n.sec.NewHTTPServer(mux)
 
@@ -281,7 +280,7 @@ func (n *Node) Start() error {
 	n.engine.Start()
 	n.durable.Start(n.ctx) // a solo node's counters, before it serves
 	n.goFunc(func() { _ = n.durable.Run(n.ctx) })
-	n.goFunc(n.opsLoop)
+	n.goFunc(func() { n.ops.Run(n.ctx) })
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
 	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
 	n.goFunc(func() {
@@ -531,7 +530,7 @@ func (n *Node) Close() error {
 		_ = n.httpSrv.Shutdown(sctx)
 		c()
 		n.wg.Wait()
-		n.opsAPI.Close()
+		n.ops.Close()
 		n.closeForwarders()
 		if n.region != nil {
 			n.region.Close()

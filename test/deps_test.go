@@ -23,6 +23,7 @@ type listedPackage struct {
 	DepOnly    bool
 	GoFiles    []string
 	Deps       []string
+	Imports    []string // direct, non-test
 	Error      *struct{ Err string }
 }
 
@@ -88,6 +89,9 @@ var rules = []depRule{
 		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
 	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched", module + "/internal/bug"},
 		why: "durable counters: a pure file format and a thin writer over counter states; no rule, ring or transport"},
+	{pkg: "node/ops", required: true,
+		never: []string{"github.com/hashicorp/memberlist", module + "/ring", module + "/replication", module + "/node/shard", module + "/node/clusterview", module + "/node/persist", module + "/node/rls", module + "/node/forwardauth"},
+		why:   "the operators' view reads members, rules and permits through its small interfaces (ops.RuleView, Store, Members, Permits): no gossip, ring, counters or replication"},
 	{pkg: "client", never: otelSDK, why: "the gateway SDK uses the OpenTelemetry API only; exporters live in the weir binary"},
 	{pkg: "node", never: otelSDK, why: "nodes take a trace.TracerProvider (the OpenTelemetry API); exporters live in the weir binary"},
 	{pkg: "internal/tracing", required: true,
@@ -100,8 +104,8 @@ var rules = []depRule{
 		why:    "the security part reads membership through its Members interface and serves no edge: node wires it, the edges call it"},
 	{pkg: "node/keyringapi", required: true,
 		never:  []string{module + "/node"},
-		except: []string{module + "/node/keyringapi", module + "/node/security", module + "/node/api", module + "/node/authz", module + "/node/clusterview", module + "/node/identity", module + "/node/events"},
-		why:    "the keyring HTTP edge reaches the keyring through node/security and members through an interface, not the node"},
+		except: []string{module + "/node/keyringapi", module + "/node/api", module + "/node/authz", module + "/node/clusterview", module + "/node/identity", module + "/node/events"},
+		why:    "the keyring HTTP edge reaches the keyring and the members through interfaces, not the node or its security part"},
 	{pkg: "node/api", never: []string{module + "/node/security", module + "/node/keyringapi"},
 		why: "the edges below the parts do not import them; only node and cmd do"},
 	{pkg: "node/authz", never: []string{module + "/node/security", module + "/node/keyringapi"},
@@ -110,6 +114,43 @@ var rules = []depRule{
 		why: "the one JSON answer writer of the HTTP edges is standard library only"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
+}
+
+// nodeParts are the parts package node wires: only node imports them
+// (and the weir binary and tests); they meet through interfaces.
+var nodeParts = []string{"node/ops", "node/security"}
+
+// TestNodePartsImportedByNodeOnly: no package but node (and cmd) imports
+// a node part, so a part's state is reached only through node's
+// wiring.
+func TestNodePartsImportedByNodeOnly(t *testing.T) {
+	pkgs := listModule(t)
+	for _, part := range nodeParts {
+		full := module + "/" + part
+		if pkgs[full] == nil {
+			t.Errorf("node part %s does not exist", full)
+			continue
+		}
+		for _, p := range pkgs {
+			if p.DepOnly || !under(p.ImportPath, module) || !importedBy(p, full) || p.ImportPath == full {
+				continue
+			}
+			if !partMayImport(p.ImportPath, full) {
+				t.Errorf("%s imports node part %s: only node and cmd may", p.ImportPath, full)
+			}
+		}
+	}
+	if partMayImport(module+"/node/api", module+"/node/ops") || !partMayImport(module+"/node", module+"/node/ops") ||
+		!partMayImport(module+"/cmd/weir", module+"/node/ops") || !partMayImport(module+"/node/ops/x", module+"/node/ops") {
+		t.Error("partMayImport: want node, cmd and the part's own sub-packages only")
+	}
+}
+
+func importedBy(p *listedPackage, dep string) bool { return slices.Contains(p.Imports, dep) }
+
+// partMayImport reports whether package path may depend on node part part.
+func partMayImport(path, part string) bool {
+	return path == module+"/node" || under(path, module+"/cmd") || under(path, part)
 }
 
 // otelSDK is the OpenTelemetry SDK and exporters, and the package that

@@ -17,7 +17,6 @@ import (
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/node/keyringapi"
-	"github.com/weirlimit/weir/node/security"
 )
 
 // Tests that the gossip keyring changes with the admin role only (issue
@@ -74,7 +73,7 @@ func TestKeyringNeedsAdminCertificate(t *testing.T) {
 		}
 		var fps []string
 		for _, k := range want {
-			fps = append(fps, security.KeyFingerprint(k))
+			fps = append(fps, peerauth.Fingerprint(k))
 		}
 		for _, m := range a.Members {
 			if m.Error != "" || m.Primary != fps[0] || strings.Join(m.Keys, ",") != strings.Join(slices.Sorted(slices.Values(fps)), ",") {

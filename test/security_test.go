@@ -27,7 +27,6 @@ import (
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/node/keyringapi"
-	"github.com/weirlimit/weir/node/security"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -314,7 +313,7 @@ rules:
 	if code, a := keyringCall(t, c.Nodes[0], token, "use", k2); code != http.StatusConflict {
 		t.Fatalf("use of a key no member holds: %d %+v, want 409", code, a)
 	}
-	fp1, fp2 := security.KeyFingerprint(k1), security.KeyFingerprint(k2)
+	fp1, fp2 := peerauth.Fingerprint(k1), peerauth.Fingerprint(k2)
 	steps := []struct {
 		via, op string
 		key     []byte

@@ -9,7 +9,6 @@ import (
 	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/node"
-	"github.com/weirlimit/weir/node/security"
 )
 
 // weir keyring against two real nodes: generate writes a keyring file once
@@ -48,7 +47,7 @@ func TestKeyringCommands(t *testing.T) {
 	if _, err := peerauth.ParseKey(newKey); r.code != 0 || err != nil {
 		t.Fatalf("generate: exit %d %q: %v", r.code, r.stdout, err)
 	}
-	fpOld, fpNew := security.KeyFingerprint(old[0]), security.KeyFingerprint(mustKey(t, newKey))
+	fpOld, fpNew := peerauth.Fingerprint(old[0]), peerauth.Fingerprint(mustKey(t, newKey))
 	for _, step := range [][]string{{"install", newKey}, {"use", newKey}, {"remove", peerauth.EncodeKey(old[0])}} {
 		r := runCLI(t, "", env, "keyring", step[0], step[1])
 		if r.code != 0 || !strings.Contains(r.stdout, "done on 2 members") {

@@ -23,11 +23,10 @@ import (
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/clusterview"
-	"github.com/weirlimit/weir/node/security"
 )
 
 // Member is one member's keyring: key fingerprints
-// (security.KeyFingerprint), never the keys.
+// (peerauth.Fingerprint), never the keys.
 type Member struct {
 	Node    string   `json:"node"`
 	Primary string   `json:"primary,omitempty"`
@@ -48,7 +47,7 @@ type Answer struct {
 // Keyring is this node's gossip keyring and node proofs (node/security's
 // Guard).
 type Keyring interface {
-	// Keys is the keyring (security.ErrNoKeyring without one).
+	// Keys is the keyring (a limit.ErrInvalid error without one).
 	Keys() (primary []byte, keys [][]byte, err error)
 	// ChangeKeyring applies and persists one change.
 	ChangeKeyring(op string, key []byte) error
@@ -81,6 +80,9 @@ type API struct{ cfg Config }
 
 // New returns the keyring API.
 func New(cfg Config) *API { return &API{cfg: cfg} }
+
+// ops are the keyring changes.
+var ops = map[string]bool{"install": true, "use": true, "remove": true}
 
 const (
 	bodyMax = 4 << 10
@@ -125,7 +127,7 @@ func (a *API) change(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if !security.KeyringOps[op] {
+	if !ops[op] {
 		writeError(w, limit.Errorf(limit.ErrNotFound, "no keyring operation %q: want install, use or remove", op))
 		return
 	}
@@ -171,7 +173,7 @@ func (a *API) memberChange(w http.ResponseWriter, r *http.Request, op string) {
 	var body struct {
 		Sealed string `json:"sealed"`
 	}
-	if !security.KeyringOps[op] || json.Unmarshal(b, &body) != nil {
+	if !ops[op] || json.Unmarshal(b, &body) != nil {
 		writeError(w, limit.Errorf(limit.ErrInvalid, "keyring: bad member request"))
 		return
 	}
@@ -189,7 +191,7 @@ func (a *API) memberChange(w http.ResponseWriter, r *http.Request, op string) {
 		writeError(w, err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, Answer{Op: op, Key: security.KeyFingerprint(key), Members: []Member{m}})
+	httpjson.Write(w, http.StatusOK, Answer{Op: op, Key: peerauth.Fingerprint(key), Members: []Member{m}})
 }
 
 // purpose is what a member call's proof is bound to.
@@ -227,9 +229,9 @@ func (a *API) local() (Member, error) {
 	if err != nil {
 		return Member{}, err
 	}
-	m := Member{Node: a.cfg.Self, Primary: security.KeyFingerprint(primary)}
+	m := Member{Node: a.cfg.Self, Primary: peerauth.Fingerprint(primary)}
 	for _, k := range keys {
-		m.Keys = append(m.Keys, security.KeyFingerprint(k))
+		m.Keys = append(m.Keys, peerauth.Fingerprint(k))
 	}
 	sort.Strings(m.Keys)
 	return m, nil
@@ -270,7 +272,7 @@ func (a *API) ask(ctx context.Context, id string, m clusterview.Member, method, 
 // key; remove: none uses it as its primary), then applies it here and on
 // every other live member.
 func (a *API) rotate(ctx context.Context, op string, key []byte) (Answer, error) {
-	fp := security.KeyFingerprint(key)
+	fp := peerauth.Fingerprint(key)
 	ans := Answer{Op: op, Key: fp}
 	if op != "install" {
 		for _, m := range a.listAll(ctx) {

@@ -101,7 +101,7 @@ func TestKeyringAPI(t *testing.T) {
 	}
 
 	code, a := do(t, h, "POST", "/v1/keyring/install", "adm", "application/json", keyBody)
-	fp1, fp2 := security.KeyFingerprint(k1), security.KeyFingerprint(k2)
+	fp1, fp2 := peerauth.Fingerprint(k1), peerauth.Fingerprint(k2)
 	if code != 200 || a.Op != "install" || a.Key != fp2 || len(a.Members) != 1 || a.Members[0].Node != "n1" || a.Members[0].Primary != fp1 || !slices.Contains(a.Members[0].Keys, fp2) {
 		t.Fatalf("install: %d %+v", code, a)
 	}

@@ -1,8 +1,6 @@
 package security
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -163,18 +161,8 @@ func IsLoopbackHost(host string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// KeyFingerprint names a key without revealing it: the first 8 bytes of
-// its SHA-256, hex.
-func KeyFingerprint(k []byte) string {
-	s := sha256.Sum256(k)
-	return hex.EncodeToString(s[:8])
-}
-
 // ErrNoKeyring answers keyring calls to a node without a gossip key.
 var ErrNoKeyring = limit.Errorf(limit.ErrInvalid, "node: gossip encryption is off (no --gossip-key-file): there is no keyring to change")
-
-// KeyringOps are the keyring changes ChangeKeyring makes.
-var KeyringOps = map[string]bool{"install": true, "use": true, "remove": true}
 
 // Keys is this node's keyring: its primary key and every key
 // (ErrNoKeyring without a gossip key).
@@ -211,7 +199,7 @@ func (g *Guard) ChangeKeyring(op string, key []byte) error {
 	if err := peerauth.WriteKeyringFile(filepath.Join(g.cfg.DataDir, KeyringFile), g.keyring.GetPrimaryKey(), g.keyring.GetKeys()); err != nil {
 		return fmt.Errorf("node %s: keyring %s applied but not persisted: %w", g.cfg.ID, op, err)
 	}
-	g.log.Info("gossip keyring changed", "op", op, "key", KeyFingerprint(key))
+	g.log.Info("gossip keyring changed", "op", op, "key", peerauth.Fingerprint(key))
 	if op == "use" {
 		if err := g.members.Announce(); err != nil {
 			g.log.Warn("gossip update after a new primary key", "err", err)

@@ -45,7 +45,7 @@ func TestKeyringPrecedence(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := kr.GetPrimaryKey(); !bytes.Equal(got, tc.want) {
-			t.Errorf("%s: primary %s, want %s", tc.name, KeyFingerprint(got), KeyFingerprint(tc.want))
+			t.Errorf("%s: primary %s, want %s", tc.name, peerauth.Fingerprint(got), peerauth.Fingerprint(tc.want))
 		}
 	}
 }
