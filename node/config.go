@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,16 +17,17 @@ import (
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
+	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/rls"
 	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
 
-// Config.GossipUpgrade values.
+// Config.GossipUpgrade values (node/membership's).
 const (
-	GossipUpgradePlain   = security.GossipUpgradePlain
-	GossipUpgradeEncrypt = security.GossipUpgradeEncrypt
+	GossipUpgradePlain   = membership.UpgradePlain
+	GossipUpgradeEncrypt = membership.UpgradeEncrypt
 )
 
 // ErrConfig reports an invalid Config.
@@ -337,16 +337,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, err
-	}
-	return h, port, nil
 }

@@ -32,12 +32,12 @@ type opsMembers struct{ n *Node }
 
 func (m opsMembers) Members() api.Members { return m.n.Members() }
 func (m opsMembers) Peers() map[string]string {
-	v := m.n.view.Load()
+	v := m.n.cluster.View()
 	out := map[string]string{}
 	if v == nil {
 		return out
 	}
-	for id, mb := range v.members {
+	for id, mb := range v.Members {
 		if id != m.n.cfg.ID && mb.HTTP != "" {
 			out[id] = mb.HTTP
 		}

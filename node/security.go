@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/keyringapi"
 	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/ring"
@@ -33,22 +32,22 @@ func (n *Node) newKeyringAPI() *keyringapi.API {
 // securityMembers is security.Members over this node's membership.
 type securityMembers struct{ n *Node }
 
-func (m securityMembers) Live() map[string]member           { return m.n.readMembers() }
-func (m securityMembers) Gossiped(id string) (member, bool) { return m.n.gossiped.Lookup(id) }
-func (m securityMembers) Leaving() bool                     { return m.n.leaving.Load() }
-func (m securityMembers) Changed()                          { m.n.signalChanged() }
-func (m securityMembers) Announce() error                   { return m.n.ml.UpdateNode(time.Second) }
-func (m securityMembers) Viewed(id string) (clusterview.Member, bool) {
-	if v := m.n.view.Load(); v != nil {
-		mm, ok := v.members[id]
+func (m securityMembers) Live() map[string]member           { return m.n.cluster.ReadMembers() }
+func (m securityMembers) Gossiped(id string) (member, bool) { return m.n.cluster.Lookup(id) }
+func (m securityMembers) Leaving() bool                     { return m.n.cluster.Leaving() }
+func (m securityMembers) Changed()                          { m.n.cluster.Refresh() }
+func (m securityMembers) Announce() error                   { return m.n.cluster.UpdateMeta(time.Second) }
+func (m securityMembers) Viewed(id string) (member, bool) {
+	if v := m.n.cluster.View(); v != nil {
+		mm, ok := v.Members[id]
 		return mm, ok
 	}
 	return member{}, false
 }
 
 func (m securityMembers) Ring() *ring.Ring {
-	if v := m.n.view.Load(); v != nil {
-		return v.ring
+	if v := m.n.cluster.View(); v != nil {
+		return v.Ring
 	}
 	return nil
 }
