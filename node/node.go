@@ -25,8 +25,10 @@ import (
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/forward"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/ops"
+	"github.com/weirlimit/weir/node/peer"
 	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/node/shard"
@@ -59,22 +61,20 @@ type Node struct {
 	api      *api.Server
 	cluster  *membership.Cluster // gossip, members, the cluster view, join and leave
 	handoff  *replication.Handoff
-	peers    *peerPool
+	fwd      *forward.Table // forwarders and peer connections (node/forward)
 	met      *metrics
 	sec      *security.Guard // TLS, roles, admission, keys and proofs (node/security)
 	region   *region.Agent   // nil unless Config.Region is set
 	tracer   trace.Tracer    // nil: tracing off (tracing.go)
 
-	grpcSrv       *grpc.Server
-	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
-	httpSrv       *http.Server
-	grpcLis       net.Listener
-	httpLis       net.Listener
-	rview         atomic.Pointer[ruleView]
-	ops           *ops.Ops // the operators' view and its edge (node/ops)
-	rviewMu       sync.Mutex
-	fwd           fwdTable       // a forwarder per destination (forward.go)
-	replTransport *peerTransport // replication streams to peers
+	grpcSrv *grpc.Server
+	health  *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
+	httpSrv *http.Server
+	grpcLis net.Listener
+	httpLis net.Listener
+	rview   atomic.Pointer[ruleView]
+	ops     *ops.Ops // the operators' view and its edge (node/ops)
+	rviewMu sync.Mutex
 
 	durable *persist.Keeper // durable counters: what was loaded, the writer
 
@@ -123,8 +123,9 @@ func New(cfg Config) (*Node, error) {
 	if n.sec, err = n.newSecurity(boot, keyring); err != nil {
 		return nil, err
 	}
-	n.peers = newPeerPool()
-	n.peers.opts = append(append(peerDialOptions(cfg), n.sec.PeerCreds()), n.sec.PeerCallOptions()...)
+	if n.fwd, err = n.newForwarders(); err != nil {
+		return nil, err
+	}
 
 	ok := false
 	defer func() {
@@ -181,8 +182,7 @@ func New(cfg Config) (*Node, error) {
 	rcfg.Interval = cfg.ReplicationInterval
 	rcfg.Sched = cfg.Sched
 	rcfg.Logger = n.log.With("component", "replication")
-	n.replTransport = newPeerTransport(n)
-	n.repl, err = replication.NewReplicator(rcfg, n.replTransport, n.replicaPlacement)
+	n.repl, err = replication.NewReplicator(rcfg, peer.NewTransport(n.fwd, cfg.Now), n.replicaPlacement)
 	if err != nil {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
@@ -192,7 +192,7 @@ func New(cfg Config) (*Node, error) {
 	hc.Now = cfg.Now
 	hc.Sched = cfg.Sched
 	hc.Logger = n.log.With("component", "handoff")
-	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{pool: n.peers, now: cfg.Now}, n.replicas, n.repl)
+	n.handoff, err = replication.NewHandoff(hc, n.engine, peer.Puller{Conns: n.fwd, Now: cfg.Now}, n.replicas, n.repl)
 	if err != nil {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}
@@ -221,7 +221,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
 		return nil, err
 	}
-	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+	weirv1.RegisterPeerServer(n.grpcSrv, n.newPeerServer())
 	if cfg.Region.Region != "" {
 		if n.region, err = n.newRegionAgent(); err != nil {
 			return nil, fmt.Errorf("node: region: %w", err)
@@ -384,7 +384,7 @@ func (n *Node) Close() error {
 		c()
 		n.wg.Wait()
 		n.ops.Close()
-		n.closeForwarders()
+		n.fwd.Close()
 		if n.region != nil {
 			n.region.Close()
 		}
@@ -404,8 +404,8 @@ func (n *Node) closeResources() {
 	if n.store != nil {
 		_ = n.store.Close()
 	}
-	if n.peers != nil {
-		n.peers.close()
+	if n.fwd != nil {
+		n.fwd.Close()
 	}
 	if n.grpcLis != nil {
 		_ = n.grpcLis.Close()

@@ -115,6 +115,13 @@ var rules = []depRule{
 		why: "the role policy is a leaf the security part builds on"},
 	{pkg: "internal/httpjson", required: true, only: []string{},
 		why: "the one JSON answer writer of the HTTP edges is standard library only"},
+	{pkg: "node/forward", required: true,
+		never: []string{module + "/node", module + "/rulesraft", module + "/replication", "github.com/hashicorp/memberlist", "github.com/hashicorp/raft"},
+		why:   "the forwarders and the peer connections take member addresses, credentials and metrics at construction; they know no node part, rule store, gossip or Raft"},
+	{pkg: "node/peer", required: true,
+		never:  []string{module + "/node", "github.com/hashicorp/memberlist"},
+		except: []string{module + "/node/api", module + "/node/authz", module + "/node/events"},
+		why:    "the Peer gRPC edge decides, guards and stores through interfaces of its own (Checker, Guard, Identity, Replicas, Holder, Conns); of the node's packages it links only node/api's one error mapping (and gossip never)"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }
