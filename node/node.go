@@ -279,7 +279,9 @@ func (n *Node) Start() error {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
-	n.cluster.Join() // before the first ring: it brings the whole member list
+	if err := n.cluster.Join(); err != nil { // before the first ring: it brings the whole member list
+		return err
+	}
 	n.goFunc(func() { n.cluster.Run(n.ctx) })
 	n.goFunc(n.serveHealth)
 	if n.region != nil {
