@@ -26,13 +26,13 @@ import (
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/internal/tracing"
-	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/identity"
 	"github.com/weirlimit/weir/node/opsapi"
 	"github.com/weirlimit/weir/node/persist"
+	"github.com/weirlimit/weir/node/router"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/region"
@@ -43,7 +43,7 @@ import (
 // ErrClosed is returned by a node that is shutting down. It is
 // limit.ErrClosed (so limit.ErrUnavailable too): the edges answer
 // Unavailable / 503.
-var ErrClosed = limit.Errorf(limit.ErrClosed, "node: closed")
+var ErrClosed = router.ErrClosed
 
 // ErrNoPeers is returned by Leave when no other member is left in the ring
 // to take this node's partitions (their counters are lost).
@@ -79,10 +79,9 @@ type Node struct {
 	meta          memberMeta
 	changed       chan struct{} // non-blocking "members changed" signal
 	view          atomic.Pointer[clusterView]
-	rview         atomic.Pointer[ruleView]
+	router        *router.Router // the check path (node/router)
 	ops           *opsState      // events, hot keys, rates (ops.go)
 	opsAPI        *opsapi.Server // /ui/, /v1/events, the Ops service
-	rviewMu       sync.Mutex
 	fwd           fwdTable       // a forwarder per destination (forward.go)
 	replTransport *peerTransport // replication streams to peers
 	leaving       atomic.Bool
@@ -263,6 +262,9 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: region: %w", err)
 		}
 		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
+	}
+	if n.router, err = n.newRouter(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.opsAPI.RegisterGRPC(n.grpcSrv)
 	n.health = health.NewServer()

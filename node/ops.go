@@ -14,6 +14,7 @@ import (
 	"github.com/weirlimit/weir/node/events"
 	"github.com/weirlimit/weir/node/hotkeys"
 	"github.com/weirlimit/weir/node/opsapi"
+	"github.com/weirlimit/weir/node/router"
 	"github.com/weirlimit/weir/rulesraft/rules"
 )
 
@@ -96,7 +97,7 @@ func (n *Node) observe(items []limit.Item, res []limit.Result) {
 		}
 		o.mu.Unlock()
 	}
-	var rv *ruleView
+	var rv *router.RuleView
 	for i := range res {
 		r := &res[i]
 		var dec string
@@ -111,14 +112,14 @@ func (n *Node) observe(items []limit.Item, res []limit.Result) {
 		if rv == nil {
 			rv = n.rules()
 		}
-		cr := rv.rules[items[i].Rule]
+		cr := rv.Rules[items[i].Rule]
 		if cr == nil {
 			continue
 		}
-		if dec == events.Denied && !o.firsts.First(cr.rule.ID, n.now()) && !events.Sampled(cr.rule.Events.SampleRate(), rand.Uint64()) {
+		if dec == events.Denied && !o.firsts.First(cr.Rule.ID, n.now()) && !events.Sampled(cr.Rule.Events.SampleRate(), rand.Uint64()) {
 			continue
 		}
-		n.addEvent(cr.rule, items[i].Key, dec, r.Remaining, r.RuleVersion, "")
+		n.addEvent(cr.Rule, items[i].Key, dec, r.Remaining, r.RuleVersion, "")
 	}
 }
 
@@ -128,7 +129,7 @@ func (n *Node) addEvent(r rules.Rule, key, dec string, remaining int64, version 
 		key = events.Redact(key)
 	}
 	if version == 0 {
-		version = n.rules().version
+		version = n.rules().Version
 	}
 	n.ops.events.Add(events.Event{
 		Time: time.Unix(0, n.now()).UTC(), Rule: r.ID, RuleVersion: version, Key: key,
@@ -177,7 +178,7 @@ func (n *Node) opsStep(now time.Time) {
 		counts[k.(string)] = got
 		return true
 	})
-	live := n.rules().rules
+	live := n.rules().Rules
 	o := n.ops
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -237,8 +238,8 @@ func (n *Node) hotKeys(rule string, top int, now time.Time) []opsapi.HotKey {
 			continue
 		}
 		redact := false
-		if cr := rv.rules[id]; cr != nil {
-			redact = cr.rule.Events.Redact
+		if cr := rv.Rules[id]; cr != nil {
+			redact = cr.Rule.Events.Redact
 		}
 		sum := map[string][2]uint64{}
 		for _, s := range []*hotkeys.Sketch{p.prev, p.cur} {

@@ -113,7 +113,7 @@ func (s opsSource) Report(rep opsapi.Report) error {
 	now := time.Unix(0, n.now()).UTC()
 	var local, open, closed uint64
 	for _, c := range rep.Counts {
-		if rv.rules[c.Rule] == nil {
+		if rv.Rules[c.Rule] == nil {
 			continue
 		}
 		cc := n.met.checkCounters(c.Rule)
@@ -129,7 +129,7 @@ func (s opsSource) Report(rep opsapi.Report) error {
 		closed += c.FailClosed
 	}
 	for _, e := range rep.Events {
-		cr := rv.rules[e.Rule]
+		cr := rv.Rules[e.Rule]
 		if cr == nil {
 			continue
 		}
@@ -138,7 +138,7 @@ func (s opsSource) Report(rep opsapi.Report) error {
 			at = now
 		}
 		key := e.Key
-		if cr.rule.Events.Redact {
+		if cr.Rule.Events.Redact {
 			key = events.Redact(key)
 		}
 		n.ops.events.Add(events.Event{Time: at.UTC(), Rule: e.Rule, RuleVersion: e.RuleVersion, Key: key,

@@ -59,7 +59,7 @@ func (n *Node) mayWait(items []*weirv1.CheckItem) bool {
 	if n.handoff.Routes().Pending() > 0 {
 		return true
 	}
-	v := n.rules().version
+	v := n.rules().Version
 	for _, it := range items {
 		if it.GetRuleVersion() > v {
 			return true
@@ -90,7 +90,7 @@ func (s *peerServer) forwardInto(ctx context.Context, items []*weirv1.CheckItem,
 		defer span.End()
 	}
 	err := limit.DecideValid(b.Items, b.Results, func(valid []limit.Item, out []limit.Result) error {
-		return s.n.check(ctx, valid, out, true)
+		return s.n.router.CheckForwarded(ctx, valid, out)
 	})
 	if err != nil {
 		return nil, grpcErr(err)
