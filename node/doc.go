@@ -24,7 +24,8 @@
 //     to the check path.
 //   - raftgroup.go: Raft bootstrap, voter reconciliation and the quorum
 //     watch (clusterview.Quorum fed with Raft's leader every 100 ms).
-//   - check.go, forward.go: routing and forwarding checks.
+//   - route.go: the check path (node/router) wired to the node's parts;
+//     check.go, forward.go: forwarding checks.
 //   - peer.go: the Peer gRPC service and the peer side of replication and
 //     hand-off.
 //   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
@@ -38,7 +39,6 @@
 //     gossip and Raft on loopback and Peer from loopback only), the HTTP
 //     server's timeouts. keyring.go: key rotation across the live cluster
 //     (weir keyring), one change at a time under keyringMu.
-//   - limits.go: GetLimits (the rules of a key's type, peeked).
 //   - ops.go, ops_wire.go: the operators' view (sampled events, hot keys,
 //     per-rule rates, gateway reports) and node/opsapi's Source.
 //

@@ -25,7 +25,8 @@
 // closed denies with 503.
 //
 // Goroutines: none of its own; the handler runs on the HTTP server's. The
-// compiled matcher is one internal/rulecache value, rebuilt when the rule set changes.
+// compiled matcher is one internal/rulecache value, rebuilt when the rule
+// set changes.
 package forwardauth
 
 import (
