@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/router"
 	"github.com/weirlimit/weir/ring"
 )
@@ -19,7 +20,7 @@ func (n *Node) newRouter() (*router.Router, error) {
 		Engine:   n.engine,
 		Handoff:  n.handoff,
 		View:     n.routerView,
-		Leaving:  n.leaving.Load,
+		Leaving:  n.cluster.Leaving,
 		Forward:  nodeForwarder{n},
 		Now:      n.now,
 		Observer: checkObserver{n},
@@ -55,29 +56,16 @@ func (n *Node) GetLimits(ctx context.Context, key string) ([]api.KeyLimit, error
 // rules returns the compiled view of the current rule set.
 func (n *Node) rules() *router.RuleView { return n.router.Rules() }
 
-// routerView is the current cluster view as the router reads it (nil
-// before the first ring).
-func (n *Node) routerView() router.View {
-	if v := n.view.Load(); v != nil {
-		return v
+// routerView is the current ring and cluster view as the router reads
+// them (a nil ring before the first).
+func (n *Node) routerView() (*ring.Ring, router.View) {
+	if v := n.cluster.View(); v != nil {
+		return v.Ring, v
 	}
-	return nil
+	return nil, nil
 }
 
-// PartitionOwner, Member, Ring and Addr make the view the router's
-// (router.View, replication.View).
-func (v *clusterView) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
-
-// Member reports whether id is in the view's member list.
-func (v *clusterView) Member(id string) bool { _, ok := v.members[id]; return ok }
-
-// Ring is the view's ring.
-func (v *clusterView) Ring() *ring.Ring { return v.ring }
-
-// Addr is a member's gRPC address.
-func (v *clusterView) Addr(id string) (string, bool) { return v.addr(id) }
-
-var _ router.View = (*clusterView)(nil)
+var _ router.View = (*membership.View)(nil)
 
 // nodeForwarder forwards through the node's forwarders (forward.go).
 type nodeForwarder struct{ n *Node }
@@ -103,12 +91,12 @@ func (p *pendingCall) Wait(ctx context.Context, res []limit.Result) error {
 	return p.f.wait(ctx, p.c, res, p.idx)
 }
 
-// checkObserver counts checks in the node's metrics and ops.
+// checkObserver counts checks in ops (node/ops) and key caps in the
+// node's metrics.
 type checkObserver struct{ n *Node }
 
 func (o checkObserver) Observe(items []limit.Item, res []limit.Result, d time.Duration) {
-	o.n.met.observeChecks(items, res, d)
-	o.n.observe(items, res)
+	o.n.ops.Observe(items, res, d)
 }
 
 func (o checkObserver) KeyCapped(rule string) { o.n.met.keyCapHits.WithLabelValues(rule).Inc() }

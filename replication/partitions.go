@@ -379,7 +379,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			*pt = partition{}
 		}
 	}
-	moves := diffPlacements(old, e.Place)
+	moves := Diff(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
 	for _, r := range reclaim { // those the ring did not give this node anew
 		if bug.On(bug.DoublePull) || !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
@@ -558,9 +558,10 @@ func (m *Partitions) tick(now int64) []Effect {
 	return out
 }
 
-// diffPlacements lists the partitions whose owner or replicas differ
-// between two rings, in partition order.
-func diffPlacements(old, cur []Assignment) []Move {
+// Diff lists the partitions whose owner or replicas differ between two
+// placements of the same partition count, in partition order
+// (clusterview.Diff compares two rings with it).
+func Diff(old, cur []Assignment) []Move {
 	var out []Move
 	for p := range cur {
 		o, n := old[p], cur[p]

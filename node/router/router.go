@@ -61,10 +61,10 @@ type Handoff interface {
 
 var _ Handoff = (*replication.Handoff)(nil)
 
-// View is one immutable look at the cluster: the ring and its members.
+// View is one immutable look at the cluster's members, with the ring the
+// view source returns beside it (Config.View).
 type View interface {
 	replication.View // PartitionOwner, Member
-	Ring() *ring.Ring
 	// Addr is a member's gRPC address (false: unknown member).
 	Addr(id string) (string, bool)
 }
@@ -108,10 +108,10 @@ type Config struct {
 	Rules    RuleStore
 	Engine   Engine
 	Handoff  Handoff
-	View     func() View  // the current view; nil before the first ring
-	Leaving  func() bool  // this node is leaving the ring
-	Forward  Forwarder    // items owned elsewhere
-	Now      func() int64 // the decisions' clock, unix ns
+	View     func() (*ring.Ring, View) // the current ring and view; nil ring before the first
+	Leaving  func() bool               // this node is leaving the ring
+	Forward  Forwarder                 // items owned elsewhere
+	Now      func() int64              // the decisions' clock, unix ns
 	Observer Observer
 	Region   Region       // nil: no regions (a nil *region.Agent must be passed as nil)
 	Tracer   trace.Tracer // nil: tracing off
@@ -202,14 +202,13 @@ func (r *Router) check(ctx context.Context, items []limit.Item, res []limit.Resu
 	if r.closed() {
 		return ErrClosed
 	}
-	v := r.cfg.View()
-	if v == nil {
+	rg, v := r.cfg.View()
+	if rg == nil {
 		return fmt.Errorf("%w: no ring yet", ErrUnavailable)
 	}
 	routes := r.cfg.Handoff.Routes()
 	rt := replication.Router{Self: r.cfg.Self, Leaving: r.cfg.Leaving(), Table: routes, View: v}
 	rv := r.rulesFor(ctx, items)
-	rg := v.Ring()
 
 	clear(res)
 	sc := scratchPool.Get().(*checkScratch)
@@ -460,11 +459,10 @@ func (r *Router) Limits(ctx context.Context, key string) ([]limit.Item, []limit.
 // node that does (ok false: no ring or owner address yet): the region
 // agent's question (region.Cluster).
 func (r *Router) Owner(key string) (self bool, addr string, ok bool) {
-	v := r.cfg.View()
-	if v == nil {
+	rg, v := r.cfg.View()
+	if rg == nil {
 		return false, "", false
 	}
-	rg := v.Ring()
 	owner := rg.PartitionOwner(rg.Partition(key))
 	if owner == r.cfg.Self {
 		return true, "", true

@@ -59,7 +59,6 @@ type fixedView struct {
 
 func (v *fixedView) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
 func (v *fixedView) Member(id string) bool          { return slices.Contains(v.members, id) }
-func (v *fixedView) Ring() *ring.Ring               { return v.ring }
 func (v *fixedView) Addr(id string) (string, bool) {
 	if !v.Member(id) {
 		return "", false
@@ -187,11 +186,11 @@ func newFixture(t *testing.T, self string, members ...string) *fixture {
 }
 
 // currentView is the router's view source: f.view (nil: no ring yet).
-func (f *fixture) currentView() View {
+func (f *fixture) currentView() (*ring.Ring, View) {
 	if f.view == nil {
-		return nil
+		return nil, nil
 	}
-	return f.view
+	return f.view.ring, f.view
 }
 
 // keysOwnedBy returns n keys of the ring owned by id.
