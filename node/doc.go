@@ -15,10 +15,11 @@
 //     parts to the small interfaces it defines.
 //   - route.go: builds the check path (node/router: rule view, routing,
 //     pins, local decisions, group settlement, GetLimits, region hooks)
-//     and adapts the node's other parts to its interfaces; check.go,
-//     forward.go: forwarding checks.
-//   - peer.go: the Peer gRPC service and the peer side of replication and
-//     hand-off.
+//     and adapts the node's other parts to its interfaces (the remote
+//     parts go through node/forward).
+//   - peer.go: wires node/forward (forwarders, peer connections) and
+//     node/peer (the Peer gRPC service, replication transport, hand-off
+//     puller) with their adapters.
 //   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
 //     and Raft connections, the role policy (node/authz) in front of both
 //     servers, and the admission of members: with TLS a member enters the
@@ -38,12 +39,12 @@
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
 // at the wire edges, the node-to-node ones included: the peer server
-// (Forward, ForwardStream) converts and validates forwarded items
+// (node/peer: Forward, ForwardStream) converts and validates forwarded items
 // (limit.DecideValid) and the forwarder converts a batch just before it
 // is sent; both convert a batch into one value slice, not per-item
 // pointers. Errors carry limit kinds (ErrClosed is limit.ErrClosed, no ring
 // yet is limit.ErrUnavailable), which api.GRPCError and api.HTTPStatus map
-// to codes; grpcErr is api.GRPCError.
+// to codes.
 //
 // Goroutines and what they own:
 //   - node/membership's loops (Cluster.Run): the cluster view, the join
@@ -55,17 +56,13 @@
 //   - shards (node/shard): the counters, each shard's behind its lock; the
 //     check path decides at once when the shard is free and queues for
 //     the holder's next batch when it is busy.
-//   - one forwarder per destination, coalescing items bound for that
-//     member into few requests on one pipelined stream: the check that
-//     finds no write in progress writes, never after a fixed sleep; one
-//     receiver goroutine per open stream answers them. Pruned when the
-//     member leaves.
+//   - node/forward's Table: one forwarder per destination, coalescing
+//     items bound for that member into few requests on one pipelined
+//     stream; one receiver goroutine per open stream, joined by the
+//     table's Close. Pruned when the member leaves.
 //   - the replicator loop: changed counters shipped to replicas.
 //   - serveHealth: sets grpc.health.v1 to SERVING once the node is first
 //     ready, then ends; Leave turns it NOT_SERVING for good.
 //   - ops.Run (node/ops): steps the per-rule rates every 2 s and rotates
 //     the hot-key windows; node/ops documents its locks.
-//   - the forwarder table
-//     is swapped atomically (fwdTable.mu serializes changes) and each
-//     forwarder has its own lock. None is held while calling out.
 package node

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
+	"github.com/weirlimit/weir/node/forward"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/router"
 	"github.com/weirlimit/weir/ring"
@@ -21,7 +22,7 @@ func (n *Node) newRouter() (*router.Router, error) {
 		Handoff:  n.handoff,
 		View:     n.routerView,
 		Leaving:  n.cluster.Leaving,
-		Forward:  nodeForwarder{n},
+		Forward:  tableForwarder{n.fwd},
 		Now:      n.now,
 		Observer: checkObserver{n},
 		Tracer:   n.tracer,
@@ -67,29 +68,16 @@ func (n *Node) routerView() (*ring.Ring, router.View) {
 
 var _ router.View = (*membership.View)(nil)
 
-// nodeForwarder forwards through the node's forwarders (forward.go).
-type nodeForwarder struct{ n *Node }
+// tableForwarder forwards through node/forward's table (router.Forwarder).
+type tableForwarder struct{ t *forward.Table }
 
-func (f nodeForwarder) Start(ctx context.Context, dest string, items []limit.Item, idx []int, ver uint64, forwarded bool) router.Pending {
-	fw := f.n.forwarder(dest)
-	c, err := fw.start(ctx, items, idx, ver, forwarded)
-	return &pendingCall{f: fw, c: c, idx: idx, err: err}
+func (f tableForwarder) Start(ctx context.Context, dest string, items []limit.Item, idx []int, ver uint64, forwarded bool) router.Pending {
+	return f.t.Start(ctx, dest, items, idx, ver, forwarded)
 }
 
-// pendingCall is one destination's part of a check in flight.
-type pendingCall struct {
-	f   *forwarder
-	c   *fwdCall
-	idx []int
-	err error // from start
-}
-
-func (p *pendingCall) Wait(ctx context.Context, res []limit.Result) error {
-	if p.err != nil {
-		return p.err
-	}
-	return p.f.wait(ctx, p.c, res, p.idx)
-}
+// errUnavailable is the node's "cannot answer now" (no ring yet, no
+// view); it is limit.ErrUnavailable, so the edges answer Unavailable / 503.
+var errUnavailable = router.ErrUnavailable
 
 // checkObserver counts checks in ops (node/ops) and key caps in the
 // node's metrics.

@@ -1,4 +1,4 @@
-package node
+package forward
 
 import (
 	"slices"
@@ -7,17 +7,17 @@ import (
 	"github.com/weirlimit/weir/limit"
 )
 
-// forwardItems raises the rule version on its copies and leaves the
+// appendItems raises the rule version on its copies and leaves the
 // caller's items as they were; items already at or past the version keep
 // theirs.
-func TestForwardItemsDoesNotMutate(t *testing.T) {
+func TestAppendItemsDoesNotMutate(t *testing.T) {
 	items := []limit.Item{
 		{Key: "apikey:a", Rule: "r", Cost: 2, Group: 3, RuleVersion: 0},
 		{Key: "apikey:b", Rule: "r", Cost: 1, Refund: true, RuleVersion: 9},
 		{Key: "apikey:c", Rule: "s", Cost: 0, RuleVersion: 4},
 	}
 	before := slices.Clone(items)
-	sub := forwardItems(items, []int{2, 0, 1}, 7, false)
+	sub := appendItems(nil, items, []int{2, 0, 1}, 7, false)
 	if len(sub) != 3 {
 		t.Fatalf("got %d items, want 3", len(sub))
 	}
@@ -43,13 +43,13 @@ func TestForwardItemsDoesNotMutate(t *testing.T) {
 	}
 	sub[0].Key = "changed"
 	if items[2].Key != "apikey:c" {
-		t.Error("forwardItems shares storage with the caller's items")
+		t.Error("appendItems shares storage with the caller's items")
 	}
 }
 
 // A forwarded item goes on with one more hop; a caller's hop count is
 // ignored (only nodes set it). Either way the caller's item is not changed.
-func TestForwardItemsCountsHops(t *testing.T) {
+func TestAppendItemsCountsHops(t *testing.T) {
 	items := []limit.Item{
 		{Key: "apikey:a", Rule: "r", Cost: 1, RuleVersion: 3},
 		{Key: "apikey:b", Rule: "r", Cost: 1, RuleVersion: 3, Hops: 5},
@@ -62,7 +62,7 @@ func TestForwardItemsCountsHops(t *testing.T) {
 		{false, []uint32{0, 0}},
 		{true, []uint32{1, 6}},
 	} {
-		sub := forwardItems(items, []int{0, 1}, 2, tc.forwarded)
+		sub := appendItems(nil, items, []int{0, 1}, 2, tc.forwarded)
 		for j, it := range sub {
 			if it.Hops != tc.want[j] || it.RuleVersion != 3 || it.Key != items[j].Key {
 				t.Errorf("forwarded=%v: sub[%d] = %+v, want hops %d version 3", tc.forwarded, j, it, tc.want[j])
@@ -78,14 +78,14 @@ func TestForwardItemsCountsHops(t *testing.T) {
 // the owner decides the batch as one Check, where a shared id would make
 // unrelated requests all-or-nothing together.
 func TestForwardBatchRenumbersGroups(t *testing.T) {
-	a := &fwdCall{items: []limit.Item{{Key: "k1", Rule: "r", Cost: 1, Group: 1}, {Key: "k2", Rule: "r", Cost: 1, Group: 1}, {Key: "k3", Rule: "r", Cost: 1}}}
-	b := &fwdCall{items: []limit.Item{{Key: "k4", Rule: "r", Cost: 1, Group: 1}, {Key: "k5", Rule: "r", Cost: 1, Group: 7}}}
-	many := &fwdCall{}
+	a := &Call{items: []limit.Item{{Key: "k1", Rule: "r", Cost: 1, Group: 1}, {Key: "k2", Rule: "r", Cost: 1, Group: 1}, {Key: "k3", Rule: "r", Cost: 1}}}
+	b := &Call{items: []limit.Item{{Key: "k4", Rule: "r", Cost: 1, Group: 1}, {Key: "k5", Rule: "r", Cost: 1, Group: 7}}}
+	many := &Call{}
 	for i := range 20 {
 		many.items = append(many.items, limit.Item{Key: "m", Rule: "r", Cost: 1, Group: uint32(100 + i%10)})
 	}
 	var w wireItems
-	got := w.set([]*fwdCall{a, b, many})
+	got := w.set([]*Call{a, b, many})
 	var groups []uint32
 	for _, it := range got {
 		groups = append(groups, it.GetGroup())
