@@ -20,17 +20,10 @@
 //   - peer.go: wires node/forward (forwarders, peer connections) and
 //     node/peer (the Peer gRPC service, replication transport, hand-off
 //     puller) with their adapters.
-//   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
-//     and Raft connections, the role policy (node/authz) in front of both
-//     servers, and the admission of members: with TLS a member enters the
-//     view (ring, forwarding, Raft) only after its gRPC port proved, with
-//     a node certificate, that it is node/<its id>. Verifications run on
-//     node goroutines (goFunc); admission.mu guards their maps.
-//   - keys.go: the gossip keyring and who is a node (peerauth proofs on
-//     Peer calls, Raft connections and gossip metadata; without a key,
-//     gossip and Raft on loopback and Peer from loopback only), the HTTP
-//     server's timeouts. keyring.go: key rotation across the live cluster
-//     (weir keyring), one change at a time under keyringMu.
+//   - security.go: wires the security part (node/security: TLS, roles,
+//     admission of members, the gossip keyring and node proofs, the
+//     identity guard) and the keyring HTTP edge (node/keyringapi), with
+//     securityMembers, the part's view of this node's membership.
 //   - ops_wire.go: builds node/ops (the operators' view: check metrics,
 //     sampled events, hot keys, per-rule rates, gateway reports, permits
 //     in use, and its edge node/opsapi) and adapts the node's rule view
