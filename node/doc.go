@@ -13,7 +13,10 @@
 //     book, the cluster view and its loop, Raft bootstrap and voters, the
 //     quorum watch, join, rejoin and leave) and adapts the node's other
 //     parts to the small interfaces it defines.
-//   - check.go: routing checks; the remote parts go through node/forward.
+//   - route.go: builds the check path (node/router: rule view, routing,
+//     pins, local decisions, group settlement, GetLimits, region hooks)
+//     and adapts the node's other parts to its interfaces (the remote
+//     parts go through node/forward).
 //   - peer.go: wires node/forward (forwarders, peer connections) and
 //     node/peer (the Peer gRPC service, replication transport, hand-off
 //     puller) with their adapters.
@@ -21,7 +24,6 @@
 //     admission of members, the gossip keyring and node proofs, the
 //     identity guard) and the keyring HTTP edge (node/keyringapi), with
 //     securityMembers, the part's view of this node's membership.
-//   - limits.go: GetLimits (the rules of a key's type, peeked).
 //   - ops_wire.go: builds node/ops (the operators' view: check metrics,
 //     sampled events, hot keys, per-rule rates, gateway reports, permits
 //     in use, and its edge node/opsapi) and adapts the node's rule view
