@@ -787,12 +787,17 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 	v, err := w.loop.await(ctx, func(answer func(any, error)) {
 		w.send(a, b, false, func() {
 			var serve func()
+			waited := false
 			serve = func() {
 				if !b.up || w.loop.clock.Now().After(dl) {
+					if waited && b.up && !w.opt.Strict {
+						w.oracle.waitedOut(a, b, req.Parts)
+					}
 					return // the asker gave up: nothing is handed over
 				}
 				for _, part := range req.Parts {
 					if b.node.handoff.Routes().Ready(part) != nil {
+						waited = true
 						w.loop.after(pollEvery, serve)
 						return
 					}
@@ -958,6 +963,7 @@ func (w *World) startLeave(h *host) {
 	if v := h.node.view.Load(); v != nil && len(v.members) > 1 {
 		owned = v.ring.OwnedBy(h.id)
 	}
+	w.oracle.spreadRace(h)
 	h.node.leaving = true
 	w.report(h, h.id, w.member(h))
 	w.refresh(h)
