@@ -70,12 +70,14 @@ type oracle struct {
 	// knownSpread counts the kills and leaves granted spreadRace;
 	// knownWaits the asks granted waitedOut.
 	knownSpread, knownWaits int
-	checks                  int
-	admitted                int
-	refused                 int
-	unavail                 int
-	late                    int
-	violation               []Violation
+	// knownFirstCopy counts the grants of copiesArrived.
+	knownFirstCopy int
+	checks         int
+	admitted       int
+	refused        int
+	unavail        int
+	late           int
+	violation      []Violation
 }
 
 func (o *oracle) init(w *World) {
@@ -253,12 +255,13 @@ func (o *oracle) spreadRace(h *host) {
 	w.loop.rec('R', idx(h.id), 0, 0, func() string { return fmt.Sprintf("known limit: %s stops while a restart or join spreads", h.id) })
 }
 
-// waitedOut grants a burst for each key of parts, asked of holder b by a
-// puller a whose deadline passed while b waited for its own pull of one of
-// them (a known limit, docs/design.md "Simulator bounds"): two pullers
-// asking each other, each served only once its own pull arrived, both
-// time out, and each settles from the copies it has while the other
-// holds the counters (sim/testdata/known-wait-cycle.txt).
+// waitedOut grants b + r·(Grace + Settle) for each key of parts, asked of
+// holder b by a puller a whose deadline passed while b waited for its own
+// pull of one of them (a known limit, docs/design.md "Simulator bounds"):
+// two pullers asking each other, each served only once its own pull
+// arrived, both time out, and each settles from the copies it has while
+// the other holds the counters, released, deciding what a stale mark
+// sends it until Grace (sim/testdata/known-wait-cycle.txt).
 func (o *oracle) waitedOut(a, b *host, parts []uint32) {
 	w := o.w
 	v := b.node.view.Load()
@@ -266,15 +269,47 @@ func (o *oracle) waitedOut(a, b *host, parts []uint32) {
 		return
 	}
 	o.knownWaits++
+	hc := replication.DefaultHandoffConfig(b.id, len(parts))
 	for k, key := range w.keys {
 		if slices.Contains(parts, v.ring.Partition(key.name)) {
-			o.allow[k] += float64(key.lim.Capacity())
+			// The one left holding the counters released decides the
+			// items a stale mark sends it until Grace lets them go.
+			o.allow[k] += float64(key.lim.Capacity()) + o.rate(k)*(hc.Grace+hc.Settle).Seconds()
 		}
 	}
 	w.loop.rec('T', idx(a.id), idx(b.id), int64(len(parts)), func() string {
 		return fmt.Sprintf("known limit: %s's ask of %s timed out while %s waited for its own pull (%d partitions)", a.id, b.id, b.id, len(parts))
 	})
 }
+
+// copiesArrived grants a burst for each key of which a hand-off reply
+// brings a a copy that gives fewer tokens than one an earlier reply
+// brought within copyRace (a known limit, docs/design.md "Simulator
+// bounds"): a puller keeps the first state it gets of a counter, and the
+// first may be a copy kept past its placement, older than a holder's
+// provisional counters asked later (sim/testdata/known-first-copy.txt).
+func (o *oracle) copiesArrived(a *host, copies []replication.State) {
+	w := o.w
+	now := w.loop.clock.Now().Add(a.skew).UnixNano()
+	for _, st := range copies {
+		k, ok := w.keyOf[st.ID]
+		if !ok {
+			continue
+		}
+		_, res := bucket.Decide(bucket.State{A: st.A, B: st.B, C: st.C}, w.keys[k].lim, 0, now)
+		if at, ok := a.copyAt[st.ID]; ok && w.loop.now-at <= copyRace && res.Remaining < a.copyTokens[st.ID] {
+			o.allow[k] += float64(w.keys[k].lim.Capacity())
+			o.knownFirstCopy++
+			w.loop.rec('U', idx(a.id), int64(k), 0, func() string {
+				return fmt.Sprintf("known limit: %s got copies of %s that differ (%d tokens, then %d)", a.id, w.keys[k].name, a.copyTokens[st.ID], res.Remaining)
+			})
+		}
+		a.copyAt[st.ID], a.copyTokens[st.ID] = w.loop.now, res.Remaining
+	}
+}
+
+// copyRace is how far apart two copies of a counter count as one pull's.
+const copyRace = 10 * time.Second
 
 // spreading: some running host has not yet seen another running host's
 // current incarnation although gossip between them gets through (a

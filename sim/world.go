@@ -150,6 +150,10 @@ type host struct {
 	ackedVer       map[string][]int64 // per sender, per key: the sender's ver its last state applied here carried
 	fromInc        map[string]int     // per sender, the incarnation its last applied states came from
 	acked          map[string][]int64 // per sender, per key: the sender's adm its last state applied here carried
+	// copyAt and copyTokens: per key, when a hand-off reply last brought
+	// this host a copy of it and the tokens that copy gives (copiesArrived).
+	copyAt     map[uint64]time.Duration
+	copyTokens map[uint64]int64
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -249,6 +253,7 @@ func (w *World) boot(h *host) {
 	h.adm = make([]int64, len(w.keys))
 	h.ver, h.importVer = make([]int64, len(w.keys)), make([]int64, len(w.keys))
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
+	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -829,7 +834,11 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 	if err != nil {
 		return replication.HandoffReply{}, err
 	}
-	return v.(replication.HandoffReply), nil
+	reply := v.(replication.HandoffReply)
+	if !w.opt.Strict {
+		w.oracle.copiesArrived(a, reply.Copies)
+	}
+	return reply, nil
 }
 
 // ---- checks ----
