@@ -13,20 +13,14 @@
 //     book, the cluster view and its loop, Raft bootstrap and voters, the
 //     quorum watch, join, rejoin and leave) and adapts the node's other
 //     parts to the small interfaces it defines.
-//   - check.go, forward.go: routing and forwarding checks.
-//   - peer.go: the Peer gRPC service and the peer side of replication and
-//     hand-off.
-//   - security.go: mutual TLS (internal/tlsconf) on the gRPC, HTTP, peer
-//     and Raft connections, the role policy (node/authz) in front of both
-//     servers, and the admission of members: with TLS a member enters the
-//     view (ring, forwarding, Raft) only after its gRPC port proved, with
-//     a node certificate, that it is node/<its id>. Verifications run on
-//     node goroutines (goFunc); admission.mu guards their maps.
-//   - keys.go: the gossip keyring and who is a node (peerauth proofs on
-//     Peer calls, Raft connections and gossip metadata; without a key,
-//     gossip and Raft on loopback and Peer from loopback only), the HTTP
-//     server's timeouts. keyring.go: key rotation across the live cluster
-//     (weir keyring), one change at a time under keyringMu.
+//   - check.go: routing checks; the remote parts go through node/forward.
+//   - peer.go: wires node/forward (forwarders, peer connections) and
+//     node/peer (the Peer gRPC service, replication transport, hand-off
+//     puller) with their adapters.
+//   - security.go: wires the security part (node/security: TLS, roles,
+//     admission of members, the gossip keyring and node proofs, the
+//     identity guard) and the keyring HTTP edge (node/keyringapi), with
+//     securityMembers, the part's view of this node's membership.
 //   - limits.go: GetLimits (the rules of a key's type, peeked).
 //   - ops_wire.go: builds node/ops (the operators' view: check metrics,
 //     sampled events, hot keys, per-rule rates, gateway reports, permits
@@ -36,12 +30,12 @@
 // The core speaks domain types only: Check decides []limit.Item into
 // []limit.Result and implements node/api's Backend. Protobuf is converted
 // at the wire edges, the node-to-node ones included: the peer server
-// (Forward, ForwardStream) converts and validates forwarded items
+// (node/peer: Forward, ForwardStream) converts and validates forwarded items
 // (limit.DecideValid) and the forwarder converts a batch just before it
 // is sent; both convert a batch into one value slice, not per-item
 // pointers. Errors carry limit kinds (ErrClosed is limit.ErrClosed, no ring
 // yet is limit.ErrUnavailable), which api.GRPCError and api.HTTPStatus map
-// to codes; grpcErr is api.GRPCError.
+// to codes.
 //
 // Goroutines and what they own:
 //   - node/membership's loops (Cluster.Run): the cluster view, the join
@@ -53,17 +47,13 @@
 //   - shards (node/shard): the counters, each shard's behind its lock; the
 //     check path decides at once when the shard is free and queues for
 //     the holder's next batch when it is busy.
-//   - one forwarder per destination, coalescing items bound for that
-//     member into few requests on one pipelined stream: the check that
-//     finds no write in progress writes, never after a fixed sleep; one
-//     receiver goroutine per open stream answers them. Pruned when the
-//     member leaves.
+//   - node/forward's Table: one forwarder per destination, coalescing
+//     items bound for that member into few requests on one pipelined
+//     stream; one receiver goroutine per open stream, joined by the
+//     table's Close. Pruned when the member leaves.
 //   - the replicator loop: changed counters shipped to replicas.
 //   - serveHealth: sets grpc.health.v1 to SERVING once the node is first
 //     ready, then ends; Leave turns it NOT_SERVING for good.
 //   - ops.Run (node/ops): steps the per-rule rates every 2 s and rotates
 //     the hot-key windows; node/ops documents its locks.
-//   - the forwarder table
-//     is swapped atomically (fwdTable.mu serializes changes) and each
-//     forwarder has its own lock. None is held while calling out.
 package node

@@ -21,13 +21,13 @@ import (
 // RegionDialer when a test sets one.
 func (n *Node) newRegionAgent() (*region.Agent, error) {
 	rc := n.cfg.Region
-	// The same credentials and options as peerPool.conn: when TLS is
+	// The same credentials and options as the peer connections (node/forward): when TLS is
 	// configured for peers, regions use it too.
 	// The same credentials as peer calls: with TLS, a node certificate
 	// (regions then share the CA and the cluster name); with a gossip key,
 	// the node proof (regions then share the keyring).
-	rc.DialOptions = append(append(append([]grpc.DialOption{n.peerCreds()},
-		peerDialOptions(n.cfg)...), n.peerCallOptions()...), rc.DialOptions...)
+	rc.DialOptions = append(append(append([]grpc.DialOption{n.sec.PeerCreds()},
+		peerDialOptions(n.cfg)...), n.sec.PeerCallOptions()...), rc.DialOptions...)
 	if n.cfg.RegionDialer != nil {
 		rc.DialOptions = append(rc.DialOptions, grpc.WithContextDialer(n.cfg.RegionDialer))
 	}
