@@ -80,7 +80,7 @@ func (n *Node) Ready() error {
 	if n.store.Current() == nil {
 		return errors.New("rules not loaded yet")
 	}
-	if n.handoff.Routes().Pending() > 0 {
+	if n.counters.handoff.Routes().Pending() > 0 {
 		return errors.New("waiting for partition hand-off")
 	}
 	return nil

@@ -26,7 +26,7 @@ func (n *Node) newCluster(keyring *memberlist.Keyring) *membership.Cluster {
 		ProbeInterval: cfg.GossipProbeInterval, ProbeTimeout: cfg.GossipProbeTimeout,
 		GossipInterval: cfg.GossipInterval, SuspicionMult: cfg.GossipSuspicionMult,
 		Keyring: keyring, Upgrade: cfg.GossipUpgrade, WrapGossip: cfg.WrapGossip,
-		Logger: n.log, Now: cfg.Now,
+		Logger: n.log, Now: cfg.Now, Registry: cfg.Registry,
 	}, membership.Deps{
 		Prover: memberSecurity{n}, Admitter: memberSecurity{n}, Gateways: memberParts{n},
 		Handoff: memberParts{n}, Restorer: memberParts{n}, Raft: memberParts{n}, Dialer: memberParts{n},
@@ -51,11 +51,11 @@ type memberParts struct{ n *Node }
 
 func (p memberParts) Gateways() uint32 { return p.n.api.Gateways() }
 func (p memberParts) ChangeRing(ctx context.Context, ev replication.RingChanged) error {
-	return p.n.handoff.ChangeRing(ctx, ev)
+	return p.n.counters.handoff.ChangeRing(ctx, ev)
 }
-func (p memberParts) Routes() *replication.Routes { return p.n.handoff.Routes() }
+func (p memberParts) Routes() *replication.Routes { return p.n.counters.handoff.Routes() }
 func (p memberParts) Restoring(live func(string) bool, haveRing bool) bool {
-	return p.n.durable.Restoring(live, haveRing)
+	return p.n.counters.durable.Restoring(live, haveRing)
 }
 func (p memberParts) Bootstrap(s []rulesraft.Server) error { return p.n.store.Bootstrap(s) }
 func (p memberParts) IsLeader() bool                       { return p.n.store.IsLeader() }
@@ -81,9 +81,6 @@ func (n *Node) ringPublished(v *membership.View) {
 		n.region.RingChanged()
 	}
 	n.pruneForwarders(v.Members)
-	n.met.members.Set(float64(len(v.Members)))
-	n.met.ringVersion.Set(float64(v.Version))
-	n.met.partitionsOwned.Set(float64(len(v.Ring.OwnedBy(n.cfg.ID))))
 }
 
 // publishedRing is the published view's ring, nil before the first.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -47,36 +48,46 @@ var ErrClosed = router.ErrClosed
 var ErrNoPeers = membership.ErrNoPeers
 
 // Node is one Weir process: membership, ring, shards, replication, rules and
-// the servers in front of them.
+// the servers in front of them. It wires its parts and owns nothing else.
 type Node struct {
 	cfg Config
 	log *slog.Logger
-	now func() int64
 
-	store    *rulesraft.Store
+	store    *rulesraft.Store    // the rule set (Raft)
+	counters counterParts        // shards, replication, hand-off, durable counters
+	cluster  *membership.Cluster // gossip, members, the cluster view, join and leave
+	sec      *security.Guard     // TLS, roles, admission, keys and proofs
+	fwd      *forward.Table      // forwarders and peer connections
+	router   *router.Router      // the check path
+	ops      *ops.Ops            // the operators' view and its edge
+	api      *api.Server         // the check, rules and members APIs
+	region   *region.Agent       // nil unless Config.Region is set
+	srv      servers             // listeners, gRPC, HTTP, health
+
+	ctx   context.Context // cancelled by Close
+	loops loops           // goroutines joined on Close
+}
+
+// counterParts hold the counters: decided by the shards, copied by the
+// replicator, moved by the hand-off, kept on disk by the keeper.
+type counterParts struct {
 	engine   *shard.Engine
 	repl     *replication.Replicator
 	replicas *replication.Store
-	api      *api.Server
-	cluster  *membership.Cluster // gossip, members, the cluster view, join and leave
 	handoff  *replication.Handoff
-	fwd      *forward.Table // forwarders and peer connections (node/forward)
-	met      *metrics
-	sec      *security.Guard // TLS, roles, admission, keys and proofs (node/security)
-	region   *region.Agent   // nil unless Config.Region is set
-	tracer   trace.Tracer    // nil: tracing off (tracing.go)
+	durable  *persist.Keeper
+}
 
-	grpcSrv *grpc.Server
-	health  *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
-	httpSrv *http.Server
-	grpcLis net.Listener
-	httpLis net.Listener
-	router  *router.Router // the check path (node/router)
-	ops     *ops.Ops       // the operators' view and its edge (node/ops)
+// servers are the node's listeners and the servers on them.
+type servers struct {
+	grpcLis, httpLis net.Listener
+	grpc             *grpc.Server
+	health           *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
+	http             *http.Server
+}
 
-	durable *persist.Keeper // durable counters: what was loaded, the writer
-
-	ctx    context.Context
+// loops are the node's goroutines and how they stop.
+type loops struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
@@ -85,8 +96,64 @@ type Node struct {
 // New validates cfg, opens the Raft store and binds every listener. Call
 // Start to begin serving.
 func New(cfg Config) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg, keyring, err := prepare(cfg)
+	if err != nil {
 		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID)}
+	n.cluster = n.newCluster(keyring)
+	n.ctx, n.loops.cancel = context.WithCancel(context.Background())
+	boot := cfg.Sched.Uint64() | 1
+	if n.sec, err = n.newSecurity(boot, keyring); err != nil {
+		n.loops.cancel()
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeResources()
+		}
+	}()
+	if n.fwd, err = n.newForwarders(); err != nil {
+		return nil, err
+	}
+	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	adv, err := membership.NewAdvertiser(cfg.Advertise, cfg.GossipAddr, cfg.ResolveTimeout, n.log)
+	if err != nil {
+		return nil, err
+	}
+	if n.store, err = n.openRules(adv); err != nil {
+		return nil, err
+	}
+	if n.counters, err = n.newCounters(); err != nil {
+		return nil, err
+	}
+	registerCounterMetrics(cfg.Registry, &n.counters)
+	n.initOps()
+	if err := n.newServers(); err != nil {
+		return nil, err
+	}
+	meta := membership.Meta{
+		Boot:     boot,
+		GRPC:     adv.Addr(n.srv.grpcLis.Addr().String()),
+		HTTP:     adv.Addr(n.srv.httpLis.Addr().String()),
+		Raft:     n.store.Addr(),
+		Features: membership.AdvertisedFeatures(cfg.WithoutFeatures),
+	}
+	if err := n.cluster.Listen(meta, adv.GossipIP()); err != nil {
+		return nil, err
+	}
+	ok = true
+	return n, nil
+}
+
+// prepare validates cfg, fills its defaults, makes the data directory and
+// loads the gossip keys.
+func prepare(cfg Config) (Config, *memberlist.Keyring, error) {
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -99,56 +166,43 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.Sched = sched.Or(cfg.Sched)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("node: data dir: %w", err)
+		return cfg, nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	keys, keyring, err := security.LoadKeys(cfg.securitySettings(), cfg.Logger.With("node", cfg.ID))
 	if err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	cfg.GossipKeys, cfg.GossipAddr, cfg.RaftAddr, cfg.Advertise = keys.Keys, keys.GossipAddr, keys.RaftAddr, keys.Advertise
-	n := &Node{
-		cfg: cfg,
-		log: cfg.Logger.With("node", cfg.ID),
-		now: cfg.Now,
-	}
-	n.cluster = n.newCluster(keyring)
-	if cfg.Tracer != nil {
-		n.tracer = cfg.Tracer.Tracer(tracing.Name)
-	}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.met = newMetrics(cfg.Registry)
-	boot := cfg.Sched.Uint64() | 1
-	if n.sec, err = n.newSecurity(boot, keyring); err != nil {
-		return nil, err
-	}
-	if n.fwd, err = n.newForwarders(); err != nil {
-		return nil, err
-	}
+	return cfg, keyring, nil
+}
 
-	ok := false
-	defer func() {
-		if !ok {
-			n.closeResources()
-		}
-	}()
+// tracer is the node's tracer; nil when tracing is off.
+func (n *Node) tracer() trace.Tracer {
+	if n.cfg.Tracer == nil {
+		return nil
+	}
+	return n.cfg.Tracer.Tracer(tracing.Name)
+}
 
-	n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr)
-	if err != nil {
-		return nil, fmt.Errorf("node: grpc listen: %w", err)
+// listen binds the gRPC and HTTP listeners.
+func (n *Node) listen() (err error) {
+	if n.srv.grpcLis, err = net.Listen("tcp", n.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("node: grpc listen: %w", err)
 	}
-	n.httpLis, err = net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("node: http listen: %w", err)
+	if n.srv.httpLis, err = net.Listen("tcp", n.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("node: http listen: %w", err)
 	}
+	return nil
+}
 
-	adv, err := membership.NewAdvertiser(cfg.Advertise, cfg.GossipAddr, cfg.ResolveTimeout, n.log)
-	if err != nil {
-		return nil, err
-	}
+// openRules opens the Raft group's store of the rule set.
+func (n *Node) openRules(adv membership.Advertiser) (*rulesraft.Store, error) {
+	cfg := n.cfg
 	rc := rulesraft.DefaultConfig()
 	rc.ID = cfg.ID
 	rc.DataDir = filepath.Join(cfg.DataDir, "raft")
 	rc.BindAddr = cfg.RaftAddr
+	var err error
 	if rc.AdvertiseAddr, err = adv.Raft(cfg.RaftAddr); err != nil {
 		return nil, err
 	}
@@ -159,48 +213,56 @@ func New(cfg Config) (*Node, error) {
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
-	n.store, err = rulesraft.Open(rc)
+	st, err := rulesraft.Open(rc)
 	if err != nil {
 		return nil, fmt.Errorf("node: rules store: %w", err)
 	}
+	return st, nil
+}
 
+// newCounters builds the shards, the replicator, the replica store, the
+// hand-off and the durable counters' keeper. The shards' changes go to
+// the replicator, which exists by the time the shards start.
+func (n *Node) newCounters() (c counterParts, err error) {
+	cfg := n.cfg
 	sc := shard.DefaultConfig()
 	sc.Shards = cfg.Shards
 	sc.MaxKeys = cfg.MaxKeys
 	sc.AutoLeaseRate, sc.AutoLeaseGateways = cfg.AutoLeaseRate, cfg.AutoLeaseGateways
 	sc.Now = cfg.Now
 	sc.Sched = cfg.Sched
-	sc.OnChange = func(states []replication.State) { n.repl.Enqueue(states) }
-	n.engine, err = shard.New(sc)
-	if err != nil {
-		return nil, fmt.Errorf("node: shards: %w", err)
+	sc.OnChange = func(states []replication.State) { n.counters.repl.Enqueue(states) }
+	if c.engine, err = shard.New(sc); err != nil {
+		return c, fmt.Errorf("node: shards: %w", err)
 	}
 	rcfg := replication.DefaultConfig()
 	rcfg.Self = cfg.ID
 	rcfg.Interval = cfg.ReplicationInterval
 	rcfg.Sched = cfg.Sched
 	rcfg.Logger = n.log.With("component", "replication")
-	n.repl, err = replication.NewReplicator(rcfg, peer.NewTransport(n.fwd, cfg.Now), n.replicaPlacement)
-	if err != nil {
-		return nil, fmt.Errorf("node: replicator: %w", err)
+	if c.repl, err = replication.NewReplicator(rcfg, peer.NewTransport(n.fwd, cfg.Now), n.cluster.Replicas); err != nil {
+		return c, fmt.Errorf("node: replicator: %w", err)
 	}
-	n.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates})
+	c.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates})
 	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now
 	hc.Sched = cfg.Sched
 	hc.Logger = n.log.With("component", "handoff")
-	n.handoff, err = replication.NewHandoff(hc, n.engine, peer.Puller{Conns: n.fwd, Now: cfg.Now}, n.replicas, n.repl)
-	if err != nil {
-		return nil, fmt.Errorf("node: hand-off: %w", err)
+	if c.handoff, err = replication.NewHandoff(hc, c.engine, peer.Puller{Conns: n.fwd, Now: cfg.Now}, c.replicas, c.repl); err != nil {
+		return c, fmt.Errorf("node: hand-off: %w", err)
 	}
-	n.durable = persist.NewKeeper(persist.KeeperConfig{ID: cfg.ID, DataDir: cfg.DataDir, Solo: len(cfg.Join) == 0,
+	c.durable = persist.NewKeeper(persist.KeeperConfig{ID: cfg.ID, DataDir: cfg.DataDir, Solo: len(cfg.Join) == 0,
 		Partitions: uint32(cfg.Ring.PartitionCount), Interval: cfg.PersistInterval, RestoreWait: cfg.RestoreWait,
 		MinIdle: sc.SnapshotMinIdle, Now: cfg.Now, Sched: cfg.Sched, Logger: n.log.With("component", "persist"),
-		Counters: n.engine, Copies: n.replicas, Ring: n.publishedRing, Leaving: n.cluster.Leaving})
-	n.met.registerFuncs(cfg.Registry, n)
-	n.initOps()
+		Counters: c.engine, Copies: c.replicas, Ring: n.publishedRing, Leaving: n.cluster.Leaving})
+	return c, nil
+}
 
+// newServers builds the API, the router, the gRPC server with every
+// service on it (health NOT_SERVING until ready) and the HTTP server.
+func (n *Node) newServers() (err error) {
+	cfg := n.cfg
 	n.api, err = api.New(api.Config{
 		AdminToken:   cfg.AdminToken,
 		MaxBodyBytes: 1 << 20,
@@ -211,52 +273,40 @@ func New(cfg Config) (*Node, error) {
 		DialOptions:  []grpc.DialOption{n.sec.PeerCreds()},
 	}, backend{n})
 	if err != nil {
-		return nil, fmt.Errorf("node: api: %w", err)
+		return fmt.Errorf("node: api: %w", err)
 	}
 	mux := http.NewServeMux()
-	n.grpcSrv = grpc.NewServer(append(grpcwin.ServerOptions(), n.sec.ServerOptions()...)...)
-	n.api.Register(n.grpcSrv)
-	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
-		return nil, err
+	g := grpc.NewServer(append(grpcwin.ServerOptions(), n.sec.ServerOptions()...)...)
+	n.srv.grpc = g
+	n.api.Register(g)
+	if err := n.registerGateways(g, mux); err != nil {
+		return err
 	}
-	weirv1.RegisterPeerServer(n.grpcSrv, n.newPeerServer())
 	if cfg.Region.Region != "" {
 		if n.region, err = n.newRegionAgent(); err != nil {
-			return nil, fmt.Errorf("node: region: %w", err)
+			return fmt.Errorf("node: region: %w", err)
 		}
-		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
+		weirv1.RegisterRegionServer(g, n.region)
 	}
 	if n.router, err = n.newRouter(); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
+		return fmt.Errorf("node: %w", err)
 	}
-	n.ops.RegisterGRPC(n.grpcSrv)
-	n.health = health.NewServer()
-	for svc := range n.grpcSrv.GetServiceInfo() {
-		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
+	weirv1.RegisterPeerServer(g, n.newPeerServer())
+	n.ops.RegisterGRPC(g)
+	n.srv.health = health.NewServer()
+	for svc := range g.GetServiceInfo() {
+		n.srv.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
+	n.srv.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, n.srv.health)
 	if cfg.GRPCReflection {
-		reflection.Register(n.grpcSrv)
+		reflection.Register(g)
 	}
-
 	n.newKeyringAPI().Register(mux)
 	n.ops.Register(mux)
 	mux.Handle("/", n.api.Handler())
-	n.httpSrv = n.sec.NewHTTPServer(mux)
-
-	meta := membership.Meta{
-		Boot:     boot,
-		GRPC:     adv.Addr(n.grpcLis.Addr().String()),
-		HTTP:     adv.Addr(n.httpLis.Addr().String()),
-		Raft:     n.store.Addr(),
-		Features: membership.AdvertisedFeatures(cfg.WithoutFeatures),
-	}
-	if err := n.cluster.Listen(meta, adv.GossipIP()); err != nil {
-		return nil, err
-	}
-	ok = true
-	return n, nil
+	n.srv.http = n.sec.NewHTTPServer(mux)
+	return nil
 }
 
 // Start serves the APIs and runs the membership, replication and shard loops.
@@ -264,19 +314,19 @@ func (n *Node) Start() error {
 	if why := n.cluster.NoLeaderReason(); why != "" {
 		n.log.Warn(why)
 	}
-	n.engine.Start()
-	n.durable.Start(n.ctx) // a solo node's counters, before it serves
-	n.goFunc(func() { _ = n.durable.Run(n.ctx) })
+	n.counters.engine.Start()
+	n.counters.durable.Start(n.ctx) // a solo node's counters, before it serves
+	n.goFunc(func() { _ = n.counters.durable.Run(n.ctx) })
 	n.goFunc(func() { n.ops.Run(n.ctx) })
-	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
-	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
+	n.goFunc(func() { _ = n.counters.repl.Run(n.ctx) })
+	n.goFunc(func() { _ = n.counters.handoff.Run(n.ctx) })
 	n.goFunc(func() {
-		if err := n.grpcSrv.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := n.srv.grpc.Serve(n.srv.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			n.log.Error("grpc server stopped", "err", err)
 		}
 	})
 	n.goFunc(func() {
-		if err := n.sec.ServeHTTP(n.httpSrv, n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.sec.ServeHTTP(n.srv.http, n.srv.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
@@ -300,10 +350,10 @@ func (n *Node) serveHealth() {
 		if n.Ready() != nil {
 			return false
 		}
-		for svc := range n.grpcSrv.GetServiceInfo() {
-			n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+		for svc := range n.srv.grpc.GetServiceInfo() {
+			n.srv.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 		}
-		n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		n.srv.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	})
 }
@@ -331,9 +381,9 @@ const maxReplicaStates = 4 << 20
 
 // goFunc runs f on a goroutine the node joins on Close.
 func (n *Node) goFunc(f func()) {
-	n.wg.Add(1)
+	n.loops.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer n.loops.wg.Done()
 		f()
 	}()
 }
@@ -367,25 +417,25 @@ func (n *Node) Leave(ctx context.Context) error {
 	if !n.cluster.StartLeave() {
 		return nil
 	}
-	n.health.Shutdown()
+	n.srv.health.Shutdown()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
 	defer cancel()
 	err := n.cluster.HandOff(ctx, n.cfg.LeaveTimeout/4)
-	n.durable.Write() // what this node still holds: all of it when nobody took its partitions
+	n.counters.durable.Write() // what this node still holds: all of it when nobody took its partitions
 	n.cluster.Depart()
 	return err
 }
 
 // Close stops the node hard (no hand-off): servers, loops, gossip, Raft.
 func (n *Node) Close() error {
-	n.closed.Do(func() {
-		n.cancel()
+	n.loops.closed.Do(func() {
+		n.loops.cancel()
 		n.api.Close()
-		n.grpcSrv.Stop()
+		n.srv.grpc.Stop()
 		sctx, c := context.WithTimeout(context.Background(), time.Second)
-		_ = n.httpSrv.Shutdown(sctx)
+		_ = n.srv.http.Shutdown(sctx)
 		c()
-		n.wg.Wait()
+		n.loops.wg.Wait()
 		n.ops.Close()
 		n.fwd.Close()
 		if n.region != nil {
@@ -401,8 +451,8 @@ func (n *Node) closeResources() {
 	if n.cluster != nil {
 		n.cluster.Close()
 	}
-	if n.engine != nil {
-		n.engine.Close()
+	if n.counters.engine != nil {
+		n.counters.engine.Close()
 	}
 	if n.store != nil {
 		_ = n.store.Close()
@@ -410,13 +460,13 @@ func (n *Node) closeResources() {
 	if n.fwd != nil {
 		n.fwd.Close()
 	}
-	if n.grpcLis != nil {
-		_ = n.grpcLis.Close()
+	if n.srv.grpcLis != nil {
+		_ = n.srv.grpcLis.Close()
 	}
-	if n.httpLis != nil {
-		_ = n.httpLis.Close()
+	if n.srv.httpLis != nil {
+		_ = n.srv.httpLis.Close()
 	}
-	if n.cancel != nil {
-		n.cancel()
+	if n.loops.cancel != nil {
+		n.loops.cancel()
 	}
 }

@@ -10,10 +10,10 @@ import (
 // initOps builds the operators' view and its edge (called by New, after
 // the metrics, the store and the shards).
 func (n *Node) initOps() {
-	c := ops.Config{ID: n.cfg.ID, Now: n.now, Registry: n.cfg.Registry, Logger: n.log.With("component", "ops"),
+	c := ops.Config{ID: n.cfg.ID, Now: n.cfg.Now, Registry: n.cfg.Registry, Logger: n.log.With("component", "ops"),
 		PeerAuth: n.peerReads().Authorize}
 	c.PeerTLS = n.sec.PeerTLS()
-	n.ops = ops.New(n.ctx, c, opsRules{n}, n.store, opsMembers{n}, n.engine)
+	n.ops = ops.New(n.ctx, c, opsRules{n}, n.store, opsMembers{n}, n.counters.engine)
 }
 
 // opsRules is the node's rule view as ops.RuleView.
@@ -30,20 +30,8 @@ func (r opsRules) Rule(id string) (rules.Rule, bool) {
 // opsMembers is the node's membership as ops.Members.
 type opsMembers struct{ n *Node }
 
-func (m opsMembers) Members() api.Members { return m.n.Members() }
-func (m opsMembers) Peers() map[string]string {
-	v := m.n.cluster.View()
-	out := map[string]string{}
-	if v == nil {
-		return out
-	}
-	for id, mb := range v.Members {
-		if id != m.n.cfg.ID && mb.HTTP != "" {
-			out[id] = mb.HTTP
-		}
-	}
-	return out
-}
+func (m opsMembers) Members() api.Members     { return m.n.Members() }
+func (m opsMembers) Peers() map[string]string { return m.n.cluster.HTTPPeers() }
 
 // peerReads is this node's credential on other members' parts of a
 // cluster-wide read, and the check of theirs.

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/region"
@@ -18,8 +17,6 @@ import (
 // RegionDialer when a test sets one.
 func (n *Node) newRegionAgent() (*region.Agent, error) {
 	rc := n.cfg.Region
-	// The same credentials and options as the peer connections (node/forward): when TLS is
-	// configured for peers, regions use it too.
 	// The same credentials as peer calls: with TLS, a node certificate
 	// (regions then share the CA and the cluster name); with a gossip key,
 	// the node proof (regions then share the keyring).
@@ -30,28 +27,13 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 	}
 	rc.Logger = n.log.With("component", "region", "region", rc.Region)
 	if rc.Now == nil {
-		rc.Now = n.now
+		rc.Now = n.cfg.Now
 	}
 	a, err := region.New(rc, regionCluster{n})
 	if err != nil {
 		return nil, err
 	}
-	reg := n.cfg.Registry
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_region_exchanges_total",
-			Help: "Exchanges this node sent to peer regions."}, func() float64 { return float64(a.Counters().Exchanges) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_region_exchange_failures_total",
-			Help: "Exchanges to peer regions that failed (unreachable, timeout, refused)."}, func() float64 { return float64(a.Counters().Failures) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_region_shared_keys",
-			Help: "Global keys this node holds shares of."}, func() float64 { return float64(a.Counters().Keys) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_region_minority",
-			Help: "1 while this node is cut off from a majority of the regions (its global keys hold their floor)."}, func() float64 {
-			if a.Counters().Minority {
-				return 1
-			}
-			return 0
-		}),
-	)
+	n.cfg.Registry.MustRegister(a.Collectors()...)
 	return a, nil
 }
 

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
@@ -18,14 +17,14 @@ func (n *Node) newRouter() (*router.Router, error) {
 	cfg := router.Config{
 		Self:     n.cfg.ID,
 		Rules:    n.store,
-		Engine:   n.engine,
-		Handoff:  n.handoff,
+		Engine:   n.counters.engine,
+		Handoff:  n.counters.handoff,
 		View:     n.routerView,
 		Leaving:  n.cluster.Leaving,
 		Forward:  tableForwarder{n.fwd},
-		Now:      n.now,
-		Observer: checkObserver{n},
-		Tracer:   n.tracer,
+		Now:      n.cfg.Now,
+		Observer: n.ops,
+		Tracer:   n.tracer(),
 		Logger:   n.log,
 		Done:     n.ctx.Done(),
 	}
@@ -78,13 +77,3 @@ func (f tableForwarder) Start(ctx context.Context, dest string, items []limit.It
 // errUnavailable is the node's "cannot answer now" (no ring yet, no
 // view); it is limit.ErrUnavailable, so the edges answer Unavailable / 503.
 var errUnavailable = router.ErrUnavailable
-
-// checkObserver counts checks in ops (node/ops) and key caps in the
-// node's metrics.
-type checkObserver struct{ n *Node }
-
-func (o checkObserver) Observe(items []limit.Item, res []limit.Result, d time.Duration) {
-	o.n.ops.Observe(items, res, d)
-}
-
-func (o checkObserver) KeyCapped(rule string) { o.n.met.keyCapHits.WithLabelValues(rule).Inc() }

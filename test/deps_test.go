@@ -136,7 +136,7 @@ var rules = []depRule{
 
 // nodeParts are the parts package node wires: only node imports them
 // (and the weir binary and tests); they meet through interfaces.
-var nodeParts = []string{"node/ops", "node/security"}
+var nodeParts = []string{"node/ops", "node/security", "node/membership", "node/router", "node/forward", "node/peer", "node/keyringapi"}
 
 // TestNodePartsImportedByNodeOnly: no package but node (and cmd) imports
 // a node part, so a part's state is reached only through node's

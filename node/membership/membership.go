@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/weirlimit/weir/node/clusterview"
@@ -53,8 +54,9 @@ type Config struct {
 	// node off with it).
 	WrapGossip func(memberlist.Transport) memberlist.Transport
 
-	Logger *slog.Logger
-	Now    func() int64 // the ring-view policy's clock (unix ns)
+	Logger   *slog.Logger
+	Now      func() int64          // the ring-view policy's clock (unix ns)
+	Registry prometheus.Registerer // weir_members, weir_ring_version, weir_partitions_owned; nil: none
 }
 
 // Prover signs this node's gossip metadata and checks a member's
@@ -137,6 +139,7 @@ type Cluster struct {
 	meta     Meta
 	changed  chan struct{} // non-blocking "members changed" signal
 	view     atomic.Pointer[View]
+	met      viewMetrics
 	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
 	shape    *clusterview.ShapeGuard
 
@@ -168,6 +171,7 @@ func New(cfg Config, deps Deps) *Cluster {
 		changed:  make(chan struct{}, 1),
 		gossiped: clusterview.NewBook(cfg.ID),
 		shape:    clusterview.NewShapeGuard(cfg.Ring),
+		met:      newViewMetrics(cfg.Registry),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/ring"
@@ -139,6 +140,7 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
 	r := ch.Ring
 	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: replicaPeers(r, c.cfg.ID)}
 	c.view.Store(v)
+	c.met.published(v, c.cfg.ID)
 	if c.deps.Published != nil {
 		c.deps.Published(v)
 	}
@@ -162,4 +164,41 @@ func ringVersion(r *ring.Ring) uint64 {
 	c := r.Config()
 	_, _ = fmt.Fprintf(&d, "%d/%d/%g/%d", c.PartitionCount, c.ReplicationFactor, c.Load, c.Replicas)
 	return d.Sum64() & 0xffffffff
+}
+
+// PeerAddr is member id's gRPC address in the published view; an error
+// wrapping limit.ErrUnavailable when there is no view or no such member.
+func (c *Cluster) PeerAddr(id string) (string, error) {
+	v := c.View()
+	if v == nil {
+		return "", fmt.Errorf("%w: no view", limit.ErrUnavailable)
+	}
+	addr, ok := v.Addr(id)
+	if !ok {
+		return "", fmt.Errorf("%w: unknown member %q", limit.ErrUnavailable, id)
+	}
+	return addr, nil
+}
+
+// Replicas lists where partition p's copies go (not this node) in the
+// published view; shared, read only.
+func (c *Cluster) Replicas(p uint32) []string {
+	if v := c.View(); v != nil && int(p) < len(v.Peers) {
+		return v.Peers[p]
+	}
+	return nil
+}
+
+// HTTPPeers maps the other members of the published view to their HTTP
+// addresses.
+func (c *Cluster) HTTPPeers() map[string]string {
+	out := map[string]string{}
+	if v := c.View(); v != nil {
+		for id, m := range v.Members {
+			if id != c.cfg.ID && m.HTTP != "" {
+				out[id] = m.HTTP
+			}
+		}
+	}
+	return out
 }

@@ -17,6 +17,7 @@ type checkMetrics struct {
 	checks      *prometheus.CounterVec
 	latency     prometheus.Histogram
 	gwDecisions *prometheus.CounterVec
+	keyCapHits  *prometheus.CounterVec
 
 	children sync.Map // rule id → *[nDecisions]prometheus.Counter of checks
 }
@@ -34,8 +35,11 @@ func newCheckMetrics(reg *prometheus.Registry) *checkMetrics {
 			Name: "weir_gateway_decisions_total",
 			Help: "Decisions gateways made without the owner and reported: reason local (lease or blocked-until cache), fail_open or fail_closed. Also counted in weir_checks_total.",
 		}, []string{"rule", "decision", "reason"}),
+		keyCapHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_shard_key_cap_hits_total", Help: "Checks for a new key refused because its rule holds max_keys live keys on this node.",
+		}, []string{"rule"}),
 	}
-	reg.MustRegister(m.checks, m.latency, m.gwDecisions)
+	reg.MustRegister(m.checks, m.latency, m.gwDecisions, m.keyCapHits)
 	return m
 }
 

@@ -171,6 +171,10 @@ func (o *Ops) Observe(items []limit.Item, res []limit.Result, d time.Duration) {
 	o.sample(items, res)
 }
 
+// KeyCapped counts an item a shard refused at its rule's key cap
+// (weir_shard_key_cap_hits_total).
+func (o *Ops) KeyCapped(rule string) { o.met.keyCapHits.WithLabelValues(rule).Inc() }
+
 func (o *Ops) sample(items []limit.Item, res []limit.Result) {
 	cnt := uint64(len(items))
 	// Random gaps averaging hotEvery items (not a fixed stride, which
