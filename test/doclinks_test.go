@@ -78,6 +78,16 @@ func anchors(text string) map[string]bool {
 	return ids
 }
 
+// docFiles returns docs/*.md and README.md.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(docsRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(files, filepath.Join(docsRoot, "README.md"))
+}
+
 func readDoc(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -91,11 +101,7 @@ func readDoc(t *testing.T, path string) string {
 // names a file or directory of the repository, and a #anchor names a
 // heading of the markdown file it points at.
 func TestDocLinksResolve(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(docsRoot, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join(docsRoot, "README.md"))
+	files := docFiles(t)
 	checked := 0
 	for _, f := range files {
 		rel, _ := filepath.Rel(docsRoot, f)
@@ -168,11 +174,7 @@ var mdName = regexp.MustCompile(`(?:^|[\s(\[\x60'"])([A-Za-z0-9_.][A-Za-z0-9_./-
 // from the naming file's directory, from the root or from docs/. A reader
 // of a clone cannot open a document that lives elsewhere.
 func TestDocsNameOnlyRepositoryFiles(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(docsRoot, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, filepath.Join(docsRoot, "README.md"))
+	files := docFiles(t)
 	named := 0
 	for _, f := range files {
 		rel, _ := filepath.Rel(docsRoot, f)
