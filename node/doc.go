@@ -25,7 +25,7 @@
 //     and hand-off), rulesraft (the rules Raft group), node/persist
 //     (durable counters), region (with --region).
 //   - the edges: node/api (public gRPC and HTTP), node/rls (Envoy),
-//     node/forwardauth, node/opsapi.
+//     node/forwardauth, node/opsapi, node/keyringapi.
 //
 // The core speaks domain types only (limit.Item, limit.Result); protobuf is
 // converted at the wire edges, and errors carry limit kinds that
