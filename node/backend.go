@@ -34,11 +34,11 @@ func (b backend) LeaderGRPC() (string, bool) {
 	if id == "" {
 		return "", false
 	}
-	v := b.n.view.Load()
+	v := b.n.cluster.View()
 	if v == nil {
 		return "", false
 	}
-	return v.addr(id)
+	return v.Addr(id)
 }
 
 func (b backend) Ready() error { return b.n.Ready() }
@@ -47,12 +47,12 @@ func (b backend) Gateways() uint32 { return b.n.Gateways() }
 
 // Gateways is the number of gateways watching rules on any member.
 func (n *Node) Gateways() uint32 {
-	v := n.view.Load()
+	v := n.cluster.View()
 	if v == nil {
 		return n.api.Gateways()
 	}
 	var sum uint32
-	for id, m := range v.members {
+	for id, m := range v.Members {
 		if id == n.cfg.ID {
 			sum += n.api.Gateways()
 		} else {
@@ -65,14 +65,14 @@ func (n *Node) Gateways() uint32 {
 // Ready reports why the node cannot serve yet (nil when it can): it needs a
 // ring, a Raft leader and the rule set.
 func (n *Node) Ready() error {
-	if n.leaving.Load() {
+	if n.cluster.Leaving() {
 		return errors.New("node is leaving the cluster")
 	}
-	if n.view.Load() == nil {
+	if n.cluster.View() == nil {
 		return errors.New("no cluster view yet")
 	}
 	if id, _ := n.store.Leader(); id == "" {
-		if why := n.noLeaderReason(); why != "" {
+		if why := n.cluster.NoLeaderReason(); why != "" {
 			return errors.New(why)
 		}
 		return errors.New("no raft leader yet")
@@ -88,18 +88,18 @@ func (n *Node) Ready() error {
 
 // Members describes the cluster as this node sees it.
 func (n *Node) Members() api.Members {
-	v := n.view.Load()
+	v := n.cluster.View()
 	out := api.Members{
 		PartitionCount:    uint32(n.cfg.Ring.PartitionCount),
 		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
 		Load:              n.cfg.Ring.Load,
 		Gateways:          n.Gateways(),
-		NoLeader:          n.noLeaderReason(),
+		NoLeader:          n.cluster.NoLeaderReason(),
 	}
 	if v == nil {
 		return out
 	}
-	out.RingVersion = v.version
+	out.RingVersion = v.Version
 	leader, _ := n.store.Leader()
 	roles := map[string]string{}
 	if cfg, err := n.store.Configuration(); err == nil {
@@ -114,7 +114,7 @@ func (n *Node) Members() api.Members {
 	if leader != "" {
 		roles[leader] = "leader"
 	}
-	for id, m := range v.members {
+	for id, m := range v.Members {
 		role := roles[id]
 		if role == "" {
 			role = "none"
@@ -129,15 +129,15 @@ func (n *Node) Members() api.Members {
 			RaftAddr:        m.Raft,
 			GossipAddr:      m.Gossip,
 			State:           m.State,
-			PartitionsOwned: uint32(len(v.ring.OwnedBy(id))),
-			ReplicasHeld:    uint32(len(v.ring.HeldBy(id))),
+			PartitionsOwned: uint32(len(v.Ring.OwnedBy(id))),
+			ReplicasHeld:    uint32(len(v.Ring.HeldBy(id))),
 			RaftRole:        role,
 		})
 	}
 	// Members gossip saw die or leave, so an operator sees them go.
-	for id, st := range n.departedMembers() {
-		if _, ok := v.members[id]; !ok {
-			out.Members = append(out.Members, api.Member{ID: id, State: stateName(st), RaftRole: "none"})
+	for id, st := range n.cluster.DepartedMembers() {
+		if _, ok := v.Members[id]; !ok {
+			out.Members = append(out.Members, api.Member{ID: id, State: st, RaftRole: "none"})
 		}
 	}
 	slices.SortFunc(out.Members, func(a, b api.Member) int { return strings.Compare(a.ID, b.ID) })

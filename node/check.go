@@ -120,8 +120,7 @@ func (n *Node) Check(ctx context.Context, items []limit.Item, out []limit.Result
 		return err
 	}
 	n.settleGroups(ctx, items, out)
-	n.met.observeChecks(items, out, time.Since(start))
-	n.observe(items, out)
+	n.ops.Observe(items, out, time.Since(start))
 	return nil
 }
 
@@ -135,12 +134,12 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	if n.ctx.Err() != nil {
 		return ErrClosed
 	}
-	v := n.view.Load()
+	v := n.cluster.View()
 	if v == nil {
 		return fmt.Errorf("%w: no ring yet", errUnavailable)
 	}
 	routes := n.handoff.Routes()
-	rt := replication.Router{Self: n.cfg.ID, Leaving: n.leaving.Load(), Table: routes, View: v}
+	rt := replication.Router{Self: n.cfg.ID, Leaving: n.cluster.Leaving(), Table: routes, View: v}
 	rv := n.rules()
 	// The caller matched against a newer rule set than this node has
 	// applied yet (a gateway whose watch is ahead, an admin checking right
@@ -203,7 +202,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 			r.RetryAfter = blockedFor
 			continue
 		}
-		p := v.ring.Partition(it.Key)
+		p := v.Ring.Partition(it.Key)
 		switch to := rt.Route(p, replication.Via{Forwarded: forwarded, Hops: it.Hops}); to.Do {
 		case replication.Forward:
 			remote = addRemote(remote, to.To, i)
@@ -252,7 +251,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		}
 	}
 
-	remote = sc.pin(n.handoff, &rt, v.ring.PartitionCount(), items, res, forwarded, remote)
+	remote = sc.pin(n.handoff, &rt, v.Ring.PartitionCount(), items, res, forwarded, remote)
 	defer sc.unpin(n.handoff) // on early returns; unpinned after the local decision
 
 	// Queue the remote parts first so they travel while the local part is
@@ -447,14 +446,6 @@ func (sc *checkScratch) release() {
 	sc.local, sc.idx, sc.out, sc.parts, sc.pinned, sc.waits = sc.local[:0], sc.idx[:0], sc.out[:0], sc.parts[:0], sc.pinned[:0], sc.waits[:0]
 	scratchPool.Put(sc)
 }
-
-// PartitionOwner and Member make the view the router's (replication.View).
-func (v *clusterView) PartitionOwner(p uint32) string { return v.ring.PartitionOwner(p) }
-
-// Member reports whether id is in the view's member list.
-func (v *clusterView) Member(id string) bool { _, ok := v.members[id]; return ok }
-
-var _ replication.View = (*clusterView)(nil)
 
 // keyCapped answers an item the shard refused at its rule's key cap: the
 // node cannot track one more key of the rule. It has a code of its own

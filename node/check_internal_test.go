@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/ring"
@@ -105,33 +106,6 @@ func TestForwardBatchRenumbersGroups(t *testing.T) {
 	}
 }
 
-// replicaPeers is each partition's replica list without this node, in the
-// ring's order.
-func TestReplicaPeers(t *testing.T) {
-	r, err := ring.New([]string{"a", "b", "c", "d"}, ring.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peers := replicaPeers(r, "b")
-	if len(peers) != r.PartitionCount() {
-		t.Fatalf("%d partitions, want %d", len(peers), r.PartitionCount())
-	}
-	withSelf := 0
-	for p, got := range peers {
-		all := r.PartitionReplicas(uint32(p))
-		want := slices.DeleteFunc(slices.Clone(all), func(id string) bool { return id == "b" })
-		if len(want) < len(all) {
-			withSelf++
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("partition %d: %v, want %v (replicas %v)", p, got, want, all)
-		}
-	}
-	if withSelf == 0 {
-		t.Fatal("no partition had this node among its replicas: the test proves nothing")
-	}
-}
-
 // A check pins the partitions it routed here; one handed off since then is
 // rerouted after its counters (replication.Router.Reroute), all its items
 // together, and an item at the hop limit is answered unavailable instead.
@@ -169,7 +143,7 @@ func TestPinReroutesPartitionsHandedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v := &clusterView{ring: r, members: map[string]member{"a": {ID: "a"}}}
+	v := &membership.View{Ring: r, Members: map[string]member{"a": {ID: "a"}}}
 	rt := replication.Router{Self: "a", Table: h.Routes(), View: v}
 	items := []limit.Item{{Key: "k0"}, {Key: "k1"}, {Key: "k2", Hops: replication.MaxHops}, {Key: "k3"}}
 	res := make([]limit.Result, len(items))

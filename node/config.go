@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,15 +18,16 @@ import (
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/limit/headers"
+	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/rls"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
 
-// Config.GossipUpgrade values.
+// Config.GossipUpgrade values (node/membership's).
 const (
-	GossipUpgradePlain   = "plain"
-	GossipUpgradeEncrypt = "encrypt"
+	GossipUpgradePlain   = membership.UpgradePlain
+	GossipUpgradeEncrypt = membership.UpgradeEncrypt
 )
 
 // ErrConfig reports an invalid Config.
@@ -329,16 +329,4 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, err
-	}
-	return h, port, nil
 }

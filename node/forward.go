@@ -83,11 +83,11 @@ func (n *Node) peerClient(id string) (weirv1.PeerClient, error) {
 
 // peerConn returns the connection to the member id in the current view.
 func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
-	v := n.view.Load()
+	v := n.cluster.View()
 	if v == nil {
 		return nil, fmt.Errorf("%w: no view", errUnavailable)
 	}
-	addr, ok := v.addr(id)
+	addr, ok := v.Addr(id)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown member %q", errUnavailable, id)
 	}

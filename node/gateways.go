@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -48,19 +47,4 @@ func (n *Node) registerGateways(g *grpc.Server, mux *http.ServeMux) error {
 	}
 	mux.Handle(forwardauth.Path, fa)
 	return nil
-}
-
-// dropStalestGateway forgets the gateway that reported least recently
-// (o.mu held). opsapi.Intake decides which gateways may report; this
-// table, holding what they reported for the dashboard, follows it: a
-// gateway the intake admitted is never refused here.
-func (o *opsState) dropStalestGateway() {
-	var stalest string
-	var at time.Time
-	for id, g := range o.gateways {
-		if stalest == "" || g.LastReport.Before(at) {
-			stalest, at = id, g.LastReport
-		}
-	}
-	delete(o.gateways, stalest)
 }

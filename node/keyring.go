@@ -247,7 +247,7 @@ func (n *Node) changeKeyring(op string, key []byte) error {
 	n.log.Info("gossip keyring changed", "op", op, "key", KeyFingerprint(key))
 	if op == "use" {
 		// Re-sign this node's member proof with the new primary.
-		if err := n.ml.UpdateNode(time.Second); err != nil {
+		if err := n.cluster.UpdateMeta(time.Second); err != nil {
 			n.log.Warn("gossip update after a new primary key", "err", err)
 		}
 	}
@@ -325,7 +325,7 @@ func (n *Node) rotate(ctx context.Context, op string, key []byte) (KeyringAnswer
 func (n *Node) eachMember(ctx context.Context, f func(ctx context.Context, id string, m member) KeyringMember) []KeyringMember {
 	ctx, cancel := context.WithTimeout(ctx, keyringTimeout)
 	defer cancel()
-	members := n.readMembers()
+	members := n.cluster.ReadMembers()
 	if _, ok := members[n.cfg.ID]; !ok {
 		members[n.cfg.ID] = member{ID: n.cfg.ID}
 	}

@@ -205,13 +205,13 @@ func (n *Node) memberProof() string {
 	if n.auth == nil {
 		return ""
 	}
-	return base64.RawStdEncoding.EncodeToString(n.auth.MemberProof(n.cfg.ID, n.meta.Boot))
+	return base64.RawStdEncoding.EncodeToString(n.auth.MemberProof(n.cfg.ID, n.cluster.Meta().Boot))
 }
 
 // provenMember reports whether a gossip member proved it holds a key of
 // the keyring (always true without a gossip key). A member that did not
 // is logged at most every 10 s and kept out of the ring and Raft.
-func (n *Node) provenMember(id string, mm memberMeta) bool {
+func (n *Node) provenMember(id string, mm member) bool {
 	if n.auth == nil {
 		return true
 	}
@@ -294,12 +294,12 @@ type raftMembers struct{ n *Node }
 // just left by a gossip round).
 func (m raftMembers) RaftAddr(id string) (string, bool) {
 	n := m.n
-	mm, live := n.gossiped.Lookup(id)
+	mm, live := n.cluster.Lookup(id)
 	if live && n.admittedNow(id, mm) {
 		return mm.Raft, true
 	}
-	if v := n.view.Load(); v != nil {
-		if mm, ok := v.members[id]; ok {
+	if v := n.cluster.View(); v != nil {
+		if mm, ok := v.Members[id]; ok {
 			return mm.Raft, true
 		}
 	}
@@ -367,18 +367,18 @@ type identityMembers struct{ n *Node }
 // view lags a member that just joined). Under TLS, admission binds
 // gossip's entry for id to the certificate that names it (security.go).
 func (m identityMembers) Member(id string) bool {
-	if v := m.n.view.Load(); v != nil {
-		if _, ok := v.members[id]; ok {
+	if v := m.n.cluster.View(); v != nil {
+		if _, ok := v.Members[id]; ok {
 			return true
 		}
 	}
-	_, live := m.n.gossiped.Lookup(id)
+	_, live := m.n.cluster.Lookup(id)
 	return live
 }
 
 func (m identityMembers) Ring() *ring.Ring {
-	if v := m.n.view.Load(); v != nil {
-		return v.ring
+	if v := m.n.cluster.View(); v != nil {
+		return v.Ring
 	}
 	return nil
 }
@@ -388,12 +388,12 @@ func (m identityMembers) Ring() *ring.Ring {
 func (m identityMembers) AdmittedRing() *ring.Ring {
 	n := m.n
 	members := map[string]member{}
-	for id, mm := range n.readMembers() {
+	for id, mm := range n.cluster.ReadMembers() {
 		if n.admittedNow(id, mm) {
 			members[id] = mm
 		}
 	}
-	if mm, ok := members[n.cfg.ID]; ok && n.leaving.Load() {
+	if mm, ok := members[n.cfg.ID]; ok && n.cluster.Leaving() {
 		mm.Leaving = true
 		members[n.cfg.ID] = mm
 	}

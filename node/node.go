@@ -29,9 +29,9 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
-	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/node/identity"
-	"github.com/weirlimit/weir/node/opsapi"
+	"github.com/weirlimit/weir/node/membership"
+	"github.com/weirlimit/weir/node/ops"
 	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -47,7 +47,7 @@ var ErrClosed = limit.Errorf(limit.ErrClosed, "node: closed")
 
 // ErrNoPeers is returned by Leave when no other member is left in the ring
 // to take this node's partitions (their counters are lost).
-var ErrNoPeers = errors.New("node: no member left to take the partitions")
+var ErrNoPeers = membership.ErrNoPeers
 
 // Node is one Weir process: membership, ring, shards, replication, rules and
 // the servers in front of them.
@@ -61,7 +61,7 @@ type Node struct {
 	repl     *replication.Replicator
 	replicas *replication.Store
 	api      *api.Server
-	ml       *memberlist.Memberlist
+	cluster  *membership.Cluster // gossip, members, the cluster view, join and leave
 	handoff  *replication.Handoff
 	peers    *peerPool
 	met      *metrics
@@ -76,26 +76,14 @@ type Node struct {
 	httpSrv       *http.Server
 	grpcLis       net.Listener
 	httpLis       net.Listener
-	meta          memberMeta
-	changed       chan struct{} // non-blocking "members changed" signal
-	view          atomic.Pointer[clusterView]
 	rview         atomic.Pointer[ruleView]
-	ops           *opsState      // events, hot keys, rates (ops.go)
-	opsAPI        *opsapi.Server // /ui/, /v1/events, the Ops service
+	ops           *ops.Ops // the operators' view and its edge (node/ops)
 	rviewMu       sync.Mutex
 	fwd           fwdTable       // a forwarder per destination (forward.go)
 	replTransport *peerTransport // replication streams to peers
-	leaving       atomic.Bool
-	joined        atomic.Bool // gossip join done (when Join is configured)
-	boot          atomic.Bool // Raft bootstrapped (or joined an existing group)
 
-	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
-	durable  *persist.Keeper   // durable counters: what was loaded, the writer
+	durable *persist.Keeper // durable counters: what was loaded, the writer
 
-	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
-	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
-	selfConflict   atomic.Int64 // unix ns of the last gossip record of this id at another address
-	conflictLogged atomic.Int64 // unix ns of the last address-conflict warning
 	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
 	refusedLogged  atomic.Int64 // unix ns of the last refused-peer-call warning
 
@@ -135,13 +123,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.ID),
-		now:      cfg.Now,
-		changed:  make(chan struct{}, 1),
-		gossiped: clusterview.NewBook(cfg.ID),
-		keyring:  keyring,
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		now:     cfg.Now,
+		keyring: keyring,
 	}
+	n.cluster = n.newCluster(keyring)
 	if cfg.Tracer != nil {
 		n.tracer = cfg.Tracer.Tracer(tracing.Name)
 	}
@@ -174,7 +161,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: http listen: %w", err)
 	}
 
-	adv, err := newAdvertiser(cfg, n.log)
+	adv, err := membership.NewAdvertiser(cfg.Advertise, cfg.GossipAddr, cfg.ResolveTimeout, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +169,11 @@ func New(cfg Config) (*Node, error) {
 	rc.ID = cfg.ID
 	rc.DataDir = filepath.Join(cfg.DataDir, "raft")
 	rc.BindAddr = cfg.RaftAddr
-	if rc.AdvertiseAddr, err = adv.raft(cfg.RaftAddr); err != nil {
+	if rc.AdvertiseAddr, err = adv.Raft(cfg.RaftAddr); err != nil {
 		return nil, err
 	}
-	rc.PeerAddr = n.raftAddrOf
-	rc.MemberFeatures = n.memberFeatures
+	rc.PeerAddr = n.cluster.RaftAddrOf
+	rc.MemberFeatures = n.cluster.MemberFeatures
 	n.raftHandshake(&rc)
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
@@ -232,7 +219,7 @@ func New(cfg Config) (*Node, error) {
 	n.durable = persist.NewKeeper(persist.KeeperConfig{ID: cfg.ID, DataDir: cfg.DataDir, Solo: len(cfg.Join) == 0,
 		Partitions: uint32(cfg.Ring.PartitionCount), Interval: cfg.PersistInterval, RestoreWait: cfg.RestoreWait,
 		MinIdle: sc.SnapshotMinIdle, Now: cfg.Now, Sched: cfg.Sched, Logger: n.log.With("component", "persist"),
-		Counters: n.engine, Copies: n.replicas, Ring: n.publishedRing, Leaving: n.leaving.Load})
+		Counters: n.engine, Copies: n.replicas, Ring: n.publishedRing, Leaving: n.cluster.Leaving})
 	n.met.registerFuncs(cfg.Registry, n)
 	n.initOps()
 
@@ -264,7 +251,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
 	}
-	n.opsAPI.RegisterGRPC(n.grpcSrv)
+	n.ops.RegisterGRPC(n.grpcSrv)
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
 		n.health.SetServingStatus(svc, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -276,19 +263,19 @@ func New(cfg Config) (*Node, error) {
 	}
 
 	n.handleKeyring(mux)
-	n.opsAPI.Register(mux)
+	n.ops.Register(mux)
 	mux.Handle("/", n.api.Handler())
 	n.httpSrv = n.newHTTPServer(mux)
 	n.secureHTTP(n.httpSrv)
 
-	n.meta = memberMeta{
+	meta := membership.Meta{
 		Boot:     cfg.Sched.Uint64() | 1,
-		GRPC:     adv.addr(n.grpcLis.Addr().String()),
-		HTTP:     adv.addr(n.httpLis.Addr().String()),
+		GRPC:     adv.Addr(n.grpcLis.Addr().String()),
+		HTTP:     adv.Addr(n.httpLis.Addr().String()),
 		Raft:     n.store.Addr(),
-		Features: advertisedFeatures(cfg.WithoutFeatures),
+		Features: membership.AdvertisedFeatures(cfg.WithoutFeatures),
 	}
-	if err := n.startMemberlist(adv.gossipIP()); err != nil {
+	if err := n.cluster.Listen(meta, adv.GossipIP()); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -297,13 +284,13 @@ func New(cfg Config) (*Node, error) {
 
 // Start serves the APIs and runs the membership, replication and shard loops.
 func (n *Node) Start() error {
-	if why := n.noLeaderReason(); why != "" {
+	if why := n.cluster.NoLeaderReason(); why != "" {
 		n.log.Warn(why)
 	}
 	n.engine.Start()
 	n.durable.Start(n.ctx) // a solo node's counters, before it serves
 	n.goFunc(func() { _ = n.durable.Run(n.ctx) })
-	n.goFunc(n.opsLoop)
+	n.goFunc(func() { n.ops.Run(n.ctx) })
 	n.goFunc(func() { _ = n.repl.Run(n.ctx) })
 	n.goFunc(func() { _ = n.handoff.Run(n.ctx) })
 	n.goFunc(func() {
@@ -316,63 +303,13 @@ func (n *Node) Start() error {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
-	if len(n.cfg.Join) > 0 {
-		// Join before the first ring is built: Join's push/pull brings the
-		// whole member list, so the first ring is complete.
-		if err := n.join(); err != nil {
-			n.log.Warn("gossip join failed; retrying with backoff", "join", n.cfg.Join, "err", err)
-			n.goFunc(n.joinLoop)
-		} else {
-			n.joined.Store(true)
-		}
-	}
-	n.goFunc(n.clusterLoop)
-	n.goFunc(n.reconnectLoop)
-	n.goFunc(n.watchQuorum)
+	n.cluster.Join() // before the first ring: it brings the whole member list
+	n.goFunc(func() { n.cluster.Run(n.ctx) })
 	n.goFunc(n.serveHealth)
 	if n.region != nil {
 		n.goFunc(func() { _ = n.region.Run(n.ctx) })
 	}
-	n.signalChanged()
 	return nil
-}
-
-// join tries every Join address once (memberlist resolves host names
-// again on each call, and joins every address a name stands for). It
-// succeeds once this node knows another member: a name that resolves to
-// this node alone (the first pod behind a headless Service) is no join.
-func (n *Node) join() error {
-	_, err := n.ml.Join(n.cfg.Join)
-	if n.ml.NumMembers() > 1 {
-		return nil
-	}
-	if err == nil {
-		err = errors.New("no other member answered")
-	}
-	return err
-}
-
-// joinLoop retries the gossip join with backoff (clusterview.Join) until
-// this node has company: it answered a join, or another member joined it
-// meanwhile.
-func (n *Node) joinLoop() {
-	j := clusterview.NewJoin(time.Now())
-	n.every(100*time.Millisecond, func() bool {
-		switch j.Step(time.Now(), n.ml.NumMembers() <= 1) {
-		case clusterview.JoinWait:
-			return false
-		case clusterview.JoinAttempt:
-			if err := n.join(); err != nil {
-				wait := j.Failed(time.Now())
-				n.log.Info("gossip join failed; retrying", "join", n.cfg.Join, "in", wait, "err", err)
-				return false
-			}
-		}
-		n.log.Info("joined the cluster", "members", n.ml.NumMembers())
-		n.joined.Store(true)
-		n.signalChanged()
-		return true
-	})
 }
 
 // serveHealth reports SERVING on grpc.health.v1 once the node is first
@@ -421,19 +358,16 @@ func (n *Node) goFunc(f func()) {
 func (n *Node) ID() string { return n.cfg.ID }
 
 // HTTPAddr is the advertised HTTP address (the bound port).
-func (n *Node) HTTPAddr() string { return n.meta.HTTP }
+func (n *Node) HTTPAddr() string { return n.cluster.Meta().HTTP }
 
 // GRPCAddr is the advertised gRPC address (the bound port).
-func (n *Node) GRPCAddr() string { return n.meta.GRPC }
+func (n *Node) GRPCAddr() string { return n.cluster.Meta().GRPC }
 
 // GossipAddr is the advertised memberlist address.
-func (n *Node) GossipAddr() string {
-	a := n.ml.LocalNode().FullAddress()
-	return a.Addr
-}
+func (n *Node) GossipAddr() string { return n.cluster.GossipAddr() }
 
 // RaftAddr is the advertised Raft address.
-func (n *Node) RaftAddr() string { return n.meta.Raft }
+func (n *Node) RaftAddr() string { return n.cluster.Meta().Raft }
 
 // Store exposes the local rules store (reads; writes on the leader).
 func (n *Node) Store() *rulesraft.Store { return n.store }
@@ -446,96 +380,16 @@ func (n *Node) Store() *rulesraft.Store { return n.store }
 // is left in the ring to take the partitions (all gone or leaving too), or
 // when LeaveTimeout passed. Close is still needed afterwards.
 func (n *Node) Leave(ctx context.Context) error {
-	if !n.leaving.CompareAndSwap(false, true) {
+	if !n.cluster.StartLeave() {
 		return nil
 	}
 	n.health.Shutdown()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
 	defer cancel()
-	var owned []uint32
-	if v := n.view.Load(); v != nil && len(v.members) > 1 {
-		owned = v.ring.OwnedBy(n.cfg.ID)
-	}
-	if err := n.ml.UpdateNode(n.cfg.LeaveTimeout / 4); err != nil {
-		n.log.Warn("gossip update", "err", err)
-	}
-	n.signalChanged()
-	// Wait until every partition this node owned has been pulled, or no
-	// member is left to pull them (clusterview.Leave). Checked on every
-	// route change and on a tick: a member gone or silent changes no route.
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	l := clusterview.NewLeave(owned, time.Now)
-wait:
-	for {
-		h := leaveHandoff{n: n, ctx: ctx, routes: n.handoff.Routes()}
-		out, left := l.Step(h)
-		if out == clusterview.HandedOff {
-			break
-		}
-		if out == clusterview.NoPeers {
-			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ErrNoPeers)
-			break
-		}
-		select {
-		case <-ctx.Done():
-			err = fmt.Errorf("node: leave: %d partitions not handed off: %w", left, ctx.Err())
-			break wait
-		case <-h.routes.Changed():
-		case <-tick.C:
-		}
-	}
+	err := n.cluster.HandOff(ctx, n.cfg.LeaveTimeout/4)
 	n.durable.Write() // what this node still holds: all of it when nobody took its partitions
-	if lerr := n.ml.Leave(time.Second); lerr != nil {
-		n.log.Warn("gossip leave", "err", lerr)
-	}
+	n.cluster.Depart()
 	return err
-}
-
-// leaveHandoff is what a leave watches: the hand-off's routes, the ring
-// and the peers' answers.
-type leaveHandoff struct {
-	n      *Node
-	ctx    context.Context
-	routes *replication.Routes
-}
-
-var _ clusterview.Handoff = leaveHandoff{}
-
-func (h leaveHandoff) Moved(p uint32) bool {
-	st, _ := h.routes.State(p)
-	return st == replication.PartMoved
-}
-func (h leaveHandoff) OthersInRing() bool { return h.n.gossiped.OthersInRing() }
-func (h leaveHandoff) PeersAnswer() bool  { return h.n.peerAnswers(h.ctx) }
-
-// peerAnswers reports whether any other member in the ring answers a gRPC
-// health check (whatever its status) within clusterview.ProbeEvery.
-func (n *Node) peerAnswers(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, clusterview.ProbeEvery)
-	defer cancel()
-	answered := make(chan bool)
-	asked := 0
-	for id, m := range n.readMembers() {
-		if id == n.cfg.ID || m.Leaving || m.GRPC == "" {
-			continue
-		}
-		cc, err := n.peers.conn(m.GRPC)
-		if err != nil {
-			continue
-		}
-		asked++
-		go func() {
-			_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
-			answered <- err == nil
-		}()
-	}
-	ok := false
-	for range asked {
-		ok = <-answered || ok
-	}
-	return ok
 }
 
 // Close stops the node hard (no hand-off): servers, loops, gossip, Raft.
@@ -548,7 +402,7 @@ func (n *Node) Close() error {
 		_ = n.httpSrv.Shutdown(sctx)
 		c()
 		n.wg.Wait()
-		n.opsAPI.Close()
+		n.ops.Close()
 		n.closeForwarders()
 		if n.region != nil {
 			n.region.Close()
@@ -560,8 +414,8 @@ func (n *Node) Close() error {
 
 // closeResources releases what New opened; safe on a partly built node.
 func (n *Node) closeResources() {
-	if n.ml != nil {
-		_ = n.ml.Shutdown()
+	if n.cluster != nil {
+		n.cluster.Close()
 	}
 	if n.engine != nil {
 		n.engine.Close()

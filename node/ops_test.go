@@ -421,3 +421,54 @@ func TestEventsKeepFirstDenialAtDefaultSampling(t *testing.T) {
 		t.Fatalf("%d denied, events %+v; want the one denial as an event", denied, got.Events)
 	}
 }
+
+// The snapshot counts a concurrency rule's permits in use over the
+// cluster (keys owned by either node), with scope=local each node's own,
+// and follows a release.
+func TestSnapshotCountsPermitsInUse(t *testing.T) {
+	c := testcluster.New(t, 2)
+	c.ApplyRules("rules:\n  - id: jobs\n    match: {route: /j}\n    key: apikey\n    algorithm: concurrency\n    limit: 50\n    permit_ttl: 5m\n")
+	var permits []string
+	for i := range 8 {
+		var res struct {
+			Allowed bool   `json:"allowed"`
+			Permit  string `json:"permit"`
+		}
+		url := "http://" + c.Nodes[i%2].HTTPAddr() + "/v1/limits/check"
+		if code := postJSON(t, url, fmt.Sprintf(`{"key":"apikey:k%d","rule":"jobs"}`, i), &res); code != http.StatusOK || !res.Allowed || res.Permit == "" {
+			t.Fatalf("check %d: %d %+v", i, code, res)
+		}
+		permits = append(permits, res.Permit)
+	}
+	inUse := func(addr, scope string) int64 {
+		t.Helper()
+		var s opsapi.Snapshot
+		if code := getJSON(t, "http://"+addr+"/v1/ops/snapshot?scope="+scope, &s); code != http.StatusOK {
+			t.Fatalf("snapshot: %d", code)
+		}
+		var n int64
+		for _, p := range s.Permits {
+			if p.Rule != "jobs" {
+				t.Errorf("permits of rule %q, want jobs only", p.Rule)
+			}
+			n += p.InUse
+		}
+		return n
+	}
+	if n := inUse(c.Nodes[0].HTTPAddr(), "cluster"); n != 8 {
+		t.Fatalf("cluster in use %d, want 8", n)
+	}
+	local0, local1 := inUse(c.Nodes[0].HTTPAddr(), "local"), inUse(c.Nodes[1].HTTPAddr(), "local")
+	if local0+local1 != 8 || local0 == 0 || local1 == 0 {
+		t.Errorf("local in use %d + %d, want 8 over both owners", local0, local1)
+	}
+	var rel struct {
+		Released bool `json:"released"`
+	}
+	if code := postJSON(t, "http://"+c.Nodes[1].HTTPAddr()+"/v1/limits/release", fmt.Sprintf(`{"key":"apikey:k0","rule":"jobs","permit":%q}`, permits[0]), &rel); code != http.StatusOK || !rel.Released {
+		t.Fatalf("release: %d %+v", code, rel)
+	}
+	if n := inUse(c.Nodes[1].HTTPAddr(), "cluster"); n != 7 {
+		t.Fatalf("cluster in use after a release %d, want 7", n)
+	}
+}

@@ -215,14 +215,14 @@ func (p peerHandoff) Handoff(ctx context.Context, addr string, req replication.H
 
 // replicaPlacement lists where a partition's copies go (not this node).
 func (n *Node) replicaPlacement(p uint32) []string {
-	v := n.view.Load()
+	v := n.cluster.View()
 	if v == nil {
 		return nil
 	}
-	if int(p) >= len(v.peers) {
+	if int(p) >= len(v.Peers) {
 		return nil
 	}
-	return v.peers[p] // shared: the replicator only reads it
+	return v.Peers[p] // shared: the replicator only reads it
 }
 
 // peerTransport ships replication batches to each peer on one long-lived,

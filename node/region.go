@@ -62,15 +62,15 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 type regionCluster struct{ n *Node }
 
 func (c regionCluster) Owner(key string) (self bool, addr string, ok bool) {
-	v := c.n.view.Load()
+	v := c.n.cluster.View()
 	if v == nil {
 		return false, "", false
 	}
-	owner := v.ring.PartitionOwner(v.ring.Partition(key))
+	owner := v.Ring.PartitionOwner(v.Ring.Partition(key))
 	if owner == c.n.cfg.ID {
 		return true, "", true
 	}
-	addr, ok = v.addr(owner)
+	addr, ok = v.Addr(owner)
 	return false, addr, ok
 }
 

@@ -210,7 +210,7 @@ func (n *Node) verifyMember(id, addr string) {
 	} else {
 		n.log.Info("admitted a member", "member", id, "grpc", addr)
 	}
-	n.signalChanged()
+	n.cluster.Refresh()
 }
 
 func (n *Node) checkMember(id, addr string) error {

@@ -23,7 +23,7 @@ import (
 )
 
 // ErrConfig reports an invalid Config.
-var ErrConfig = errors.New("region: invalid config")
+var ErrConfig = errors.New("invalid regions setup")
 
 // Config is one node's view of the regions.
 type Config struct {
@@ -99,9 +99,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: interval and timeout must be >= 0", ErrConfig)
 	}
 	if err := c.ShareConfig().Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return shareProblem(err)
 	}
 	return nil
+}
+
+// shareProblem is a share.Config problem as one of Config: the share's
+// detail under ErrConfig.
+func shareProblem(err error) error {
+	return fmt.Errorf("%w: %s", ErrConfig, strings.TrimPrefix(err.Error(), share.ErrConfig.Error()+": "))
 }
 
 // ParsePeers reads "eu=host:port,us=host:port".
@@ -204,7 +210,7 @@ func New(cfg Config, cluster Cluster) (*Agent, error) {
 	scfg.Interval = cfg.Interval
 	t, err := share.New(scfg, cfg.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return nil, shareProblem(err)
 	}
 	a := &Agent{cfg: cfg, scfg: scfg, log: cfg.Logger, cluster: cluster, regions: t.Regions(), self: t.Self(), table: t,
 		tally: map[string]*count{}, ops: make(chan func(), 64), conns: map[string]*grpc.ClientConn{}}
@@ -465,7 +471,7 @@ func (a *Agent) Exchange(ctx context.Context, req *weirv1.RegionExchangeRequest)
 		return a.adopt(ctx, req)
 	}
 	if from < 0 || from == a.self || !slices.Equal(req.GetRegions(), a.regions) {
-		return nil, status.Errorf(codes.FailedPrecondition, "region: exchange from %q with regions %v; this region (%s) is configured with %v",
+		return nil, status.Errorf(codes.FailedPrecondition, "exchange from region %q with regions %v; this region (%s) is configured with %v",
 			req.GetFrom(), req.GetRegions(), a.cfg.Region, a.regions)
 	}
 	local := []*weirv1.RegionKey{}
@@ -572,14 +578,14 @@ func (a *Agent) conn(addr string) (*grpc.ClientConn, error) {
 	a.connMu.Lock()
 	defer a.connMu.Unlock()
 	if a.conns == nil {
-		return nil, errors.New("region: closed")
+		return nil, errors.New("region exchange closed")
 	}
 	if c := a.conns[addr]; c != nil {
 		return c, nil
 	}
 	c, err := grpc.NewClient(addr, a.cfg.DialOptions...)
 	if err != nil {
-		return nil, fmt.Errorf("region: dial %s: %w", addr, err)
+		return nil, fmt.Errorf("dialing region at %s: %w", addr, err)
 	}
 	a.conns[addr] = c
 	return c, nil

@@ -3,14 +3,37 @@ package replication
 import "slices"
 
 // Move is one partition whose owner or replicas change between two rings
-// (Partitions computes them from the Assignments it is given). OldReplicas
-// and NewReplicas list the owner first; an empty side has owner "".
+// (Diff computes them from two placements: Partitions from the
+// Assignments it is given, clusterview.Diff from two rings). OldReplicas
+// and NewReplicas list the owner first; an empty side has owner "" and
+// nil replicas.
 type Move struct {
 	Partition   uint32
 	OldOwner    string
 	NewOwner    string
 	OldReplicas []string
 	NewReplicas []string
+}
+
+// OwnerChanged reports whether the partition changes owner.
+func (m Move) OwnerChanged() bool { return m.OldOwner != m.NewOwner }
+
+// Gained returns the members that hold the partition after the change but
+// not before: the ones that must receive its state.
+func (m Move) Gained() []string { return missing(m.NewReplicas, m.OldReplicas) }
+
+// Lost returns the members that held the partition before the change but no
+// longer do: the ones that may drop its state.
+func (m Move) Lost() []string { return missing(m.OldReplicas, m.NewReplicas) }
+
+func missing(from, in []string) []string {
+	var out []string
+	for _, id := range from {
+		if !slices.Contains(in, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Source says whom to ask for a partition's counters, best first: the

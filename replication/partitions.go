@@ -309,77 +309,15 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	adopt := old != nil && e.Base != nil
 	switch {
 	case old == nil && e.Base == nil:
-		// The first ring of a node alone: it serves what it owns.
-		for p := range m.parts {
-			if e.Place[p].Owner == m.self {
-				m.parts[p] = partition{state: PartReady}
-			}
-		}
+		m.firstRing(e)
 		return nil
 	case e.Base != nil:
-		// A cluster that went on without this node (it is new, or it comes
-		// back from the smaller side of a split) is compared with the ring
-		// it had: partitions this node takes over are pulled from their
-		// owners there before it answers for them, and what this node
-		// holds of the others' partitions is let go.
-		for p := range m.parts {
-			pt := &m.parts[p]
-			switch {
-			case pt.state.Holds() && e.Place[p].Owner != m.self:
-				*pt = partition{}
-				forget = append(forget, uint32(p))
-			case pt.state == PartMoved:
-				*pt = partition{}
-			}
-		}
+		forget = m.forgetForBase(e)
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
-	departed := m.departed
-	// While members only join, every node that handed a partition on keeps
-	// a moved mark to the next holder, so a chain of marks leads to the
-	// counters even for a new owner that has not seen the latest ring yet:
-	// marks stay until their puller is gone. A member leaving the ring
-	// breaks such chains (its own marks go with it, and once it is gone
-	// items sent to it fail), so then a mark whose puller no longer owns
-	// the partition by this ring is dropped and the partition is routed by
-	// the ring, to the owner that promoted or pulled its counters (or is
-	// pulling them, and forwards to where they are until then). A puller
-	// neither ring knows is not stale: it pulled on a newer ring than this
-	// one.
-	shrank := false
-	for id := range oldMembers {
-		if !newMembers[id] {
-			shrank = true
-			break
-		}
-	}
 	alive := func(id string) bool { _, ok := e.Live[id]; return ok }
-	// A dropped mark of a partition this node owns by the new ring (it was
-	// pulled away on a ring this node never agreed with, and the puller is
-	// gone or out of the ring before this node took it back) is taken back
-	// at once: this node holds no counters for it, and deciding it here on
-	// none would start every key of it from a full bucket. It is pulled
-	// from the puller if alive, else from the best copies.
-	var reclaim []Source
-	for p := range m.parts {
-		pt := &m.parts[p]
-		if pt.state != PartMoved {
-			continue
-		}
-		known := newMembers[pt.peer] || oldMembers[pt.peer]
-		if pt.back && alive(pt.peer) {
-			pt.back = false // gossip has it back: an ordinary mark from now on
-		}
-		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
-		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
-			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
-				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
-				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
-			}
-			*pt = partition{}
-		}
-	}
-	moves := diffPlacements(old, e.Place)
+	reclaim := m.dropStaleMarks(e, oldMembers, newMembers, alive)
+	moves := Diff(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
 	for _, r := range reclaim { // those the ring did not give this node anew
 		if bug.On(bug.DoublePull) || !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
@@ -406,26 +344,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			*pt = partition{state: PartReleased, since: e.Now, copies: m.provisional(pt, e.Now)}
 		}
 	}
-	// A gained partition this node still holds (released, and not pulled
-	// by the owner in between, e.g. a ring that flapped) may have counters
-	// nobody else has: if no live node holds it, copies are added to them
-	// rather than replacing them.
-	//
-	// A gained partition still pending is left to the pull in flight (it
-	// is settled by this ring on arrival): one pull at a time per
-	// partition. A second one would install over counters the first had
-	// already settled and checks had decided on (its Drop and Import are
-	// two steps, so a check between them starts a key from a full bucket,
-	// which the Import then keeps: the chaos suite's repeated cuts caught
-	// it after two rings with a base in a row).
-	var held []uint32
-	gain = slices.DeleteFunc(gain, func(g Source) bool { return m.parts[g.Partition].state == PartPending && !bug.On(bug.TwoPulls) })
-	for _, g := range gain {
-		if e.Base == nil && m.parts[g.Partition].state.Holds() {
-			held = append(held, g.Partition)
-		}
-		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
-	}
+	gain, held := m.startPulls(gain, e.Base == nil)
 	var out []Effect
 	if len(forget) > 0 {
 		out = append(out, DropCounters{Parts: forget})
@@ -437,6 +356,112 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		out = append(out, Resync{Parts: resync})
 	}
 	return out
+}
+
+// firstRing is the first ring of a node alone: it serves what it owns.
+func (m *Partitions) firstRing(e RingChanged) {
+	for p := range m.parts {
+		if e.Place[p].Owner == m.self {
+			m.parts[p] = partition{state: PartReady}
+		}
+	}
+}
+
+// forgetForBase lets go of what this node holds of the others' partitions
+// by a ring with a base and returns the partitions whose counters it lets
+// go. A cluster that went on without this node (it is new, or it comes back
+// from the smaller side of a split) is compared with the ring it had:
+// partitions this node takes over are pulled from their owners there
+// before it answers for them, and what this node holds of the others'
+// partitions is let go.
+func (m *Partitions) forgetForBase(e RingChanged) (forget []uint32) {
+	for p := range m.parts {
+		pt := &m.parts[p]
+		switch {
+		case pt.state.Holds() && e.Place[p].Owner != m.self:
+			*pt = partition{}
+			forget = append(forget, uint32(p))
+		case pt.state == PartMoved:
+			*pt = partition{}
+		}
+	}
+	return forget
+}
+
+// dropStaleMarks drops the moved marks this ring makes stale and returns
+// the partitions of dropped marks this node takes back at once.
+func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[string]bool, alive func(string) bool) []Source {
+	departed := m.departed
+	// While members only join, every node that handed a partition on keeps
+	// a moved mark to the next holder, so a chain of marks leads to the
+	// counters even for a new owner that has not seen the latest ring yet:
+	// marks stay until their puller is gone. A member leaving the ring
+	// breaks such chains (its own marks go with it, and once it is gone
+	// items sent to it fail), so then a mark whose puller no longer owns
+	// the partition by this ring is dropped and the partition is routed by
+	// the ring, to the owner that promoted or pulled its counters (or is
+	// pulling them, and forwards to where they are until then). A puller
+	// neither ring knows is not stale: it pulled on a newer ring than this
+	// one.
+	shrank := false
+	for id := range oldMembers {
+		if !newMembers[id] {
+			shrank = true
+			break
+		}
+	}
+	// A dropped mark of a partition this node owns by the new ring (it was
+	// pulled away on a ring this node never agreed with, and the puller is
+	// gone or out of the ring before this node took it back) is taken back
+	// at once: this node holds no counters for it, and deciding it here on
+	// none would start every key of it from a full bucket. It is pulled
+	// from the puller if alive, else from the best copies.
+	var reclaim []Source
+	for p := range m.parts {
+		pt := &m.parts[p]
+		if pt.state != PartMoved {
+			continue
+		}
+		known := newMembers[pt.peer] || oldMembers[pt.peer]
+		if pt.back && alive(pt.peer) {
+			pt.back = false // gossip has it back: an ordinary mark from now on
+		}
+		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
+		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
+			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
+				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
+				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
+			}
+			*pt = partition{}
+		}
+	}
+	return reclaim
+}
+
+// startPulls marks the gained partitions pending (fresh: a ring without a
+// base) and returns those it pulls, and those of them it still held.
+//
+// A gained partition this node still holds (released, and not pulled
+// by the owner in between, e.g. a ring that flapped) may have counters
+// nobody else has: if no live node holds it, copies are added to them
+// rather than replacing them.
+//
+// A gained partition still pending is left to the pull in flight (it
+// is settled by this ring on arrival): one pull at a time per
+// partition. A second one would install over counters the first had
+// already settled and checks had decided on (its Drop and Import are
+// two steps, so a check between them starts a key from a full bucket,
+// which the Import then keeps: the chaos suite's repeated cuts caught
+// it after two rings with a base in a row).
+func (m *Partitions) startPulls(gain []Source, fresh bool) (pull []Source, held []uint32) {
+	gain = slices.DeleteFunc(gain, func(g Source) bool { return m.parts[g.Partition].state == PartPending && !bug.On(bug.TwoPulls) })
+	for _, g := range gain {
+		if fresh && m.parts[g.Partition].state.Holds() {
+			held = append(held, g.Partition)
+		}
+		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
+	}
+	return gain, held
 }
 
 // firstSource is the peer a gained partition's items go to until it
@@ -558,9 +583,10 @@ func (m *Partitions) tick(now int64) []Effect {
 	return out
 }
 
-// diffPlacements lists the partitions whose owner or replicas differ
-// between two rings, in partition order.
-func diffPlacements(old, cur []Assignment) []Move {
+// Diff lists the partitions whose owner or replicas differ between two
+// placements of the same partition count, in partition order
+// (clusterview.Diff compares two rings with it).
+func Diff(old, cur []Assignment) []Move {
 	var out []Move
 	for p := range cur {
 		o, n := old[p], cur[p]

@@ -314,7 +314,7 @@ func (r *Replicator) succeeded(d *dest, n int) {
 	r.statsMu.Unlock()
 	if d.failing {
 		d.failing = false
-		r.log.Info("replication: destination recovered", "to", d.id)
+		r.log.Info("replica destination recovered", "to", d.id)
 	}
 }
 
@@ -324,7 +324,7 @@ func (r *Replicator) refused(d *dest, n int, err error) {
 	r.failed.Add(uint64(n))
 	if !d.failing {
 		d.failing = true
-		r.log.Warn("replication: send failed; retrying with newest states", "to", d.id, "states", n, "err", err)
+		r.log.Warn("replica send failed; retrying with newest states", "to", d.id, "states", n, "err", err)
 	}
 }
 

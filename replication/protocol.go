@@ -57,11 +57,11 @@ type HandoffReply struct {
 
 // ErrBadRequest is returned by Serve for a request that names no puller,
 // names this node, or names a partition out of range. Nothing changes.
-var ErrBadRequest = errors.New("replication: bad hand-off request")
+var ErrBadRequest = errors.New("bad hand-off request")
 
 // ErrClosed is returned once the Handoff's Run has returned (an Inline
 // one's Close was called).
-var ErrClosed = errors.New("replication: closed")
+var ErrClosed = errors.New("replication closed")
 
 // HandoffConfig tunes a Handoff.
 type HandoffConfig struct {

@@ -31,7 +31,7 @@ type StoreLimits struct {
 }
 
 // ErrRefused is returned by Apply for states it did not store.
-var ErrRefused = errors.New("replication: replica states refused")
+var ErrRefused = errors.New("replica states refused")
 
 type replicaPart struct {
 	from   string // the sender of the latest Apply

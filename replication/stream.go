@@ -71,7 +71,7 @@ type unaryStream struct {
 
 // errStreamFull is a broken promise of Run's (more batches in flight than
 // maxUnacked); the stream fails rather than block Run.
-var errStreamFull = errors.New("replication: stream queue full")
+var errStreamFull = errors.New("replication stream queue full")
 
 func newUnaryStream(ctx context.Context, t Transport, to string, cfg Config) *unaryStream {
 	ctx, cancel := context.WithCancel(ctx)

@@ -32,12 +32,3 @@ func BenchmarkNew(b *testing.B) {
 		})
 	}
 }
-
-func BenchmarkDiff(b *testing.B) {
-	old := mustNew(b, ids(0, 5), DefaultConfig())
-	new := mustNew(b, ids(0, 6), DefaultConfig())
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = Diff(old, new)
-	}
-}

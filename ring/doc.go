@@ -27,8 +27,8 @@
 // A Ring never changes after New and is safe for concurrent use. When the
 // member set changes, the owner of the ring builds a new one and swaps a
 // pointer (atomic.Pointer[Ring]); readers keep using whichever ring they
-// loaded. Diff(old, new) lists the partitions whose owner or replica list
-// changed, with the members that gain (must receive state) or lose them.
+// loaded. (clusterview.Diff(old, new) lists the partitions whose owner or
+// replica list changed, as replication.Moves.)
 // Config, and above all PartitionCount, must be the same cluster-wide and
 // for the cluster's lifetime.
 //

@@ -203,17 +203,10 @@ func (w *World) start(f Fault) {
 			hs = append(hs, h)
 		}
 	}
-	later := func(d time.Duration, fn func()) {
-		w.loop.after(d, func() {
-			fn()
-			w.gossip()
-			w.raft()
-		})
-	}
 	switch f.Kind {
 	case "delay":
 		w.extraDelay += time.Duration(f.N) * time.Millisecond
-		later(f.For, func() { w.extraDelay -= time.Duration(f.N) * time.Millisecond })
+		w.later(f.For, func() { w.extraDelay -= time.Duration(f.N) * time.Millisecond })
 	case "loss":
 		w.lossPerMille += int(f.N)
 		if w.rpcAllowance {
@@ -221,28 +214,14 @@ func (w *World) start(f Fault) {
 			// settles from copies while the holder keeps the counters.
 			w.oracle.episode(f.For)
 		}
-		later(f.For, func() { w.lossPerMille -= int(f.N) })
+		w.later(f.For, func() { w.lossPerMille -= int(f.N) })
 	case "dup":
 		w.dupPM += int(f.N)
-		later(f.For, func() { w.dupPM -= int(f.N) })
+		w.later(f.For, func() { w.dupPM -= int(f.N) })
 	case "view", "flap":
-		if len(hs) == 0 || !hs[0].up || hs[0].override != nil {
-			return
+		if !w.startView(f, hs) {
+			return // nothing changed: no gossip or Raft round
 		}
-		h := hs[0]
-		h.override = f.See
-		h.viewFaulted = true
-		if f.Kind == "flap" {
-			h.override = []string{h.id}
-		}
-		w.oracle.episode(f.For)
-		inc := h.inc
-		later(f.For, func() {
-			if h.inc == inc {
-				h.override = nil
-				h.flapEnd = w.loop.now
-			}
-		})
 	case "rpc":
 		for _, h := range hs {
 			h.rpcDown++
@@ -252,45 +231,15 @@ func (w *World) start(f Fault) {
 			// whatever copies this node has (docs/design.md).
 			w.oracle.episode(f.For)
 		}
-		later(f.For, func() {
+		w.later(f.For, func() {
 			for _, h := range hs {
 				h.rpcDown--
 			}
 		})
 	case "split":
-		w.groups++
-		g := w.groups
-		for _, h := range hs {
-			w.group[h.id] = g
-		}
-		w.oracle.episode(f.For + time.Duration(f.Steps)*healStep)
-		steps := max(f.Steps, 1)
-		per := (len(hs) + steps - 1) / steps
-		for s := range steps {
-			back := hs[min(s*per, len(hs)):min((s+1)*per, len(hs))]
-			later(f.For+time.Duration(s)*healStep, func() {
-				for _, h := range back {
-					if w.group[h.id] == g {
-						w.group[h.id] = 0
-					}
-				}
-			})
-		}
+		w.startSplit(f, hs)
 	case "kill":
-		for _, h := range hs {
-			if !h.up {
-				continue
-			}
-			w.oracle.killed(h)
-			w.stop(h)
-			if f.For > 0 {
-				later(f.For, func() {
-					if !h.up && !h.left {
-						w.boot(h)
-					}
-				})
-			}
-		}
+		w.startKill(f, hs)
 	case "leave":
 		for _, h := range hs {
 			w.startLeave(h)
@@ -310,7 +259,7 @@ func (w *World) start(f Fault) {
 		if len(hs) > 0 {
 			w.oracle.episode(f.For)
 		}
-		later(f.For, func() {})
+		w.later(f.For, func() {})
 	case "jump":
 		for _, h := range hs {
 			h.skew += time.Duration(f.N)
@@ -321,4 +270,76 @@ func (w *World) start(f Fault) {
 	}
 	w.gossip()
 	w.raft()
+}
+
+// later runs fn after d, then lets gossip and Raft react to it.
+func (w *World) later(d time.Duration, fn func()) {
+	w.loop.after(d, func() {
+		fn()
+		w.gossip()
+		w.raft()
+	})
+}
+
+// startView gives hs[0] a view of the members of its own (f.See, or itself
+// alone for a flap) for f.For; false if it is down or already faulted.
+func (w *World) startView(f Fault, hs []*host) bool {
+	if len(hs) == 0 || !hs[0].up || hs[0].override != nil {
+		return false
+	}
+	h := hs[0]
+	h.override = f.See
+	h.viewFaulted = true
+	if f.Kind == "flap" {
+		h.override = []string{h.id}
+	}
+	w.oracle.episode(f.For)
+	inc := h.inc
+	w.later(f.For, func() {
+		if h.inc == inc {
+			h.override = nil
+			h.flapEnd = w.loop.now
+		}
+	})
+	return true
+}
+
+// startSplit cuts hs off into a group of their own for f.For, healing in f.Steps steps.
+func (w *World) startSplit(f Fault, hs []*host) {
+	w.groups++
+	g := w.groups
+	for _, h := range hs {
+		w.group[h.id] = g
+	}
+	w.oracle.episode(f.For + time.Duration(f.Steps)*healStep)
+	steps := max(f.Steps, 1)
+	per := (len(hs) + steps - 1) / steps
+	for s := range steps {
+		back := hs[min(s*per, len(hs)):min((s+1)*per, len(hs))]
+		w.later(f.For+time.Duration(s)*healStep, func() {
+			for _, h := range back {
+				if w.group[h.id] == g {
+					w.group[h.id] = 0
+				}
+			}
+		})
+	}
+}
+
+// startKill stops hs, booting each again after f.For (if set).
+func (w *World) startKill(f Fault, hs []*host) {
+	for _, h := range hs {
+		if !h.up {
+			continue
+		}
+		w.oracle.killed(h)
+		w.stop(h)
+		if f.For > 0 {
+			w.later(f.For, func() {
+				if !h.up && !h.left {
+					w.boot(h)
+				}
+			})
+		}
+	}
 }

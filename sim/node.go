@@ -154,7 +154,7 @@ func (n *Node) placement(p uint32) []string {
 	return out
 }
 
-// Refresh steps the node's ring-view policy over its book, as node's
+// Refresh steps the node's ring-view policy over its book, as membership's
 // refreshView does: a change goes to the hand-off first (partitions
 // gained are pending from then on) and is published only after it.
 func (n *Node) Refresh(ctx context.Context) error {

@@ -496,7 +496,7 @@ func (w *World) report(x *host, id string, m clusterview.Member) {
 	})
 }
 
-// refresh steps x's ring-view policy (as node's refreshView).
+// refresh steps x's ring-view policy (as node/membership's refreshView).
 func (w *World) refresh(x *host) {
 	if !x.up {
 		return

@@ -37,7 +37,16 @@ rules:
   - id: edge.internal
     match: {domain: edge, descriptor: [{key: plan, value: internal}]}
     unlimited: true
+  - id: jobs.inflight
+    match: {route: /v1/jobs, method: POST}
+    key: apikey
+    algorithm: concurrency
+    limit: 20
+    permit_ttl: 5m
 `
+
+// dashboardRuleIDs are the rules of dashboardRules.
+var dashboardRuleIDs = []string{"orders.write", "search.ip", "edge.internal", "jobs.inflight"}
 
 // chromium finds a headless Chromium, or skips: CI (.ci/run) installs it.
 func chromium(t *testing.T) string {
@@ -52,8 +61,10 @@ func chromium(t *testing.T) string {
 
 // The dashboard at /ui/, loaded in a real headless Chromium against a
 // 3-node cluster under a little load, shows the member ids, the rule ids,
-// a non-zero denied rate, an event and the reporting gateway, all read
-// from the rendered DOM. WEIR_DASHBOARD_PNG=path also saves a screenshot
+// a non-zero denied rate, an event, the reporting gateway and a
+// concurrency rule's permits in use over the cluster (held on keys owned
+// by different nodes; the number follows a release), all read from the
+// rendered DOM. WEIR_DASHBOARD_PNG=path also saves a screenshot
 // there (docs/dashboard.png is made so).
 func TestDashboardInChromium(t *testing.T) {
 	bin := chromium(t)
@@ -136,14 +147,31 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		return string(out)
 	}
+	// Permits of jobs.inflight on keys spread over the nodes: the page
+	// shows the cluster's sum, and less once some are released.
+	var permits []string
+	for i := range 6 {
+		permits = append(permits, takePermit(t, c.Nodes[i%3].HTTPAddr(), fmt.Sprintf("apikey:job_%d", i)))
+	}
 	dom := run("--dump-dom", ui)
+	inUse := regexp.MustCompile(`<tr data-rule="jobs.inflight">.*?data-inuse="([0-9]+)">([^<]*)</td>`)
+	if m := inUse.FindStringSubmatch(dom); m == nil || m[1] != "6" || m[2] != "6 / 20" {
+		t.Errorf("jobs.inflight in use with 6 permits held: %q, want 6 (6 / 20)", m)
+	}
+	for i := range 4 {
+		releasePermit(t, c.Nodes[(i+1)%3].HTTPAddr(), fmt.Sprintf("apikey:job_%d", i), permits[i])
+	}
+	dom2 := run("--dump-dom", ui)
+	if m := inUse.FindStringSubmatch(dom2); m == nil || m[1] != "2" {
+		t.Errorf("jobs.inflight in use after 4 of 6 permits were released: %q, want 2\n%s", m, dom2)
+	}
 
 	for _, nd := range c.Nodes {
 		if !strings.Contains(dom, `<tr data-id="`+nd.ID()+`">`) {
 			t.Errorf("rendered page lacks member %s", nd.ID())
 		}
 	}
-	for _, id := range []string{"orders.write", "search.ip"} {
+	for _, id := range dashboardRuleIDs {
 		if !strings.Contains(dom, `<tr data-rule="`+id+`">`) {
 			t.Errorf("rendered page lacks rule %s", id)
 		}
@@ -165,8 +193,8 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	// Every sparkline is drawn on one time axis and one scale.
 	axes := regexp.MustCompile(`<svg class="spark"[^>]*?data-t0="([^"]*)" data-t1="([^"]*)" data-max="([^"]*)"`).FindAllStringSubmatch(dom, -1)
-	if len(axes) != 3 {
-		t.Errorf("%d sparklines with their axes, want one for each of the 3 rules", len(axes))
+	if len(axes) != len(dashboardRuleIDs) {
+		t.Errorf("%d sparklines with their axes, want one for each of the %d rules", len(axes), len(dashboardRuleIDs))
 	}
 	for _, a := range axes {
 		if a[1] != axes[0][1] || a[2] != axes[0][2] || a[3] != axes[0][3] {
@@ -196,5 +224,47 @@ func TestDashboardInChromium(t *testing.T) {
 	run("--screenshot="+png, ui)
 	if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
 		t.Fatalf("screenshot %s: %v", png, err)
+	}
+}
+
+// takePermit checks key under jobs.inflight at addr and returns the
+// permit it holds.
+func takePermit(t *testing.T, addr, key string) string {
+	t.Helper()
+	var res struct {
+		Allowed bool   `json:"allowed"`
+		Permit  string `json:"permit"`
+	}
+	postOK(t, "http://"+addr+"/v1/limits/check", fmt.Sprintf(`{"key":%q,"rule":"jobs.inflight"}`, key), &res)
+	if !res.Allowed || res.Permit == "" {
+		t.Fatalf("check %s: %+v, want a permit", key, res)
+	}
+	return res.Permit
+}
+
+// releasePermit gives permit of key back through addr (any node).
+func releasePermit(t *testing.T, addr, key, permit string) {
+	t.Helper()
+	var res struct {
+		Released bool `json:"released"`
+	}
+	postOK(t, "http://"+addr+"/v1/limits/release", fmt.Sprintf(`{"key":%q,"rule":"jobs.inflight","permit":%q}`, key, permit), &res)
+	if !res.Released {
+		t.Fatalf("release of %s's permit: not released", key)
+	}
+}
+
+func postOK(t *testing.T, url, body string, v any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s %s: %s", url, body, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("POST %s: %v", url, err)
 	}
 }

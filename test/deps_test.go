@@ -23,6 +23,7 @@ type listedPackage struct {
 	DepOnly    bool
 	GoFiles    []string
 	Deps       []string
+	Imports    []string // direct, non-test
 	Error      *struct{ Err string }
 }
 
@@ -77,6 +78,9 @@ var rules = []depRule{
 	{pkg: "node/clusterview", required: true,
 		never: []string{"google.golang.org/grpc", "github.com/hashicorp/memberlist", "github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/raft-boltdb/v2", module + "/rulesraft", module + "/node/api"},
 		why:   "the ring-view policy, the member book, the quorum watch, leave and join run without sockets: a simulator assembles them in one process"},
+	{pkg: "node/membership", required: true,
+		never: []string{module + "/node"}, except: []string{module + "/node/clusterview"},
+		why: "membership (gossip, the member book, the cluster view, join and leave) reaches the other node parts only through the small interfaces it defines (Prover, Admitter, Handoff, RaftGroup, Dialer, ...); its decisions are clusterview's"},
 	{pkg: "node/identity", required: true,
 		never: []string{"github.com/hashicorp/memberlist", "github.com/hashicorp/raft", module + "/node", module + "/node/api", module + "/rulesraft", module + "/replication"},
 		why:   "binding node credentials to membership reads the node's members through a small interface; it knows no transport, gossip or Raft"},
@@ -88,6 +92,9 @@ var rules = []depRule{
 		why:  "request matching is pure, shared by the SDK middleware and the nodes' forward-auth endpoint"},
 	{pkg: "node/persist", required: true, only: []string{module + "/replication", module + "/internal/sched", module + "/internal/bug"},
 		why: "durable counters: a pure file format and a thin writer over counter states; no rule, ring or transport"},
+	{pkg: "node/ops", required: true,
+		never: []string{"github.com/hashicorp/memberlist", module + "/ring", module + "/replication", module + "/node/shard", module + "/node/clusterview", module + "/node/persist", module + "/node/rls", module + "/node/forwardauth"},
+		why:   "the operators' view reads members, rules and permits through its small interfaces (ops.RuleView, Store, Members, Permits): no gossip, ring, counters or replication"},
 	{pkg: "client", never: otelSDK, why: "the gateway SDK uses the OpenTelemetry API only; exporters live in the weir binary"},
 	{pkg: "node", never: otelSDK, why: "nodes take a trace.TracerProvider (the OpenTelemetry API); exporters live in the weir binary"},
 	{pkg: "internal/tracing", required: true,
@@ -96,6 +103,43 @@ var rules = []depRule{
 		why: "the shared tracing helpers use the OpenTelemetry API only; internal/tracing/otlp alone builds the SDK and exporter"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
+}
+
+// nodeParts are the parts package node wires: only node imports them
+// (and the weir binary and tests); they meet through interfaces.
+var nodeParts = []string{"node/ops"}
+
+// TestNodePartsImportedByNodeOnly: no package but node (and cmd) imports
+// a node part, so a part's state is reached only through node's
+// wiring.
+func TestNodePartsImportedByNodeOnly(t *testing.T) {
+	pkgs := listModule(t)
+	for _, part := range nodeParts {
+		full := module + "/" + part
+		if pkgs[full] == nil {
+			t.Errorf("node part %s does not exist", full)
+			continue
+		}
+		for _, p := range pkgs {
+			if p.DepOnly || !under(p.ImportPath, module) || !importedBy(p, full) || p.ImportPath == full {
+				continue
+			}
+			if !partMayImport(p.ImportPath, full) {
+				t.Errorf("%s imports node part %s: only node and cmd may", p.ImportPath, full)
+			}
+		}
+	}
+	if partMayImport(module+"/node/api", module+"/node/ops") || !partMayImport(module+"/node", module+"/node/ops") ||
+		!partMayImport(module+"/cmd/weir", module+"/node/ops") || !partMayImport(module+"/node/ops/x", module+"/node/ops") {
+		t.Error("partMayImport: want node, cmd and the part's own sub-packages only")
+	}
+}
+
+func importedBy(p *listedPackage, dep string) bool { return slices.Contains(p.Imports, dep) }
+
+// partMayImport reports whether package path may depend on node part part.
+func partMayImport(path, part string) bool {
+	return path == module+"/node" || under(path, module+"/cmd") || under(path, part)
 }
 
 // otelSDK is the OpenTelemetry SDK and exporters, and the package that

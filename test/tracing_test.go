@@ -13,16 +13,21 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/weirlimit/weir/client"
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/internal/tracing/otlp"
 	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/proto/weirv1"
 )
 
 // otlpReceiver is an in-process OTLP/gRPC collector: it keeps every span
@@ -274,4 +279,65 @@ func describe(spans []recvSpan) string {
 		fmt.Fprintf(&b, "[%s %s span=%x parent=%x] ", s.node, s.span.GetName(), s.span.GetSpanId(), s.span.GetParentSpanId())
 	}
 	return b.String()
+}
+
+// TestTracingThroughGRPCMetadata sends a gRPC Check (to the key's owner)
+// and an Envoy ShouldRateLimit, each with a sampled W3C traceparent in the
+// call's metadata, as a gRPC caller instrumented with OpenTelemetry sends
+// it: each node's weir.check joins the caller's trace as the child of its
+// span.
+func TestTracingThroughGRPCMetadata(t *testing.T) {
+	c, rcv, _, flush := tracedCluster(t)
+	c.ApplyRules(`rules:
+  - id: t.r
+    match: {route: /t}
+    key: apikey
+    rate: 100
+    period: 1m
+    timeout: 5s
+  - id: t.edge
+    match: {domain: edge, descriptor: [{key: tenant}]}
+    rate: 100
+    period: 1m
+    timeout: 5s
+`)
+	const checkTrace, rlsTrace = "5bf92f3577b34da6a3ce929d0e0e4736", "6bf92f3577b34da6a3ce929d0e0e4736"
+	key := "apikey:traced-grpc"
+	owner := c.Nodes[c.ownerOf(key)]
+	dial := func(addr string) *grpc.ClientConn {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return cc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md := func(traceID string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+traceID+"-"+testCallerSpan+"-01")
+	}
+	resp, err := weirv1.NewLimiterClient(dial(owner.GRPCAddr())).Check(md(checkTrace), &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "t.r", Cost: 1}}})
+	if err != nil || len(resp.GetResults()) != 1 || !resp.GetResults()[0].GetAllowed() {
+		t.Fatalf("Check: %v, %v", resp, err)
+	}
+	entry := c.Nodes[0]
+	rls := rlsv3.NewRateLimitServiceClient(dial(entry.GRPCAddr()))
+	req := &rlsv3.RateLimitRequest{Domain: "edge",
+		Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "traced"}}}}}
+	testwait.For(t, 10*time.Second, "the entry node to hold the descriptor rule", func() error {
+		// Untraced (no traceparent, sampling ratio 0): no span.
+		rl, err := rls.ShouldRateLimit(ctx, req)
+		if err != nil || rl.GetStatuses()[0].GetCurrentLimit() == nil {
+			return fmt.Errorf("ShouldRateLimit: %v, %v", rl, err)
+		}
+		return nil
+	})
+	rl, err := rls.ShouldRateLimit(md(rlsTrace), req)
+	if err != nil || rl.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit: %v, %v", rl, err)
+	}
+	flush()
+	wantSpan(t, traceSpans(t, rcv, checkTrace, 1), "weir.check", owner.ID(), testCallerSpan)
+	wantSpan(t, traceSpans(t, rcv, rlsTrace, -1), "weir.check", entry.ID(), testCallerSpan)
 }

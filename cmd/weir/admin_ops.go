@@ -10,31 +10,20 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirlimit/weir/node/events"
 )
 
 // The operators' commands: weir events, weir top, weir limits. They read
-// node/opsapi's and node/api's HTTP answers (the CLI does not import the
-// node).
-
-// limitEvent is one event of GET /v1/events.
-type limitEvent struct {
-	Time        time.Time `json:"time"`
-	Rule        string    `json:"rule"`
-	RuleVersion uint64    `json:"rule_version"`
-	Key         string    `json:"key"`
-	Decision    string    `json:"decision"`
-	Remaining   int64     `json:"remaining"`
-	Node        string    `json:"node"`
-	Gateway     string    `json:"gateway"`
-}
+// node/opsapi's and node/api's HTTP answers (an event in the one event
+// shape, node/events.Event).
 
 type eventsAnswer struct {
-	Events   []limitEvent `json:"events"`
-	Answered []string     `json:"answered"`
-	Failed   []string     `json:"failed"`
+	Events   []events.Event `json:"events"`
+	Answered []string       `json:"answered"`
+	Failed   []string       `json:"failed"`
 }
 
 // eventsCmd is `weir events [--rule R] [--key K] [--decision D] [--follow]`.
@@ -98,7 +87,7 @@ func (c *cli) eventsCmd() *cobra.Command {
 			}
 			fmt.Fprintf(c.stderr, "weir: waiting for events (Ctrl-C to stop); %s\n", eventsSampled)
 		}
-		return api.followEvents(cmd.Context(), q, opened, func(raw []byte, e limitEvent) error {
+		return api.followEvents(cmd.Context(), q, opened, func(raw []byte, e events.Event) error {
 			var err error
 			if o.json() {
 				_, err = fmt.Fprintf(c.stdout, "%s\n", raw)
@@ -113,11 +102,11 @@ func (c *cli) eventsCmd() *cobra.Command {
 
 const eventHeader = "TIME\tRULE\tVERSION\tKEY\tDECISION\tREMAINING\tNODE\tGATEWAY"
 
-// eventsSampled says which decisions become events (node/ops.go, observe).
+// eventsSampled says which decisions become events (node/ops, Ops.Observe).
 const eventsSampled = "events are sampled: each rule's first denial per second on each node, " +
 	"1% of the other denials by default (a rule's events: {sample: S}), every decision the owner could not make"
 
-func eventRow(e limitEvent) string {
+func eventRow(e events.Event) string {
 	return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s", e.Time.UTC().Format("15:04:05.000"), e.Rule, e.RuleVersion,
 		e.Key, e.Decision, e.Remaining, e.Node, orDash(e.Gateway))
 }
@@ -125,7 +114,7 @@ func eventRow(e limitEvent) string {
 // followEvents reads GET /v1/events as server-sent events until ctx ends
 // or the node closes the stream, calling opened once the node accepted it
 // and handing each event to f.
-func (c *apiClient) followEvents(ctx context.Context, q url.Values, opened func(), f func(raw []byte, e limitEvent) error) error {
+func (c *apiClient) followEvents(ctx context.Context, q url.Values, opened func(), f func(raw []byte, e events.Event) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/events?"+q.Encode(), nil)
 	if err != nil {
 		return fmt.Errorf("%w at %s: %v", errUnreachable, c.base, err)
@@ -153,7 +142,7 @@ func (c *apiClient) followEvents(ctx context.Context, q url.Values, opened func(
 		if !ok {
 			continue
 		}
-		var e limitEvent
+		var e events.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			return fmt.Errorf("%w: an event that is not JSON: %v", errBadAnswer, err)
 		}

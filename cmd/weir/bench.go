@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func (o *benchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.scenario, "scenario", "steady", "preset: "+strings.Join(bench.Presets(), ", "))
 	fs.StringSliceVar(&o.cluster, "cluster", nil, "gRPC addresses of a running Weir cluster (comma-separated or repeated)")
 	fs.IntVar(&o.spawn, "spawn", 0, "start N `weir node` processes on loopback for each Weir target's run")
-	fs.StringSliceVar(&o.targets, "target", []string{"sdk"}, "Weir targets: sdk (gateway SDK over gRPC), http (one JSON POST /v1/limits/check per check), rls (one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first), gateway (HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn), proxy (the same on a route no rule matches), plainproxy (the same requests through plain Go httputil.ReverseProxy processes, no cluster: the baseline of gateway and proxy), floor-grpc and floor-http (the rls and http targets' requests to a process answering each with a fixed reply, with a node's GOMAXPROCS: each protocol's floor)")
+	fs.StringSliceVar(&o.targets, "target", []string{"sdk"}, "Weir targets: "+targetsHelp())
 	fs.StringVar(&o.redisAddr, "redis", "", "address of a redis-server to compare against")
 	fs.IntVar(&o.nodeProcs, "node-procs", 0, "with --spawn: each node's GOMAXPROCS; 0: this machine's cores ÷ nodes, at least 1 (the nodes share it with each other and the load); -1: Go's default, every core. A GOMAXPROCS in the environment wins")
 	fs.BoolVar(&o.spawnRedis, "spawn-redis", false, "start a redis-server on loopback to compare against")
@@ -206,26 +207,75 @@ func (o *benchOptions) plan() (*benchPlan, error) {
 	return p, nil
 }
 
-// floorTargets are the targets that run without a cluster.
-var floorTargets = map[string]string{"floor-grpc": bench.FloorGRPC, "floor-http": bench.FloorHTTP}
+// benchTarget is one --target: what it measures and what it needs.
+type benchTarget struct {
+	name  string
+	label string // the results' target (bench.Target*)
+	help  string
+	// floor is the kind of floor server it runs against, without a
+	// cluster (bench.FloorGRPC, bench.FloorHTTP; "": a cluster target), and
+	// path the target whose open-loop rate it takes.
+	floor, path string
+	// proxy: HTTP requests through spawned gateway (or plain proxy)
+	// processes; it needs --spawn.
+	proxy bool
+}
+
+// benchTargets are the --target names, in the order the help lists them.
+var benchTargets = []benchTarget{
+	{name: "sdk", label: bench.TargetSDK, help: "gateway SDK over gRPC"},
+	{name: "http", label: bench.TargetHTTP, help: "one JSON POST /v1/limits/check per check"},
+	{name: "rls", label: bench.TargetRLS, help: "one Envoy ShouldRateLimit per check; with --cluster, apply bench.RLSRulesYAML's descriptor rules first"},
+	{name: "gateway", label: bench.TargetGateway, proxy: true, help: "HTTP requests through weir gateway processes to an upstream, one check each; needs --spawn"},
+	{name: "proxy", label: bench.TargetProxy, proxy: true, help: "the same on a route no rule matches"},
+	{name: "plainproxy", label: bench.TargetPlainProxy, proxy: true, help: "the same requests through plain Go httputil.ReverseProxy processes, no cluster: the baseline of gateway and proxy"},
+	{name: "floor-grpc", label: bench.TargetFloorGRPC, floor: bench.FloorGRPC, path: "rls", help: "the rls target's requests to a process answering each with a fixed reply, with a node's GOMAXPROCS: the gRPC floor"},
+	{name: "floor-http", label: bench.TargetFloorHTTP, floor: bench.FloorHTTP, path: "http", help: "the http target's requests to a process answering each with a fixed reply: the HTTP floor"},
+}
+
+// lookupTarget is the --target named name.
+func lookupTarget(name string) (benchTarget, bool) {
+	i := slices.IndexFunc(benchTargets, func(t benchTarget) bool { return t.name == name })
+	if i < 0 {
+		return benchTarget{}, false
+	}
+	return benchTargets[i], true
+}
+
+// targetsHelp is --target's help: each name with what it measures.
+func targetsHelp() string {
+	parts := make([]string, len(benchTargets))
+	for i, t := range benchTargets {
+		parts[i] = t.name + " (" + t.help + ")"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// targetNames lists the --target names for an error.
+func targetNames() string {
+	names := make([]string, len(benchTargets))
+	for i, t := range benchTargets {
+		names[i] = t.name
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // checkTargets fills p.targets from --target: without a cluster (no
 // --spawn or --cluster) only the floor targets run.
 func (o *benchOptions) checkTargets(p *benchPlan) error {
 	for _, t := range trimAll(o.targets) {
-		_, floor := floorTargets[t]
-		switch t {
-		case "sdk", "http", "rls", "gateway", "proxy", "plainproxy", "floor-grpc", "floor-http":
-		default:
-			return fmt.Errorf("--target %q: use sdk, http, rls, gateway, proxy, plainproxy, floor-grpc or floor-http (comma-separated)", t)
+		bt, ok := lookupTarget(t)
+		if !ok {
+			return fmt.Errorf("--target %q: use %s (comma-separated)", t, targetNames())
 		}
+		floor := bt.floor != ""
 		if !p.useWeir && !floor {
 			continue
 		}
 		if t != "sdk" && len(p.sc.Rules) > 1 {
 			return fmt.Errorf("--target %s checks one rule per request; scenario %s checks %d rules as a group", t, p.sc.Name, len(p.sc.Rules))
 		}
-		if (t == "gateway" || t == "proxy" || t == "plainproxy") && o.spawn == 0 {
+		if bt.proxy && o.spawn == 0 {
 			return fmt.Errorf("--target %s starts weir gateway processes beside a cluster it spawns: it needs --spawn", t)
 		}
 		if floor && len(p.sc.Regions) > 0 {
@@ -292,7 +342,7 @@ func (c *cli) runBench(ctx context.Context, o *benchOptions, p *benchPlan) error
 	paced := map[string]float64{} // target → the open-loop rate its run used
 	for _, t := range p.targets {
 		tlsRuns := p.tlsRuns
-		if _, floor := floorTargets[t]; floor {
+		if bt, _ := lookupTarget(t); bt.floor != "" {
 			tlsRuns = []bool{false} // a floor has no TLS of its own
 		}
 		for _, withTLS := range tlsRuns {
@@ -326,9 +376,6 @@ func (c *cli) runBench(ctx context.Context, o *benchOptions, p *benchPlan) error
 // perGateway is the callers one simulated gateway serves (its connections).
 func perGateway(o *benchOptions) int { return (o.callers + o.gateways - 1) / o.gateways }
 
-// floorOf names the path whose rate a floor target's open loop takes.
-var floorOf = map[string]string{"floor-http": "http", "floor-grpc": "rls"}
-
 // pace is how target t's runs are paced: with --rate P%, at P% of its own
 // capacity, or (a floor) at the rate its path ran at.
 func (o *benchOptions) pace(p *benchPlan, t string, paced map[string]float64) bench.Pace {
@@ -336,8 +383,8 @@ func (o *benchOptions) pace(p *benchPlan, t string, paced map[string]float64) be
 		return bench.Pace{}
 	}
 	pc := bench.Pace{Pct: p.ratePct, Capacity: o.capacity}
-	if path, ok := floorOf[t]; ok && paced[path] > 0 {
-		pc.Rate, pc.RateFrom = paced[path], path
+	if bt, _ := lookupTarget(t); bt.path != "" && paced[bt.path] > 0 {
+		pc.Rate, pc.RateFrom = paced[bt.path], bt.path
 	}
 	return pc
 }

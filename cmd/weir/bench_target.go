@@ -80,9 +80,9 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) ([]*bench
 func (wb weirBench) server(ctx context.Context, seeds []string, spawn int) (*benchServer, error) {
 	srv := &benchServer{seeds: seeds}
 	var pids []int
-	switch kind, floor := floorTargets[wb.target]; {
-	case floor:
-		fp, err := bench.SpawnFloor(ctx, wb.self, kind, nodeGOMAXPROCS(wb.procs, max(spawn, 1)), wb.logw)
+	switch bt, _ := lookupTarget(wb.target); {
+	case bt.floor != "":
+		fp, err := bench.SpawnFloor(ctx, wb.self, bt.floor, nodeGOMAXPROCS(wb.procs, max(spawn, 1)), wb.logw)
 		if err != nil {
 			return nil, err
 		}
@@ -126,19 +126,20 @@ func (wb weirBench) factory(ctx context.Context, srv *benchServer, cfg *bench.Co
 	}
 	wb.sdk.TLS = srv.gwTLS
 	done = func() {}
+	bt, _ := lookupTarget(wb.target)
+	cfg.Target = bt.label
 	switch wb.target {
 	case "sdk":
-		cfg.Target, cfg.Leases = bench.TargetSDK+label, true
+		cfg.Target, cfg.Leases = bt.label+label, true
 		f = bench.SDKFactory(ctx, srv.seeds, wb.sdk)
 	case "http":
-		cfg.Target = bench.TargetHTTP + label
+		cfg.Target = bt.label + label
 		cl, err := bench.ReadCluster(ctx, srv.seeds, srv.gwTLS)
 		if err != nil {
 			return nil, nil, err
 		}
 		f = bench.HTTPFactory(cl.HTTPAddrs(), wb.perGateway, srv.gwTLS)
 	case "gateway", "proxy", "plainproxy":
-		cfg.Target = map[string]string{"gateway": bench.TargetGateway, "proxy": bench.TargetProxy, "plainproxy": bench.TargetPlainProxy}[wb.target]
 		up, err := bench.StartUpstream()
 		if err != nil {
 			return nil, nil, err
@@ -147,13 +148,10 @@ func (wb weirBench) factory(ctx context.Context, srv *benchServer, cfg *bench.Co
 		f = bench.GatewayFactory(ctx, bench.GatewayOptions{Bin: wb.nodeBin, Seeds: srv.seeds, Upstream: up.Addr,
 			Prefix: wb.run + "-" + wb.target, Conns: wb.perGateway, Check: wb.target == "gateway", Plain: wb.target == "plainproxy", Log: wb.logw})
 	case "rls":
-		cfg.Target = bench.TargetRLS
 		f = bench.RLSFactory(srv.seeds)
 	case "floor-grpc":
-		cfg.Target = bench.TargetFloorGRPC
 		f = bench.RLSFactory([]string{srv.floor.Addr})
 	case "floor-http":
-		cfg.Target = bench.TargetFloorHTTP
 		f = bench.HTTPFactory([]string{srv.floor.Addr}, wb.perGateway, nil)
 	}
 	return f, done, nil

@@ -26,6 +26,10 @@ func TestErrorsNameNoInternalPackage(t *testing.T) {
 		{[]string{"status", "--addr", "https://127.0.0.1:1", "--tls-cert", missing, "--tls-key", missing, "--tls-ca", missing}, "missing.pem"},
 		{[]string{"node", "--id", "n1", "--data-dir", dataDir, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
 			"--raft", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--bootstrap-expect", "1"}, "raft data dir"},
+		{[]string{"node", "--id", "n1", "--data-dir", t.TempDir(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+			"--raft", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--bootstrap-expect", "1",
+			"--region", "eu", "--peer-regions", "eu=127.0.0.1:1"}, "invalid regions setup: region \"eu\" lists itself as a peer"},
+		{[]string{"node", "--data-dir", t.TempDir(), "--region", "eu", "--peer-regions", "us"}, "invalid regions setup"},
 	}
 	for _, tc := range tests {
 		r := runCLI(t, "", nil, tc.args...)
@@ -33,7 +37,7 @@ func TestErrorsNameNoInternalPackage(t *testing.T) {
 			t.Errorf("weir %s: exit %d, stderr %q; want an error with %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
 			continue
 		}
-		for _, pkg := range []string{"tlsconf", "rulesraft"} {
+		for _, pkg := range []string{"tlsconf", "rulesraft", "region:", "share:", "replication:", "persist:"} {
 			if strings.Contains(r.stderr, pkg) {
 				t.Errorf("weir %s: %q names the package %s", strings.Join(tc.args, " "), r.stderr, pkg)
 			}

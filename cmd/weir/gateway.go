@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirlimit/weir/client"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit/headers"
 )
 
@@ -164,7 +165,11 @@ func startGateway(ctx context.Context, cfg client.Config, up *url.URL, upOpts up
 		mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { readyz(w, cl.RulesStatus()) })
-	mux.Handle("/", cl.Middleware()(proxy))
+	h := cl.Middleware()(proxy)
+	if cfg.Tracer != nil {
+		h = traceProxy(cfg.Tracer.Tracer(tracing.Name), h)
+	}
+	mux.Handle("/", h)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		cl.Close()

@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/internal/tracing"
 )
 
 // proxyGateway starts `weir gateway` in front of up with no cluster
@@ -259,5 +262,57 @@ func TestGatewayPlainProxyBaseline(t *testing.T) {
 		if got != "upstream /x" {
 			t.Errorf("plainproxy %v answered %q", extra, got)
 		}
+	}
+}
+
+// TestGatewayForwardsItsOwnTraceContext: with tracing on, the gateway
+// starts a span that is the child of the caller's W3C traceparent and
+// sends the upstream its own context (same trace, the gateway's span);
+// with tracing off it passes the caller's traceparent on unchanged.
+func TestGatewayForwardsItsOwnTraceContext(t *testing.T) {
+	got := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+	}))
+	t.Cleanup(up.Close)
+	// A collector that takes no spans: exporting fails at once, off the
+	// request path.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	collector := grpc.NewServer()
+	go func() { _ = collector.Serve(ln) }()
+	t.Cleanup(collector.Stop)
+
+	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	caller := "00-" + traceID + "-" + callerSpan + "-01"
+	forwarded := func(gw *runningGateway) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", gw.url+"/any", nil)
+		req.Header.Set("traceparent", caller)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return <-got
+	}
+
+	if tp := forwarded(proxyGateway(t, up.URL)); tp != caller {
+		t.Errorf("tracing off: upstream got traceparent %q, want the caller's %q", tp, caller)
+	}
+	tp := forwarded(proxyGateway(t, up.URL, "--otlp-endpoint", "http://"+ln.Addr().String(), "--trace-ratio", "0"))
+	sc := tracing.Parse(tp)
+	switch {
+	case !sc.IsValid():
+		t.Fatalf("tracing on: upstream got traceparent %q, not a valid one", tp)
+	case sc.TraceID().String() != traceID || !sc.IsSampled():
+		t.Errorf("tracing on: upstream got traceparent %q, want the caller's sampled trace %s", tp, traceID)
+	case sc.SpanID().String() == callerSpan:
+		t.Errorf("tracing on: upstream got the caller's span %s: the gateway forwarded the traceparent unchanged", callerSpan)
 	}
 }

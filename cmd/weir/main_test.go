@@ -132,7 +132,7 @@ func TestUsageErrorsExit2AndSendNothing(t *testing.T) {
 		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "soon"}, `invalid argument "soon" for "--replication-interval" flag`},
 		{[]string{"node", "--data-dir", t.TempDir(), "--replication-interval", "0s"}, "--replication-interval 0s: must be > 0"},
 		{[]string{"node", "--data-dir", t.TempDir(), "--region", "eu"}, "--region and --peer-regions go together"},
-		{[]string{"node", "--data-dir", t.TempDir(), "--region", "eu", "--peer-regions", "us"}, `--peer-regions "us": region: invalid config: peer region "us": want name=host:port`},
+		{[]string{"node", "--data-dir", t.TempDir(), "--region", "eu", "--peer-regions", "us"}, `--peer-regions "us": invalid regions setup: peer region "us": want name=host:port`},
 		{[]string{"node", "--data-dir", t.TempDir(), "--region", "eu", "--peer-regions", "eu=h:1"}, `region "eu" lists itself as a peer`},
 		{[]string{"overrides"}, "weir overrides: missing subcommand"},
 		{[]string{"overrides", "set", "--rate", "5"}, "missing --key and --rule"},

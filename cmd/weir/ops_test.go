@@ -15,6 +15,7 @@ import (
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/node/events"
 )
 
 const opsCLIRules = `
@@ -94,7 +95,7 @@ func TestOpsCommands(t *testing.T) {
 			}
 		}
 	}()
-	var e limitEvent
+	var e events.Event
 	for lines.Scan() {
 		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
 			t.Fatalf("followed line %q: %v", lines.Text(), err)

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/internal/tracing/otlp"
 )
 
@@ -47,4 +50,23 @@ func (f *tracingFlags) provider(cmd *cobra.Command, service, instance string, lo
 			logger.Warn("tracing: flushing spans failed", "err", err)
 		}
 	}, nil
+}
+
+// traceProxy is the gateway's span around each proxied request: a
+// weir.gateway span, the child of the caller's W3C traceparent (or a new
+// trace, sampled at --trace-ratio), whose context the SDK's check and the
+// upstream request carry: the upstream sees the gateway's span as its
+// parent, not the caller's.
+func traceProxy(t trace.Tracer, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span := t.Start(tracing.FromHeader(r.Context(), r.Header), "weir.gateway", trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))
+		}
+		r = r.WithContext(ctx)
+		r.Header = r.Header.Clone() // the caller's request stays as it came
+		tracing.ToHeader(ctx, r.Header)
+		next.ServeHTTP(w, r)
+	})
 }

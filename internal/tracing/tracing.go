@@ -19,6 +19,7 @@ import (
 	"context"
 	"iter"
 	"net/http"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -38,6 +39,39 @@ func FromHeader(ctx context.Context, h http.Header) context.Context {
 		return ctx
 	}
 	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// FromGRPC returns ctx with the remote span context of the traceparent in
+// ctx's incoming gRPC metadata, if it has a valid one (ctx unchanged
+// otherwise). value reads one key of it: metadata.ValueFromIncomingContext
+// (passed in, so this package links no gRPC).
+func FromGRPC(ctx context.Context, value func(ctx context.Context, key string) []string) context.Context {
+	tp := value(ctx, "traceparent")
+	if len(tp) == 0 {
+		return ctx
+	}
+	return w3c.Extract(ctx, mdCarrier{"traceparent": tp, "tracestate": value(ctx, "tracestate")})
+}
+
+// mdCarrier carries trace context in gRPC metadata's shape: lower-case
+// keys, several values each.
+type mdCarrier map[string][]string
+
+func (c mdCarrier) Get(key string) string {
+	if v := c[strings.ToLower(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c mdCarrier) Set(key, value string) { c[strings.ToLower(key)] = []string{value} }
+
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // ToHeader sets h's traceparent (and tracestate) from ctx's span context.

@@ -4,8 +4,10 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/weirlimit/weir/internal/checkstream"
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/limitpb"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -55,6 +57,7 @@ func (l *limiterService) checkInto(ctx context.Context, items []*weirv1.CheckIte
 	for i := range b.Items { // per-check limits and releases are set by nodes only
 		b.Items[i].Override, b.Items[i].Release = nil, nil
 	}
+	ctx = tracing.FromGRPC(ctx, metadata.ValueFromIncomingContext) // the caller's trace, if it sent one
 	if err := l.s.check(ctx, b.Items, b.Results); err != nil {
 		return nil, GRPCError(err)
 	}

@@ -244,6 +244,25 @@ func Assignments(r *ring.Ring) []replication.Assignment {
 	return out
 }
 
+// Diff lists, by ascending partition, every partition whose owner or
+// ordered replica list differs from old to new (replication.Diff over
+// their Assignments). A nil ring is a ring with no members: Diff(nil, r)
+// lists every partition r assigns. Both rings must have the same partition
+// count (it is fixed for a cluster); Diff panics otherwise.
+func Diff(old, new *ring.Ring) []replication.Move {
+	switch {
+	case old == nil && new == nil:
+		return nil
+	case old == nil:
+		return replication.Diff(make([]replication.Assignment, new.PartitionCount()), Assignments(new))
+	case new == nil:
+		return replication.Diff(Assignments(old), make([]replication.Assignment, old.PartitionCount()))
+	case old.PartitionCount() != new.PartitionCount():
+		panic("clusterview: Diff of rings with different partition counts")
+	}
+	return replication.Diff(Assignments(old), Assignments(new))
+}
+
 // sameRing reports whether a and b put the same members in the ring.
 func sameRing(a, b map[string]Member) bool {
 	if len(a) != len(b) {

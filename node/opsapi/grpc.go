@@ -98,7 +98,7 @@ func (o opsService) Report(ctx context.Context, req *weirv1.GatewayReport) (*wei
 		if ms := e.GetTimeUnixMs(); ms > 0 {
 			at = time.UnixMilli(ms)
 		}
-		rep.Events = append(rep.Events, ReportEvent{Time: at, Rule: e.GetRule(),
+		rep.Events = append(rep.Events, events.Event{Time: at, Rule: e.GetRule(),
 			RuleVersion: e.GetRuleVersion(), Key: e.GetKey(), Decision: e.GetDecision(), Remaining: e.GetRemaining()})
 	}
 	switch err := o.s.takeReport(owner, &rep); {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirlimit/weir/node/events"
 )
 
 func TestMergeHotKeysSumsAndKeepsTopPerRule(t *testing.T) {
@@ -47,7 +49,7 @@ func TestMergeGateways(t *testing.T) {
 }
 
 func TestReportValidate(t *testing.T) {
-	ok := Report{Gateway: "gw", Counts: []ReportCount{{Rule: "r", FailOpen: 1}}, Events: []ReportEvent{{Rule: "r", Key: "k", Decision: "denied"}}}
+	ok := Report{Gateway: "gw", Counts: []ReportCount{{Rule: "r", FailOpen: 1}}, Events: []events.Event{{Rule: "r", Key: "k", Decision: "denied"}}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +57,22 @@ func TestReportValidate(t *testing.T) {
 		"no gateway":     {},
 		"long gateway":   {Gateway: strings.Repeat("g", MaxGatewayID+1)},
 		"count no rule":  {Gateway: "gw", Counts: []ReportCount{{FailOpen: 1}}},
-		"event decision": {Gateway: "gw", Events: []ReportEvent{{Rule: "r", Key: "k", Decision: "maybe"}}},
-		"event no key":   {Gateway: "gw", Events: []ReportEvent{{Rule: "r", Decision: "denied"}}},
-		"too many":       {Gateway: "gw", Events: make([]ReportEvent, MaxReportEvents+1)},
+		"event decision": {Gateway: "gw", Events: []events.Event{{Rule: "r", Key: "k", Decision: "maybe"}}},
+		"event no key":   {Gateway: "gw", Events: []events.Event{{Rule: "r", Decision: "denied"}}},
+		"too many":       {Gateway: "gw", Events: make([]events.Event, MaxReportEvents+1)},
 	} {
 		if err := r.Validate(); err == nil {
 			t.Errorf("%s: valid, want an error", name)
 		}
+	}
+}
+
+// MergePermits sums one rule's permits over nodes, by rule, and leaves out
+// rules holding none.
+func TestMergePermitsSumsByRule(t *testing.T) {
+	got := MergePermits([]RulePermits{{Rule: "b", InUse: 2}, {Rule: "a", InUse: 1}, {Rule: "b", InUse: 3}, {Rule: "c", InUse: 0}})
+	want := []RulePermits{{Rule: "a", InUse: 1}, {Rule: "b", InUse: 5}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("MergePermits = %v, want %v", got, want)
 	}
 }

@@ -25,7 +25,9 @@ import (
 type Report struct {
 	Gateway string        `json:"gateway"`
 	Counts  []ReportCount `json:"counts"`
-	Events  []ReportEvent `json:"events,omitempty"`
+	// Events are sampled gateway-side decisions in the one event shape
+	// (events.Event); the node sets their seq, node and gateway.
+	Events []events.Event `json:"events,omitempty"`
 }
 
 // ReportCount is one rule's decisions since the gateway's last report.
@@ -35,16 +37,6 @@ type ReportCount struct {
 	LocalDenied  uint64 `json:"local_denied,omitempty"`
 	FailOpen     uint64 `json:"fail_open,omitempty"`
 	FailClosed   uint64 `json:"fail_closed,omitempty"`
-}
-
-// ReportEvent is one sampled gateway-side decision.
-type ReportEvent struct {
-	Time        time.Time `json:"time"`
-	Rule        string    `json:"rule"`
-	RuleVersion uint64    `json:"rule_version"`
-	Key         string    `json:"key"`
-	Decision    string    `json:"decision"`
-	Remaining   int64     `json:"remaining"`
 }
 
 // Limits on a report.

@@ -31,6 +31,9 @@ func (s *reports) Rates() []RuleRate            { return nil }
 func (s *reports) Gateways() []Gateway          { return nil }
 func (s *reports) Cluster() (Cluster, Rules)    { return Cluster{}, Rules{} }
 func (s *reports) Peers() map[string]string     { return nil }
+func (s *reports) Permits(context.Context) ([]RulePermits, error) {
+	return nil, nil
+}
 func (s *reports) Report(r Report) error {
 	s.mu.Lock()
 	s.got = append(s.got, r)
@@ -47,11 +50,11 @@ func (s *reports) take() []Report {
 
 var reportSeeds = []Report{
 	{Gateway: "g1", Counts: []ReportCount{{Rule: "orders.write", LocalAllowed: 12, LocalDenied: 3, FailOpen: 1}}},
-	{Gateway: "edge-1", Counts: []ReportCount{{Rule: "r", FailClosed: 2}}, Events: []ReportEvent{
+	{Gateway: "edge-1", Counts: []ReportCount{{Rule: "r", FailClosed: 2}}, Events: []events.Event{
 		{Time: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Rule: "r", RuleVersion: 7, Key: "apikey:ak_1", Decision: events.Denied, Remaining: 0},
 		{Rule: "r", Key: "ip:10.0.0.1", Decision: events.Error}}},
 	{Gateway: "", Counts: []ReportCount{{Rule: "r"}}},
-	{Gateway: "g", Events: []ReportEvent{{Rule: "r", Key: "k", Decision: "maybe"}}},
+	{Gateway: "g", Events: []events.Event{{Rule: "r", Key: "k", Decision: "maybe"}}},
 }
 
 // checkReported fails t unless an accepted report reached the node once,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/events"
 )
 
 var (
@@ -91,7 +92,7 @@ func TestIntakeFull(t *testing.T) {
 func TestIntakeCutsCountsAndRestamps(t *testing.T) {
 	in := NewIntake()
 	rep := &Report{Gateway: "gw", Counts: []ReportCount{{Rule: "r", LocalAllowed: 10, FailOpen: 1 << 62}, {Rule: "s", FailOpen: 1 << 62}},
-		Events: []ReportEvent{{Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}, {Time: t0.Add(-time.Second)}, {}}}
+		Events: []events.Event{{Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}, {Time: t0.Add(-time.Second)}, {}}}
 	a, err := in.Admit(cert, rep, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestIntakeCutsCountsAndRestamps(t *testing.T) {
 
 func TestValidateReportBounds(t *testing.T) {
 	for name, r := range map[string]Report{
-		"huge key":  {Gateway: "g", Events: []ReportEvent{{Rule: "r", Key: strings.Repeat("k", 1300000), Decision: "denied"}}},
+		"huge key":  {Gateway: "g", Events: []events.Event{{Rule: "r", Key: strings.Repeat("k", 1300000), Decision: "denied"}}},
 		"long rule": {Gateway: "g", Counts: []ReportCount{{Rule: strings.Repeat("r", MaxReportRule+1)}}},
 	} {
 		if err := r.Validate(); !errors.Is(err, ErrBadReport) {

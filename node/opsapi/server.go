@@ -40,6 +40,9 @@ type Source interface {
 	Peers() map[string]string
 	// Report takes one gateway report (validated here).
 	Report(Report) error
+	// Permits is the concurrency permits held on this node's counters,
+	// by rule.
+	Permits(context.Context) ([]RulePermits, error)
 }
 
 // Defaults of Config.
@@ -545,6 +548,10 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		Answered: []string{s.src.Self()},
 	}
 	snap.Events, _, _ = s.src.Events().Since(0, events.Filter{}, 50)
+	if snap.Permits, err = s.src.Permits(r.Context()); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "counting the permits in use: " + err.Error(), Code: "unavailable"})
+		return
+	}
 	if local {
 		snap.Scope = "local"
 	} else {
@@ -559,10 +566,12 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 			snap.HotKeys = append(snap.HotKeys, part.HotKeys...)
 			snap.Events = append(snap.Events, part.Events...)
 			snap.Gateways = append(snap.Gateways, part.Gateways...)
+			snap.Permits = append(snap.Permits, part.Permits...)
 			return nil
 		}, &snap.Answered, &snap.Failed)
 		snap.Rates = MergeRates(snap.Rates)
 		snap.Gateways = MergeGateways(snap.Gateways)
+		snap.Permits = MergePermits(snap.Permits)
 		sortEvents(snap.Events)
 		if len(snap.Events) > 50 {
 			snap.Events = snap.Events[len(snap.Events)-50:]
@@ -629,5 +638,22 @@ func MergeGateways(in []Gateway) []Gateway {
 		out = append(out, *v)
 	}
 	slices.SortFunc(out, func(a, b Gateway) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// MergePermits sums the permits of the same rule, by rule, leaving out
+// rules that hold none.
+func MergePermits(in []RulePermits) []RulePermits {
+	by := map[string]int64{}
+	for _, p := range in {
+		by[p.Rule] += p.InUse
+	}
+	out := make([]RulePermits, 0, len(by))
+	for rule, n := range by {
+		if n > 0 {
+			out = append(out, RulePermits{Rule: rule, InUse: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b RulePermits) int { return strings.Compare(a.Rule, b.Rule) })
 	return out
 }

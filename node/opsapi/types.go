@@ -20,6 +20,9 @@ type Snapshot struct {
 	HotKeys  []HotKey       `json:"hot_keys"`
 	Events   []events.Event `json:"events"`
 	Gateways []Gateway      `json:"gateways"`
+	// Permits is the concurrency permits in use, by rule (rules holding
+	// none are left out), summed over the members that answered.
+	Permits []RulePermits `json:"permits"`
 	// Answered and Failed name the members whose parts are (not) included.
 	Answered []string `json:"answered"`
 	Failed   []string `json:"failed,omitempty"`
@@ -64,6 +67,8 @@ type RuleInfo struct {
 	Period    string `json:"period"`
 	Burst     int64  `json:"burst"`
 	Shadow    bool   `json:"shadow,omitempty"`
+	// Concurrency is a concurrency rule's limit: requests in flight per key.
+	Concurrency int64 `json:"limit,omitempty"`
 	// Overrides counts the rule's overrides; OverrideSample lists the
 	// first MaxOverrideSample of them (by key).
 	Overrides      int            `json:"overrides"`
@@ -124,4 +129,11 @@ type Gateway struct {
 	Local      uint64    `json:"local"`       // answered from a lease or the blocked-until cache
 	FailOpen   uint64    `json:"fail_open"`   // allowed by the fail-open fallback
 	FailClosed uint64    `json:"fail_closed"` // denied by fail_mode closed
+}
+
+// RulePermits is the concurrency permits a rule's keys hold now (on one
+// node's counters, or summed over the cluster).
+type RulePermits struct {
+	Rule  string `json:"rule"`
+	InUse int64  `json:"in_use"`
 }

@@ -14,7 +14,7 @@ func WriteFile(path string, data []byte) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("persist: %w", err)
+		return fmt.Errorf("writing counters file: %w", err)
 	}
 	tmp := f.Name()
 	defer func() {
@@ -29,10 +29,10 @@ func WriteFile(path string, data []byte) (err error) {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("persist: write %s: %w", tmp, err)
+		return fmt.Errorf("writing counters file %s: %w", tmp, err)
 	}
 	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("persist: %w", err)
+		return fmt.Errorf("writing counters file: %w", err)
 	}
 	if d, derr := os.Open(dir); derr == nil {
 		_ = d.Sync() // the rename is durable once the directory is
@@ -50,7 +50,7 @@ func ReadFile(path string) (Snapshot, error) {
 		return Snapshot{}, nil
 	}
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("persist: %w", err)
+		return Snapshot{}, fmt.Errorf("reading counters file: %w", err)
 	}
 	return Decode(b)
 }

@@ -22,9 +22,9 @@ var magic = [8]byte{'W', 'E', 'I', 'R', 'C', 'T', 'R', 0}
 var (
 	// ErrCorrupt: truncated, a checksum mismatch, or counts that do not
 	// fit the length.
-	ErrCorrupt = errors.New("persist: corrupt counters file")
+	ErrCorrupt = errors.New("corrupt counters file")
 	// ErrVersion: a file of a format this build does not read.
-	ErrVersion = errors.New("persist: unknown counters file version")
+	ErrVersion = errors.New("unknown counters file version")
 )
 
 // Snapshot is what one file holds: when it was written (the writer's

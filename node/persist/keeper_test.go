@@ -1,10 +1,12 @@
 package persist
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,9 +90,15 @@ func TestKeeperIgnoresADamagedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := replication.NewStore()
+	var log bytes.Buffer
 	k := NewKeeper(KeeperConfig{ID: "a", DataDir: dir, Partitions: 10, Now: func() int64 { return 0 },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Copies: store})
+		Logger: slog.New(slog.NewTextHandler(&log, nil)), Copies: store})
 	if k.Restoring(func(string) bool { return false }, false) || len(store.Select(func(*replication.State) bool { return true })) != 0 {
 		t.Fatal("a damaged file must be ignored")
+	}
+	// The operator reads what is wrong with the file, not the Go package
+	// that noticed it.
+	if got := log.String(); !strings.Contains(got, "corrupt counters file") || strings.Contains(got, "persist:") {
+		t.Errorf("startup log %q: want the damage in user words, without \"persist:\"", got)
 	}
 }

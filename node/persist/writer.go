@@ -30,7 +30,7 @@ type Writer struct {
 
 // ErrNotReady is what Collect returns when there is nothing to write yet
 // (a node with no ring): the file on disk is left as it is, unlogged.
-var ErrNotReady = errors.New("persist: nothing to write yet")
+var ErrNotReady = errors.New("no counters to write yet")
 
 // Run writes every Interval until ctx ends. A failed collect or write is
 // logged and tried again at the next interval.

@@ -14,10 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -180,6 +182,7 @@ func (s *Server) Decide(ctx context.Context, r *Request) (Response, error) {
 	if err := validate(r); err != nil {
 		return Response{}, err
 	}
+	ctx = tracing.FromGRPC(ctx, metadata.ValueFromIncomingContext) // a gRPC caller's trace, if it sent one
 	r, neg, over := distrust(r, s.cfg.Trust)
 	s.ignored[0].Add(float64(neg))
 	s.ignored[1].Add(float64(over))

@@ -21,6 +21,7 @@ const (
 	opImport
 	opDrop
 	opSnapshot
+	opPermits
 )
 
 // request is what travels on a shard's channel. The sender fills it, the
@@ -34,6 +35,7 @@ type request struct {
 	out    []Result
 	parts  []uint32
 	states []replication.State
+	held   map[string]int64 // opPermits: live permits by rule
 	err    error
 	done   chan struct{}
 }
@@ -342,6 +344,8 @@ func (s *shard) process(batch []*request) {
 			s.drop(r.parts)
 		case opSnapshot:
 			r.states = s.snapshot(now)
+		case opPermits:
+			r.held = s.permitsHeld(now)
 		}
 	}
 	s.flush()

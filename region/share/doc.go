@@ -41,4 +41,10 @@
 // Shares follow demand: each step a region whose share exceeds its target
 // (floor + the spare share in proportion to its smoothed demand) by more
 // than MinMove gives the surplus to the regions below their targets.
+//
+// Files by concern: config.go (Config and its validation), record.go (the
+// Record one region writes and its ledger arithmetic), table.go (the Table,
+// its keys, and the records it takes in: Merge, Adopt, Observe), step.go
+// (one interval: Step, giving and taking share, resets), lost.go (the
+// minority and lost regions: surrender, claims, restore).
 package share

@@ -188,7 +188,52 @@ func indexPrefix(i int) string {
 func (r Rule) check(ps *problems) {
 	start := len(ps.list)
 	checkID(ps, "id", r.ID)
+	r.checkMatch(ps)
+	if r.Unlimited {
+		if r.Rate != 0 || r.Period != 0 || r.Burst != 0 || r.Lease > 0 {
+			ps.add("unlimited", "an unlimited rule has no rate, period, burst or lease")
+		}
+		return
+	}
+	r.checkKey(ps)
+	alg := r.checkAlgorithm(ps)
+	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
+		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
+	}
+	if r.Timeout < 0 {
+		ps.add("timeout", "must be >= 0")
+	} else if r.Timeout.D() > MaxTimeout {
+		ps.add("timeout", "%s is over the maximum of %s", r.Timeout, Duration(MaxTimeout))
+	}
+	r.checkLeaseCost(ps, alg)
+	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
+		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
+	}
+	if r.Durable != "" && r.Durable != DurableOn && r.Durable != DurableOff {
+		ps.add("durable", "%q is not on or off", r.Durable)
+	}
+	if alg != AlgConcurrency {
+		r.checkReserve(ps, alg)
+	}
+	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
+		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
+	}
 
+	// Safety net: anything the bucket package refuses but we did not catch.
+	if len(ps.list) == start {
+		maxLog := int64(MaxLogLimit)
+		if alg == AlgConcurrency {
+			maxLog = MaxConcurrency
+		}
+		if err := r.Limit().Validate(maxLog); err != nil {
+			ps.add("", "limit rejected: %v", err)
+		}
+	}
+}
+
+// checkMatch checks what the rule matches: a descriptor, or a route,
+// method and plan.
+func (r Rule) checkMatch(ps *problems) {
 	if r.Match.Domain != "" {
 		r.checkDescriptor(ps)
 	} else {
@@ -211,13 +256,10 @@ func (r Rule) check(ps *problems) {
 	if p := r.Match.Plan; p != "" && p != AnyPlan && (!isToken(p) || len(p) > MaxIDLen) {
 		ps.add("match.plan", "%q: must be \"*\" or a plan name (letters, digits, and !#$%%&'*+-.^_`|~; at most %d)", p, MaxIDLen)
 	}
-	if r.Unlimited {
-		if r.Rate != 0 || r.Period != 0 || r.Burst != 0 || r.Lease > 0 {
-			ps.add("unlimited", "an unlimited rule has no rate, period, burst or lease")
-		}
-		return
-	}
+}
 
+// checkKey checks what the rule counts by.
+func (r Rule) checkKey(ps *problems) {
 	switch k := r.Key; {
 	case k == KeyDescriptor && r.Match.Domain != "", k == "" && r.Match.Domain != "":
 	case k == KeyDescriptor:
@@ -234,7 +276,11 @@ func (r Rule) check(ps *problems) {
 	default:
 		ps.add("key", "unknown key type %q (want apikey | user | ip | global | header:<Name>)", k)
 	}
+}
 
+// checkAlgorithm checks the algorithm and the fields it takes, and returns
+// its canonical name.
+func (r Rule) checkAlgorithm(ps *problems) string {
 	alg := r.Algorithm
 	if alg == "" {
 		alg = DefaultAlgorithm
@@ -249,14 +295,12 @@ func (r Rule) check(ps *problems) {
 	} else {
 		r.checkRate(ps, alg)
 	}
-	if f := r.FailMode; f != "" && f != FailOpen && f != FailClosed {
-		ps.add("fail_mode", "%q: must be %q or %q", f, FailOpen, FailClosed)
-	}
-	if r.Timeout < 0 {
-		ps.add("timeout", "must be >= 0")
-	} else if r.Timeout.D() > MaxTimeout {
-		ps.add("timeout", "%s is over the maximum of %s", r.Timeout, Duration(MaxTimeout))
-	}
+	return alg
+}
+
+// checkLeaseCost checks the lease, max_keys, cost and cost_header against
+// the algorithm alg and the burst.
+func (r Rule) checkLeaseCost(ps *problems, alg string) {
 	burst := r.Burst
 	if burst == 0 {
 		burst = r.Rate
@@ -288,29 +332,6 @@ func (r Rule) check(ps *problems) {
 	}
 	if h := r.CostHeader; h != "" && !isToken(h) {
 		ps.add("cost_header", "%q is not an HTTP header name", h)
-	}
-	if r.Scope != "" && r.Scope != ScopeRegion && r.Scope != ScopeGlobal {
-		ps.add("scope", "%q is not a scope (want region or global)", r.Scope)
-	}
-	if r.Durable != "" && r.Durable != DurableOn && r.Durable != DurableOff {
-		ps.add("durable", "%q is not on or off", r.Durable)
-	}
-	if alg != AlgConcurrency {
-		r.checkReserve(ps, alg)
-	}
-	if s := r.Events.Sample; !(s >= 0 && s <= 1) { // NaN fails too
-		ps.add("events.sample", "%v is not a fraction from 0 to 1 (0.01 keeps 1%% of denials; 0 means that default)", s)
-	}
-
-	// Safety net: anything the bucket package refuses but we did not catch.
-	if len(ps.list) == start {
-		maxLog := int64(MaxLogLimit)
-		if alg == AlgConcurrency {
-			maxLog = MaxConcurrency
-		}
-		if err := r.Limit().Validate(maxLog); err != nil {
-			ps.add("", "limit rejected: %v", err)
-		}
 	}
 }
 

@@ -1,21 +1,20 @@
-package node
+package membership
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/weirlimit/weir/node/clusterview"
 )
 
-// memberMeta is what a node gossips about itself.
-type memberMeta struct {
+// Meta is what a node gossips about itself.
+type Meta struct {
 	GRPC    string `json:"g"`
 	HTTP    string `json:"h"`
 	Raft    string `json:"r"`
@@ -36,18 +35,15 @@ type memberMeta struct {
 	Features string `json:"f,omitempty"`
 }
 
-// member is one node as seen through gossip (clusterview's record).
-type member = clusterview.Member
-
 // delegate implements memberlist's Delegate and EventDelegate. Callbacks
 // never block: events only signal the cluster loop.
-type delegate struct{ n *Node }
+type delegate struct{ c *Cluster }
 
 func (d delegate) NodeMeta(limit int) []byte {
-	m := d.n.meta
-	m.Leaving = d.n.leaving.Load()
-	m.Gateways = d.n.api.Gateways()
-	m.Proof = d.n.memberProof()
+	m := d.c.meta
+	m.Leaving = d.c.leaving.Load()
+	m.Gateways = d.c.deps.Gateways.Gateways()
+	m.Proof = d.c.deps.Prover.MemberProof()
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil
@@ -59,16 +55,16 @@ func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d delegate) LocalState(join bool) []byte                { return nil }
 func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d delegate) NotifyJoin(m *memberlist.Node) {
-	d.n.remember(m, false)
-	d.n.signalChanged()
+	d.c.remember(m, false)
+	d.c.Refresh()
 }
 func (d delegate) NotifyLeave(m *memberlist.Node) {
-	d.n.remember(m, true)
-	d.n.signalChanged()
+	d.c.remember(m, true)
+	d.c.Refresh()
 }
 func (d delegate) NotifyUpdate(m *memberlist.Node) {
-	d.n.remember(m, false)
-	d.n.signalChanged()
+	d.c.remember(m, false)
+	d.c.Refresh()
 }
 
 // NotifyConflict (memberlist's ConflictDelegate) is called when gossip
@@ -78,19 +74,12 @@ func (d delegate) NotifyUpdate(m *memberlist.Node) {
 // Logged at most every 10 s (memberlist calls it on every gossip round).
 func (d delegate) NotifyConflict(existing, other *memberlist.Node) {
 	now := time.Now().UnixNano()
-	if existing.Name == d.n.cfg.ID {
-		d.n.selfConflict.Store(now)
+	if existing.Name == d.c.cfg.ID {
+		d.c.selfConflict.Store(now)
 	}
-	if last := d.n.conflictLogged.Load(); now-last > int64(10*time.Second) && d.n.conflictLogged.CompareAndSwap(last, now) {
-		d.n.log.Warn("gossip has a member at two addresses; the old one is taken over once declared dead (a node that came back elsewhere, or two nodes with one id)",
+	if last := d.c.conflictLogged.Load(); now-last > int64(10*time.Second) && d.c.conflictLogged.CompareAndSwap(last, now) {
+		d.c.log.Warn("gossip has a member at two addresses; the old one is taken over once declared dead (a node that came back elsewhere, or two nodes with one id)",
 			"member", existing.Name, "known", existing.Address(), "other", other.Address())
-	}
-}
-
-func (n *Node) signalChanged() {
-	select {
-	case n.changed <- struct{}{}:
-	default:
 	}
 }
 
@@ -101,7 +90,7 @@ func (n *Node) signalChanged() {
 // and "Decrypt packet failed": a packet without this cluster's key, which
 // anyone may send as often as they like, logged at most every 10 s).
 type slogWriter struct {
-	n             *Node
+	log           *slog.Logger
 	undecryptable *atomic.Int64 // unix ns an undecryptable packet was last logged
 }
 
@@ -109,66 +98,68 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	s := strings.TrimSpace(string(p))
 	switch {
 	case strings.Contains(s, "Conflicting address"):
-		w.n.log.Debug(s, "component", "gossip")
+		w.log.Debug(s, "component", "gossip")
 	case strings.Contains(s, "Decrypt packet failed"):
 		now := time.Now().UnixNano()
 		if last := w.undecryptable.Load(); now-last > int64(10*time.Second) && w.undecryptable.CompareAndSwap(last, now) {
-			w.n.log.Warn(s+" (gossip without this cluster's key, dropped; logged at most every 10 s)", "component", "gossip")
+			w.log.Warn(s+" (gossip without this cluster's key, dropped; logged at most every 10 s)", "component", "gossip")
 		}
 	case strings.Contains(s, "[ERR]"):
-		w.n.log.Error(s, "component", "gossip")
+		w.log.Error(s, "component", "gossip")
 	case strings.Contains(s, "[WARN]"):
-		w.n.log.Warn(s, "component", "gossip")
+		w.log.Warn(s, "component", "gossip")
 	default:
-		w.n.log.Debug(s, "component", "gossip")
+		w.log.Debug(s, "component", "gossip")
 	}
 	return len(p), nil
 }
 
 var _ io.Writer = slogWriter{}
 
-// startMemberlist starts gossip on GossipAddr, advertising advertiseIP
-// ("" lets memberlist pick: the bind address, or the first private IP when
-// it binds every address) with the bound port.
-func (n *Node) startMemberlist(advertiseIP string) error {
-	host, port, err := splitHostPort(n.cfg.GossipAddr)
+// Listen starts gossip on Config.GossipAddr, gossiping meta about this
+// node and advertising advertiseIP ("" lets memberlist pick: the bind
+// address, or the first private IP when it binds every address) with the
+// bound port. Callbacks into Deps start here.
+func (c *Cluster) Listen(meta Meta, advertiseIP string) error {
+	c.meta = meta
+	host, port, err := splitHostPort(c.cfg.GossipAddr)
 	if err != nil {
-		return fmt.Errorf("node: gossip address: %w", err)
+		return fmt.Errorf("membership: gossip address: %w", err)
 	}
 	if host == "" {
 		host = "0.0.0.0"
 	}
 	mc := memberlist.DefaultLANConfig()
-	mc.Name = n.cfg.ID
+	mc.Name = c.cfg.ID
 	mc.BindAddr = host
-	mc.ProbeInterval = n.cfg.GossipProbeInterval
-	mc.ProbeTimeout = n.cfg.GossipProbeTimeout
-	mc.GossipInterval = n.cfg.GossipInterval
-	mc.SuspicionMult = n.cfg.GossipSuspicionMult
+	mc.ProbeInterval = c.cfg.ProbeInterval
+	mc.ProbeTimeout = c.cfg.ProbeTimeout
+	mc.GossipInterval = c.cfg.GossipInterval
+	mc.SuspicionMult = c.cfg.SuspicionMult
 	mc.PushPullInterval = 5 * time.Second
 	mc.TCPTimeout = 2 * time.Second
 	// A member declared dead may come back at once at another address (a
 	// rescheduled pod keeps its id): memberlist refuses a known name at a
 	// new address unless the old record is dead and older than this.
 	mc.DeadNodeReclaimTime = time.Millisecond
-	mc.Delegate = delegate{n}
-	mc.Events = delegate{n}
-	mc.Conflict = delegate{n}
-	mc.Logger = log.New(slogWriter{n: n, undecryptable: new(atomic.Int64)}, "", 0)
-	mc.Label = n.cfg.ClusterName // gossip from another cluster is dropped
-	if n.keyring != nil {
-		mc.Keyring = n.keyring
+	mc.Delegate = delegate{c}
+	mc.Events = delegate{c}
+	mc.Conflict = delegate{c}
+	mc.Logger = log.New(slogWriter{log: c.log, undecryptable: new(atomic.Int64)}, "", 0)
+	mc.Label = c.cfg.ClusterName // gossip from another cluster is dropped
+	if c.cfg.Keyring != nil {
+		mc.Keyring = c.cfg.Keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
-		switch n.cfg.GossipUpgrade { // moving a keyless cluster onto the key
-		case GossipUpgradePlain:
+		switch c.cfg.Upgrade { // moving a keyless cluster onto the key
+		case UpgradePlain:
 			mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = false, false
-		case GossipUpgradeEncrypt:
+		case UpgradeEncrypt:
 			mc.GossipVerifyIncoming = false
 		}
 	}
 	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 	if err != nil {
-		return fmt.Errorf("node: gossip transport: %w", err)
+		return fmt.Errorf("membership: gossip transport: %w", err)
 	}
 	if port == 0 {
 		port = nt.GetAutoBindPort()
@@ -176,15 +167,15 @@ func (n *Node) startMemberlist(advertiseIP string) error {
 	mc.BindPort, mc.AdvertisePort = port, port
 	mc.AdvertiseAddr = advertiseIP
 	mc.Transport = nt
-	if n.cfg.WrapGossip != nil {
-		mc.Transport = n.cfg.WrapGossip(nt)
+	if c.cfg.WrapGossip != nil {
+		mc.Transport = c.cfg.WrapGossip(nt)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = nt.Shutdown()
-		return fmt.Errorf("node: gossip: %w", err)
+		return fmt.Errorf("membership: gossip: %w", err)
 	}
-	n.ml = ml
+	c.ml = ml
 	return nil
 }
 

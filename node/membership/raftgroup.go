@@ -1,6 +1,7 @@
-package node
+package membership
 
 import (
+	"context"
 	"errors"
 	"sort"
 
@@ -10,59 +11,59 @@ import (
 
 // manageRaft bootstraps the group once enough members are present and, on
 // the leader, reconciles the Raft configuration with gossip membership.
-func (n *Node) manageRaft() {
-	v := n.view.Load()
+func (c *Cluster) manageRaft(ctx context.Context) {
+	v := c.view.Load()
 	if v == nil {
 		return
 	}
-	if n.cfg.BootstrapExpect > 0 && !n.boot.Load() {
+	if c.cfg.BootstrapExpect > 0 && !c.boot.Load() {
 		var servers []rulesraft.Server
-		for _, m := range v.members {
+		for _, m := range v.Members {
 			if m.Raft != "" {
 				servers = append(servers, rulesraft.Server{ID: m.ID, Addr: m.Raft})
 			}
 		}
-		if len(servers) >= n.cfg.BootstrapExpect {
+		if len(servers) >= c.cfg.BootstrapExpect {
 			sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-			servers = servers[:n.cfg.BootstrapExpect]
-			err := n.store.Bootstrap(servers)
+			servers = servers[:c.cfg.BootstrapExpect]
+			err := c.deps.Raft.Bootstrap(servers)
 			if err != nil && !isAlreadyBootstrapped(err) {
-				n.log.Warn("raft bootstrap", "err", err)
+				c.log.Warn("raft bootstrap", "err", err)
 			} else {
-				n.boot.Store(true)
+				c.boot.Store(true)
 			}
 		}
 	}
-	if !n.store.IsLeader() {
+	if !c.deps.Raft.IsLeader() {
 		return
 	}
 	var alive []rulesraft.Server
-	for _, m := range v.members {
+	for _, m := range v.Members {
 		if m.Raft != "" && m.State == "alive" {
 			alive = append(alive, rulesraft.Server{ID: m.ID, Addr: m.Raft})
 		}
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].ID < alive[j].ID })
-	gone := n.gossiped.LeftMembers()
-	if err := n.store.Reconcile(n.ctx, alive, gone); err != nil && n.ctx.Err() == nil {
-		n.log.Warn("raft reconcile", "err", err)
+	gone := c.gossiped.LeftMembers()
+	if err := c.deps.Raft.Reconcile(ctx, alive, gone); err != nil && ctx.Err() == nil {
+		c.log.Warn("raft reconcile", "err", err)
 	}
 }
 
-// noLeaderReason says why no Raft leader will come, when the node knows:
+// NoLeaderReason says why no Raft leader will come, when the node knows:
 // it was started with neither --bootstrap-expect nor --join and is in no
 // Raft configuration (never bootstrapped, never added). Such a node does
 // not bootstrap itself (two of them would be two clusters): it waits for
 // a member of a cluster to join it. Empty otherwise, and once a leader is
 // known.
-func (n *Node) noLeaderReason() string {
-	if n.cfg.BootstrapExpect > 0 || len(n.cfg.Join) > 0 {
+func (c *Cluster) NoLeaderReason() string {
+	if c.cfg.BootstrapExpect > 0 || len(c.cfg.Join) > 0 {
 		return ""
 	}
-	if id, _ := n.store.Leader(); id != "" {
+	if id, _ := c.deps.Raft.Leader(); id != "" {
 		return ""
 	}
-	if cfg, err := n.store.Configuration(); err != nil || len(cfg) > 0 {
+	if cfg, err := c.deps.Raft.Configuration(); err != nil || len(cfg) > 0 {
 		return ""
 	}
 	return "no Raft leader: this node was started with neither --bootstrap-expect nor --join, " +
@@ -74,23 +75,23 @@ func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.Err
 
 // watchQuorum samples every clusterview.QuorumSample whether this node
 // knows a Raft leader and feeds it to a clusterview.Quorum, which keeps how
-// long it has known none (published as Node.leaderlessFor for the
+// long it has known none (published as Cluster.leaderlessFor for the
 // ring-view policy) and tells when this node comes back from being cut
-// off: it then marks the quorum regained (Node.regained) and wakes the
+// off: it then marks the quorum regained (Cluster.regained) and wakes the
 // cluster loop. The probes of the peers it asks for (after
 // clusterview.QuorumLostAfter without a leader) run here, one at a time.
-func (n *Node) watchQuorum() {
+func (c *Cluster) watchQuorum(ctx context.Context) {
 	var q clusterview.Quorum
-	n.every(clusterview.QuorumSample, func() bool {
-		id, _ := n.store.Leader()
+	every(ctx, clusterview.QuorumSample, func() bool {
+		id, _ := c.deps.Raft.Leader()
 		probe, regained := q.Tick(id != "")
-		n.leaderlessFor.Store(int64(q.LeaderlessFor()))
+		c.leaderlessFor.Store(int64(q.LeaderlessFor()))
 		if probe {
-			regained = q.Answered(n.peerAnswers(n.ctx))
+			regained = q.Answered(c.peerAnswers(ctx))
 		}
 		if regained {
-			n.regained.Store(true)
-			n.signalChanged()
+			c.regained.Store(true)
+			c.Refresh()
 		}
 		return false
 	})

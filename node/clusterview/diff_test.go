@@ -1,12 +1,34 @@
-package ring
+package clusterview
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/ring"
 )
 
+func mustRing(t testing.TB, members []string, cfg ring.Config) *ring.Ring {
+	t.Helper()
+	r, err := ring.New(members, cfg)
+	if err != nil {
+		t.Fatalf("ring.New(%d members): %v", len(members), err)
+	}
+	return r
+}
+
+// nodeIDs is node-0 ... node-(n-1).
+func nodeIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("node-%d", i)
+	}
+	return out
+}
+
 func TestDiffFromNothing(t *testing.T) {
-	r := mustNew(t, []string{"a", "b", "c"}, DefaultConfig())
+	r := mustRing(t, []string{"a", "b", "c"}, ring.DefaultConfig())
 	moves := Diff(nil, r)
 	if len(moves) != 271 {
 		t.Fatalf("Diff(nil, r) has %d moves, want all 271 partitions", len(moves))
@@ -22,7 +44,7 @@ func TestDiffFromNothing(t *testing.T) {
 			t.Fatalf("move %+v: Gained %v Lost %v", m, m.Gained(), m.Lost())
 		}
 	}
-	if got := Diff(nil, mustNew(t, nil, DefaultConfig())); got != nil {
+	if got := Diff(nil, mustRing(t, nil, ring.DefaultConfig())); got != nil {
 		t.Errorf("Diff(nil, empty) = %v, want nothing", got)
 	}
 	if got := Diff(nil, nil); got != nil {
@@ -31,8 +53,8 @@ func TestDiffFromNothing(t *testing.T) {
 }
 
 func TestDiffToNothing(t *testing.T) {
-	r := mustNew(t, []string{"a", "b"}, DefaultConfig())
-	for _, to := range []*Ring{nil, mustNew(t, nil, DefaultConfig())} {
+	r := mustRing(t, []string{"a", "b"}, ring.DefaultConfig())
+	for _, to := range []*ring.Ring{nil, mustRing(t, nil, ring.DefaultConfig())} {
 		moves := Diff(r, to)
 		if len(moves) != 271 {
 			t.Fatalf("Diff(r, empty) has %d moves, want 271", len(moves))
@@ -46,8 +68,8 @@ func TestDiffToNothing(t *testing.T) {
 }
 
 func TestDiffSameMembersIsEmpty(t *testing.T) {
-	a := mustNew(t, []string{"x", "y", "z"}, DefaultConfig())
-	b := mustNew(t, []string{"z", "x", "y"}, DefaultConfig())
+	a := mustRing(t, []string{"x", "y", "z"}, ring.DefaultConfig())
+	b := mustRing(t, []string{"z", "x", "y"}, ring.DefaultConfig())
 	if d := Diff(a, b); d != nil {
 		t.Fatalf("Diff of the same member set = %d moves", len(d))
 	}
@@ -57,16 +79,16 @@ func TestDiffSameMembersIsEmpty(t *testing.T) {
 // leave: a partition is listed iff its owner or replica list differs, and
 // the move carries both sides as the rings report them.
 func TestDiffListsExactlyTheChanges(t *testing.T) {
-	cfg := Config{Replicas: 3}
-	members := ids(0, 6)
+	cfg := ring.Config{Replicas: 3}
+	members := nodeIDs(6)
 	steps := []struct{ from, to []string }{
 		{members[:5], members}, // node-5 joins
 		{members, append(slices.Clone(members[:2]), members[3:]...)}, // node-2 leaves
 	}
 	for _, st := range steps {
-		old, new := mustNew(t, st.from, cfg), mustNew(t, st.to, cfg)
+		old, new := mustRing(t, st.from, cfg), mustRing(t, st.to, cfg)
 		moves := Diff(old, new)
-		byPart := map[uint32]Move{}
+		byPart := map[uint32]replication.Move{}
 		for i, m := range moves {
 			if i > 0 && moves[i-1].Partition >= m.Partition {
 				t.Fatalf("moves not in ascending partition order at %d", i)
@@ -107,8 +129,8 @@ func TestDiffListsExactlyTheChanges(t *testing.T) {
 }
 
 func TestDiffMovesDoNotAliasRings(t *testing.T) {
-	old := mustNew(t, ids(0, 2), DefaultConfig())
-	new := mustNew(t, ids(0, 3), DefaultConfig())
+	old := mustRing(t, nodeIDs(2), ring.DefaultConfig())
+	new := mustRing(t, nodeIDs(3), ring.DefaultConfig())
 	m := Diff(old, new)[0]
 	want := new.PartitionReplicas(m.Partition)
 	m.NewReplicas[0] = "mutated"
@@ -123,5 +145,14 @@ func TestDiffDifferentPartitionCountsPanics(t *testing.T) {
 			t.Fatal("Diff of rings with different partition counts did not panic")
 		}
 	}()
-	Diff(mustNew(t, []string{"a"}, Config{PartitionCount: 7}), mustNew(t, []string{"a"}, DefaultConfig()))
+	Diff(mustRing(t, []string{"a"}, ring.Config{PartitionCount: 7}), mustRing(t, []string{"a"}, ring.DefaultConfig()))
+}
+
+func BenchmarkDiff(b *testing.B) {
+	old := mustRing(b, nodeIDs(5), ring.DefaultConfig())
+	new := mustRing(b, nodeIDs(6), ring.DefaultConfig())
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Diff(old, new)
+	}
 }

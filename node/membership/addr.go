@@ -1,16 +1,17 @@
-package node
+package membership
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
 )
 
-// advertiser decides what a node advertises for each listener. With
+// Advertiser decides what a node advertises for each listener. With
 // Config.Advertise: that host with each listener's bound port (resolved to
 // an IP, but kept as a name for Raft). Without it: the bound addresses,
 // except that a listener bound to every address advertises the IP gossip
@@ -18,27 +19,28 @@ import (
 // binds every address: memberlist's own pick). So all four addresses of a
 // node name one host, and an unspecified host ([::]:9090, which a peer
 // would take for itself) is never gossiped.
-type advertiser struct {
+type Advertiser struct {
 	name string // Config.Advertise as given ("" when unset)
 	ip   string // what name resolved to ("" when unset)
 	host string // the IP that stands for an unspecified listen host ("" if none was found)
 }
 
-// newAdvertiser resolves cfg.Advertise (a name is retried until
-// cfg.ResolveTimeout passes) or, without it, finds the host IP.
-func newAdvertiser(cfg Config, log *slog.Logger) (advertiser, error) {
-	a := advertiser{name: cfg.Advertise}
+// NewAdvertiser resolves advertise (Config.Advertise: a name is retried
+// until resolveTimeout passes) or, without it, finds the host IP for
+// gossip bound at gossipAddr.
+func NewAdvertiser(advertise, gossipAddr string, resolveTimeout time.Duration, log *slog.Logger) (Advertiser, error) {
+	a := Advertiser{name: advertise}
 	if a.name != "" {
-		ip, err := resolveHost(a.name, cfg.ResolveTimeout, log)
+		ip, err := resolveHost(a.name, resolveTimeout, log)
 		if err != nil {
 			return a, err
 		}
 		a.ip, a.host = ip, ip
 		return a, nil
 	}
-	g, _, err := net.SplitHostPort(cfg.GossipAddr)
+	g, _, err := net.SplitHostPort(gossipAddr)
 	if err != nil {
-		return a, fmt.Errorf("node: gossip address: %w", err)
+		return a, fmt.Errorf("membership: gossip address: %w", err)
 	}
 	if !unspecified(g) {
 		a.host = g
@@ -46,15 +48,15 @@ func newAdvertiser(cfg Config, log *slog.Logger) (advertiser, error) {
 	}
 	ip, err := sockaddr.GetPrivateIP()
 	if err != nil {
-		return a, fmt.Errorf("node: finding a private IP to advertise: %w", err)
+		return a, fmt.Errorf("membership: finding a private IP to advertise: %w", err)
 	}
 	a.host = ip // "" when there is none
 	return a, nil
 }
 
-// addr is what to advertise for the gRPC or HTTP listener bound at bound
+// Addr is what to advertise for the gRPC or HTTP listener bound at bound
 // (host:port, the real port).
-func (a advertiser) addr(bound string) string {
+func (a Advertiser) Addr(bound string) string {
 	host, port, err := net.SplitHostPort(bound)
 	switch {
 	case err != nil:
@@ -67,14 +69,14 @@ func (a advertiser) addr(bound string) string {
 	return bound
 }
 
-// gossipIP is the IP memberlist advertises ("" lets memberlist decide:
+// GossipIP is the IP memberlist advertises ("" lets memberlist decide:
 // the bind address, or the first private IP when it binds every address).
-func (a advertiser) gossipIP() string { return a.ip }
+func (a Advertiser) GossipIP() string { return a.ip }
 
-// raft is the Raft advertise address for the listen address raftAddr
+// Raft is the Raft advertise address for the listen address raftAddr
 // (its port may be 0: the bound port), "" for the bound address. A name
 // stays a name.
-func (a advertiser) raft(raftAddr string) (string, error) {
+func (a Advertiser) Raft(raftAddr string) (string, error) {
 	host, port, err := net.SplitHostPort(raftAddr)
 	if err != nil {
 		return "", err
@@ -87,7 +89,7 @@ func (a advertiser) raft(raftAddr string) (string, error) {
 	case a.host != "":
 		return net.JoinHostPort(a.host, port), nil
 	}
-	return "", fmt.Errorf("node: raft address %q listens on every address and no private IP was found: set Advertise (--advertise)", raftAddr)
+	return "", fmt.Errorf("membership: raft address %q listens on every address and no private IP was found: set Advertise (--advertise)", raftAddr)
 }
 
 func unspecified(host string) bool {
@@ -123,11 +125,23 @@ func resolveHost(host string, wait time.Duration, log *slog.Logger) (string, err
 			err = fmt.Errorf("no addresses")
 		}
 		if !time.Now().Before(deadline) {
-			return "", fmt.Errorf("node: resolving advertise host %q: %w", host, err)
+			return "", fmt.Errorf("membership: resolving advertise host %q: %w", host, err)
 		}
 		if attempt == 0 {
 			log.Warn("advertise host does not resolve yet; retrying", "host", host, "err", err, "for", wait)
 		}
 		time.Sleep(500 * time.Millisecond) // retry pace; New has no context to wait on
 	}
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return h, port, nil
 }

@@ -1,0 +1,165 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/weirlimit/weir/node/clusterview"
+	"github.com/weirlimit/weir/replication"
+	"github.com/weirlimit/weir/ring"
+)
+
+// View is an immutable snapshot: the member set and the ring built from
+// it. The cluster loop swaps it atomically; readers share it and change
+// nothing in it.
+type View struct {
+	Version uint64 // ringVersion(Ring)
+	Ring    *ring.Ring
+	Members map[string]clusterview.Member
+	Peers   [][]string // by partition: its replicas other than this node
+}
+
+var _ replication.View = (*View)(nil)
+
+// PartitionOwner is p's owner in the view's ring.
+func (v *View) PartitionOwner(p uint32) string { return v.Ring.PartitionOwner(p) }
+
+// Member reports whether id is in the view's member list.
+func (v *View) Member(id string) bool { _, ok := v.Members[id]; return ok }
+
+// replicaPeers lists, by partition, the replicas of r other than self: the
+// replicator asks for them at every flush, so they are built once a ring.
+func replicaPeers(r *ring.Ring, self string) [][]string {
+	out := make([][]string, r.PartitionCount())
+	var buf []string
+	for p := range out {
+		buf = r.AppendPartitionReplicas(buf[:0], uint32(p))
+		var to []string
+		for _, id := range buf {
+			if id != self && id != "" {
+				to = append(to, id)
+			}
+		}
+		out[p] = to
+	}
+	return out
+}
+
+// Addr is member id's gRPC address.
+func (v *View) Addr(id string) (string, bool) {
+	m, ok := v.Members[id]
+	if !ok || m.GRPC == "" {
+		return "", false
+	}
+	return m.GRPC, true
+}
+
+// clusterLoop owns ring changes and Raft group management. It re-reads the
+// member list on every signal and on a timer.
+func (c *Cluster) clusterLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	policy := &clusterview.Policy{Self: c.cfg.ID, Ring: c.cfg.Ring, Departures: c.gossiped, Leader: raftLeadership{c}}
+	var gateways uint32
+	for {
+		c.refreshView(ctx, policy)
+		c.manageRaft(ctx)
+		if g := c.deps.Gateways.Gateways(); g != gateways {
+			gateways = g
+			_ = c.ml.UpdateNode(time.Second) // gossip the new gateway count
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		case <-t.C:
+		}
+	}
+}
+
+// raftLeadership is what watchQuorum last saw of Raft leadership.
+type raftLeadership struct{ c *Cluster }
+
+var _ clusterview.Leadership = raftLeadership{}
+
+func (l raftLeadership) LeaderlessFor() time.Duration {
+	return time.Duration(l.c.leaderlessFor.Load())
+}
+
+func (l raftLeadership) TakeRegained() bool { return l.c.regained.Swap(false) }
+
+// refreshView asks the ring-view policy (clusterview.Policy) whether the
+// ring or the member set changed; if so it hands the new ring to the
+// hand-off (which marks the partitions this node gains pending and pulls
+// them) and only then publishes it to the check path.
+func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
+	members, wait := c.deps.Admitter.Admitted(c.ReadMembers())
+	if wait {
+		return // a new member is proving who it is (Admitter)
+	}
+	in := clusterview.Input{
+		Now:     c.cfg.Now(),
+		Members: members,
+		Leaving: c.leaving.Load(),
+		Joining: len(c.cfg.Join) > 0 && !c.joined.Load(),
+	}
+	in.Restoring = c.deps.Restorer.Restoring(func(id string) bool { _, ok := members[id]; return ok }, c.view.Load() != nil)
+	old := c.view.Load()
+	if old != nil {
+		in.Ring, in.Published = old.Ring, old.Members
+	}
+	ch, ok, err := policy.Step(in)
+	if err != nil {
+		c.log.Error("ring rebuild failed", "err", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	switch ch.Base {
+	case clusterview.BaseRegained:
+		c.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", ch.BaseOf)
+	case clusterview.BaseSplit:
+		c.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters", "base", ch.BaseOf)
+	}
+	if err := c.deps.Handoff.ChangeRing(ctx, ch.Event); err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("hand-off did not take the ring", "err", err)
+		}
+		return
+	}
+	if !ch.Rebuilt {
+		c.view.Store(&View{Version: old.Version, Ring: old.Ring, Members: ch.Members, Peers: old.Peers})
+		return
+	}
+	r := ch.Ring
+	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: replicaPeers(r, c.cfg.ID)}
+	c.view.Store(v)
+	if c.deps.Published != nil {
+		c.deps.Published(v)
+	}
+	c.log.Info("ring changed", "version", v.Version, "members", len(v.Members))
+}
+
+// ringVersion identifies a ring by what it is built from: a 32-bit hash of
+// its sorted member ids and its config. Every node with the same ring
+// members reports the same version, so an operator comparing nodes sees
+// at once whether they agree; it is not ordered (a later ring is not a
+// larger number). 32 bits keep it short and exact as a Prometheus gauge.
+func ringVersion(r *ring.Ring) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	ids := r.Members()
+	sort.Strings(ids)
+	for _, id := range ids {
+		_, _ = d.WriteString(id)
+		_, _ = d.Write([]byte{0})
+	}
+	c := r.Config()
+	_, _ = fmt.Fprintf(&d, "%d/%d/%g/%d", c.PartitionCount, c.ReplicationFactor, c.Load, c.Replicas)
+	return d.Sum64() & 0xffffffff
+}
