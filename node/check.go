@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirlimit/weir/bucket"
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/forward"
 	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/replication"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -259,9 +260,7 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 	var calls []remoteCall
 	for _, dest := range sortedDests(remote) {
 		idx := remote[dest]
-		f := n.forwarder(dest)
-		c, err := f.start(ctx, items, idx, rv.version, forwarded)
-		calls = append(calls, remoteCall{f: f, idx: idx, c: c, err: err})
+		calls = append(calls, remoteCall{dest: dest, idx: idx, c: n.fwd.Start(ctx, dest, items, idx, rv.version, forwarded)})
 	}
 	if len(sc.local) > 0 {
 		sc.out = slices.Grow(sc.out[:0], len(sc.local))[:len(sc.local)]
@@ -281,13 +280,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 		n.regionObserve(rv, items, sc.idx, sc.out)
 	}
 	for _, rc := range calls {
-		err := rc.err
-		if err == nil {
-			err = rc.f.wait(ctx, rc.c, res, rc.idx)
-		}
-		if err != nil {
+		if err := rc.c.Wait(ctx, res); err != nil {
 			for _, i := range rc.idx {
-				res[i].Code, res[i].Err = limit.CodeUnavailable, "owner "+rc.f.dest+" unreachable: "+err.Error()
+				res[i].Code, res[i].Err = limit.CodeUnavailable, "owner "+rc.dest+" unreachable: "+err.Error()
 			}
 		}
 	}
@@ -296,32 +291,9 @@ func (n *Node) check(ctx context.Context, items []limit.Item, res []limit.Result
 
 // remoteCall is one destination's part of a check in flight.
 type remoteCall struct {
-	f   *forwarder
-	idx []int // positions in the caller's items
-	c   *fwdCall
-	err error // from start
-}
-
-// forwardItems copies items[idx] to send to an owner, each carrying at
-// least rule version ver, so the owner waits for the rule set they were
-// matched against, and its hop count: 0 for a caller's items, one more for
-// items this node was forwarded. The caller's items are not changed.
-func forwardItems(items []limit.Item, idx []int, ver uint64, forwarded bool) []limit.Item {
-	return appendForwardItems(make([]limit.Item, 0, len(idx)), items, idx, ver, forwarded)
-}
-
-// appendForwardItems is forwardItems appending to dst.
-func appendForwardItems(dst, items []limit.Item, idx []int, ver uint64, forwarded bool) []limit.Item {
-	for _, i := range idx {
-		it := items[i]
-		var hops uint32
-		if forwarded {
-			hops = it.Hops + 1
-		}
-		it.RuleVersion, it.Hops = max(it.RuleVersion, ver), hops
-		dst = append(dst, it)
-	}
-	return dst
+	dest string
+	idx  []int // positions in the caller's items
+	c    *forward.Call
 }
 
 // checkScratch holds a check's local part; reused through scratchPool (the

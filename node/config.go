@@ -154,7 +154,7 @@ type Config struct {
 	// ForwardMaxBatch caps the items coalesced in one forwarded request.
 	ForwardMaxBatch int
 	// ForwardInflight is the most forward requests in flight at once on
-	// a destination's Peer.ForwardStream (forward.go).
+	// a destination's Peer.ForwardStream (node/forward).
 	ForwardInflight int
 
 	// Gossip timing; DefaultConfig is tuned for a LAN.

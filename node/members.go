@@ -66,7 +66,13 @@ func (p memberParts) Leader() (string, string) { return p.n.store.Leader() }
 func (p memberParts) Configuration() ([]rulesraft.ServerInfo, error) {
 	return p.n.store.Configuration()
 }
-func (p memberParts) Conn(addr string) (grpc.ClientConnInterface, error) { return p.n.peers.conn(addr) }
+func (p memberParts) Conn(addr string) (grpc.ClientConnInterface, error) {
+	cc, err := p.n.fwd.Conn(addr)
+	if err != nil {
+		return nil, err // not a nil *grpc.ClientConn in an interface
+	}
+	return cc, nil
+}
 
 // ringPublished tells the parts that follow the ring of a new one.
 func (n *Node) ringPublished(v *membership.View) {

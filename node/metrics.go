@@ -7,11 +7,9 @@ import (
 )
 
 // metrics are per node, registered on the registry passed in Config:
-// those of the forwarders, the ring and the key cap (the checks' and the
-// Raft group's are node/ops').
+// those of the ring and the key cap (the checks' and the Raft group's are
+// node/ops', the forwarders' node/forward's).
 type metrics struct {
-	forwarded       prometheus.Counter
-	forwardBatch    prometheus.Histogram
 	members         prometheus.Gauge
 	ringVersion     prometheus.Gauge
 	partitionsOwned prometheus.Gauge
@@ -20,13 +18,6 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
-		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "weir_forwarded_items_total", Help: "Items forwarded to their owner.",
-		}),
-		forwardBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "weir_forward_batch_items", Help: "Items per forwarded RPC.",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 7),
-		}),
 		members:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_members", Help: "Live members in the ring."}),
 		ringVersion:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_ring_version", Help: "Ring identity: a 32-bit hash of the ring's members and config, equal on every node that agrees on the ring."}),
 		partitionsOwned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_partitions_owned", Help: "Partitions this node owns."}),
@@ -34,7 +25,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "weir_shard_key_cap_hits_total", Help: "Checks for a new key refused because its rule holds max_keys live keys on this node.",
 		}, []string{"rule"}),
 	}
-	reg.MustRegister(m.forwarded, m.forwardBatch, m.members, m.ringVersion, m.partitionsOwned, m.keyCapHits)
+	reg.MustRegister(m.members, m.ringVersion, m.partitionsOwned, m.keyCapHits)
 	return m
 }
 
@@ -51,8 +42,6 @@ func (m *metrics) registerFuncs(reg *prometheus.Registry, n *Node) {
 			func() float64 { return float64(n.handoff.Stats().Promoted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_replica_resync_states_total", Help: "Counter states sent in full to a partition's new replica."},
 			func() float64 { return float64(n.handoff.Stats().Resynced) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_forward_destinations", Help: "Members this node keeps forwarders (coalescing senders and streams) to."},
-			func() float64 { return float64(n.forwarders()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_auto_lease_hot_keys", Help: "Keys of rules with lease: auto this node leases to gateways now (as of the last sweep)."},
 			func() float64 { st, _ := n.engine.Stats(context.Background()); return float64(st.HotKeys) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_auto_leases_total", Help: "Automatic leases granted to gateways (rules with lease: auto)."},

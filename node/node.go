@@ -29,9 +29,11 @@ import (
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/authz"
+	"github.com/weirlimit/weir/node/forward"
 	"github.com/weirlimit/weir/node/identity"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/ops"
+	"github.com/weirlimit/weir/node/peer"
 	"github.com/weirlimit/weir/node/persist"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -63,7 +65,7 @@ type Node struct {
 	api      *api.Server
 	cluster  *membership.Cluster // gossip, members, the cluster view, join and leave
 	handoff  *replication.Handoff
-	peers    *peerPool
+	fwd      *forward.Table // forwarders and peer connections (node/forward)
 	met      *metrics
 	tls      *tlsconf.Source   // nil without TLS (security.go)
 	authz    *authz.Authorizer // the role policy (node/authz)
@@ -71,16 +73,14 @@ type Node struct {
 	region   *region.Agent     // nil unless Config.Region is set
 	tracer   trace.Tracer      // nil: tracing off (tracing.go)
 
-	grpcSrv       *grpc.Server
-	health        *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
-	httpSrv       *http.Server
-	grpcLis       net.Listener
-	httpLis       net.Listener
-	rview         atomic.Pointer[ruleView]
-	ops           *ops.Ops // the operators' view and its edge (node/ops)
-	rviewMu       sync.Mutex
-	fwd           fwdTable       // a forwarder per destination (forward.go)
-	replTransport *peerTransport // replication streams to peers
+	grpcSrv *grpc.Server
+	health  *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
+	httpSrv *http.Server
+	grpcLis net.Listener
+	httpLis net.Listener
+	rview   atomic.Pointer[ruleView]
+	ops     *ops.Ops // the operators' view and its edge (node/ops)
+	rviewMu sync.Mutex
 
 	durable *persist.Keeper // durable counters: what was loaded, the writer
 
@@ -142,8 +142,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ids = n.newIdentityGuard()
-	n.peers = newPeerPool()
-	n.peers.opts = append(append(peerDialOptions(cfg), n.peerCreds()), n.peerCallOptions()...)
+	if n.fwd, err = n.newForwarders(); err != nil {
+		return nil, err
+	}
 
 	ok := false
 	defer func() {
@@ -201,8 +202,7 @@ func New(cfg Config) (*Node, error) {
 	rcfg.Interval = cfg.ReplicationInterval
 	rcfg.Sched = cfg.Sched
 	rcfg.Logger = n.log.With("component", "replication")
-	n.replTransport = newPeerTransport(n)
-	n.repl, err = replication.NewReplicator(rcfg, n.replTransport, n.replicaPlacement)
+	n.repl, err = replication.NewReplicator(rcfg, peer.NewTransport(n.fwd, cfg.Now), n.replicaPlacement)
 	if err != nil {
 		return nil, fmt.Errorf("node: replicator: %w", err)
 	}
@@ -212,7 +212,7 @@ func New(cfg Config) (*Node, error) {
 	hc.Now = cfg.Now
 	hc.Sched = cfg.Sched
 	hc.Logger = n.log.With("component", "handoff")
-	n.handoff, err = replication.NewHandoff(hc, n.engine, peerHandoff{pool: n.peers, now: cfg.Now}, n.replicas, n.repl)
+	n.handoff, err = replication.NewHandoff(hc, n.engine, peer.Puller{Conns: n.fwd, Now: cfg.Now}, n.replicas, n.repl)
 	if err != nil {
 		return nil, fmt.Errorf("node: hand-off: %w", err)
 	}
@@ -244,7 +244,7 @@ func New(cfg Config) (*Node, error) {
 	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
 		return nil, err
 	}
-	weirv1.RegisterPeerServer(n.grpcSrv, &peerServer{n: n})
+	weirv1.RegisterPeerServer(n.grpcSrv, n.newPeerServer())
 	if cfg.Region.Region != "" {
 		if n.region, err = n.newRegionAgent(); err != nil {
 			return nil, fmt.Errorf("node: region: %w", err)
@@ -403,7 +403,7 @@ func (n *Node) Close() error {
 		c()
 		n.wg.Wait()
 		n.ops.Close()
-		n.closeForwarders()
+		n.fwd.Close()
 		if n.region != nil {
 			n.region.Close()
 		}
@@ -423,8 +423,8 @@ func (n *Node) closeResources() {
 	if n.store != nil {
 		_ = n.store.Close()
 	}
-	if n.peers != nil {
-		n.peers.close()
+	if n.fwd != nil {
+		n.fwd.Close()
 	}
 	if n.grpcLis != nil {
 		_ = n.grpcLis.Close()

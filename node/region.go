@@ -21,7 +21,7 @@ import (
 // RegionDialer when a test sets one.
 func (n *Node) newRegionAgent() (*region.Agent, error) {
 	rc := n.cfg.Region
-	// The same credentials and options as peerPool.conn: when TLS is
+	// The same credentials and options as the peer connections (node/forward): when TLS is
 	// configured for peers, regions use it too.
 	// The same credentials as peer calls: with TLS, a node certificate
 	// (regions then share the CA and the cluster name); with a gossip key,

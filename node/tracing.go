@@ -24,33 +24,3 @@ func (n *Node) traceCheck(ctx context.Context, items []limit.Item) (context.Cont
 	}
 	return ctx, span
 }
-
-// traceForward starts the span of a forward batch to dest when one of its
-// items is sampled (nil otherwise): the child of the first sampled item,
-// linked to the others; that trace's items go on as its children.
-func (n *Node) traceForward(dest string, batch []*fwdCall) trace.Span {
-	traced := false
-	for _, c := range batch {
-		if tracing.Traced(c.items) {
-			traced = true
-			break
-		}
-	}
-	if !traced {
-		return nil
-	}
-	ctx, span := tracing.Start(n.ctx, n.tracer, "weir.forward", trace.SpanKindClient, func(yield func(string) bool) {
-		for _, c := range batch {
-			for tp := range tracing.Traces(c.items) {
-				if !yield(tp) {
-					return
-				}
-			}
-		}
-	})
-	span.SetAttributes(attribute.String("weir.node", n.cfg.ID), attribute.String("weir.peer", dest))
-	for _, c := range batch {
-		tracing.Stamp(ctx, c.items, false)
-	}
-	return span
-}

@@ -101,6 +101,13 @@ var rules = []depRule{
 		only: []string{module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation",
 			"go.opentelemetry.io/otel/baggage", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/internal", "go.opentelemetry.io/otel/semconv"},
 		why: "the shared tracing helpers use the OpenTelemetry API only; internal/tracing/otlp alone builds the SDK and exporter"},
+	{pkg: "node/forward", required: true,
+		never: []string{module + "/node", module + "/rulesraft", module + "/replication", "github.com/hashicorp/memberlist", "github.com/hashicorp/raft"},
+		why:   "the forwarders and the peer connections take member addresses, credentials and metrics at construction; they know no node part, rule store, gossip or Raft"},
+	{pkg: "node/peer", required: true,
+		never:  []string{module + "/node", "github.com/hashicorp/memberlist"},
+		except: []string{module + "/node/api", module + "/node/authz", module + "/node/events"},
+		why:    "the Peer gRPC edge decides, guards and stores through interfaces of its own (Checker, Guard, Identity, Replicas, Holder, Conns); of the node's packages it links only node/api's one error mapping (and gossip never)"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }

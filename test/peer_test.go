@@ -6,25 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/ring"
 )
-
-func peerClient(t *testing.T, addr string) weirv1.PeerClient {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return weirv1.NewPeerClient(cc)
-}
 
 // The hand-off contract a puller relies on to find counters after a run of
 // ring changes: the holder hands a partition over once and from then on
@@ -54,7 +43,7 @@ func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
 		{To: owner.ID(), Partitions: []uint32{p}},
 		{To: "ghost-0", Partitions: []uint32{p, 1 << 20}},
 	} {
-		_, err := peerClient(t, owner.GRPCAddr()).Handoff(ctx, req)
+		_, err := testcluster.PeerClient(t, owner.GRPCAddr()).Handoff(ctx, req)
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("handoff %v: got %v, want InvalidArgument", req, err)
 		}
@@ -62,7 +51,7 @@ func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
 
 	// The replica holds a copy, not the counters. Asking it changes nothing.
 	testwait.For(t, 5*time.Second, "replica copy of the spent key", func() error {
-		resp, err := peerClient(t, replica.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-0", Partitions: []uint32{p}})
+		resp, err := testcluster.PeerClient(t, replica.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-0", Partitions: []uint32{p}})
 		if err != nil {
 			return err
 		}
@@ -82,7 +71,7 @@ func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
 		return nil
 	})
 
-	first, err := peerClient(t, owner.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-1", Partitions: []uint32{p}})
+	first, err := testcluster.PeerClient(t, owner.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-1", Partitions: []uint32{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +86,7 @@ func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
 
 	// Asked again, the old holder hands over nothing and names the puller,
 	// so a node whose ring skipped "ghost-1" follows the counters there.
-	second, err := peerClient(t, owner.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-2", Partitions: []uint32{p}})
+	second, err := testcluster.PeerClient(t, owner.GRPCAddr()).Handoff(ctx, &weirv1.HandoffRequest{To: "ghost-2", Partitions: []uint32{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +119,7 @@ func TestForwardedItemAtNonHolderReachesTheCounters(t *testing.T) {
 			continue
 		}
 		// As a forwarded item, as the stray peer would send it.
-		resp, err := peerClient(t, n.GRPCAddr()).Forward(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "exact", Cost: 1}}})
+		resp, err := testcluster.PeerClient(t, n.GRPCAddr()).Forward(ctx, &weirv1.CheckRequest{Items: []*weirv1.CheckItem{{Key: key, Rule: "exact", Cost: 1}}})
 		if err != nil {
 			t.Fatal(err)
 		}

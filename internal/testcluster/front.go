@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
 // Front starts a gRPC server on loopback in front of the node at addr:
@@ -29,4 +31,16 @@ func Front(t testing.TB, addr string, register func(s *grpc.Server, to *grpc.Cli
 	go func() { defer close(served); _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(); <-served })
 	return lis.Addr().String()
+}
+
+// PeerClient is a Peer client of the node at addr, as another node's
+// (plain text, from loopback); the test's cleanup closes it.
+func PeerClient(t testing.TB, addr string) weirv1.PeerClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return weirv1.NewPeerClient(cc)
 }

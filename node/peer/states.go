@@ -1,4 +1,4 @@
-package node
+package peer
 
 import (
 	"github.com/weirlimit/weir/bucket"
@@ -33,9 +33,26 @@ func onOurClock(states []replication.State, sentAt, now int64) {
 	}
 }
 
-// statesOnOurClock is statesFromProto, then onOurClock.
-func (n *Node) statesOnOurClock(in []*weirv1.CounterState, sentAt int64) []replication.State {
-	states := statesFromProto(in)
-	onOurClock(states, sentAt, n.now())
-	return states
+func statesToProto(in []replication.State) []*weirv1.CounterState {
+	block := make([]weirv1.CounterState, len(in)) // one allocation, not one per state
+	out := make([]*weirv1.CounterState, len(in))
+	for i, s := range in {
+		c := &block[i]
+		c.Id, c.Partition, c.A, c.B, c.C, c.Log, c.Permits = s.ID, s.Partition, s.A, s.B, s.C, s.Log, s.Permits
+		c.IdleNs, c.Volatile = s.Idle, s.Volatile
+		out[i] = c
+	}
+	return out
+}
+
+func statesFromProto(in []*weirv1.CounterState) []replication.State {
+	out := make([]replication.State, 0, len(in))
+	for _, s := range in {
+		if s == nil {
+			continue
+		}
+		out = append(out, replication.State{ID: s.Id, Partition: s.Partition, A: s.A, B: s.B, C: s.C, Log: s.Log, Permits: s.Permits,
+			Idle: max(s.IdleNs, 0), Volatile: s.Volatile})
+	}
+	return out
 }

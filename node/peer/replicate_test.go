@@ -1,11 +1,8 @@
-package node_test
+package peer_test
 
 import (
 	"context"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/internal/testcluster"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -17,14 +14,9 @@ import (
 func TestReplicateStreamAnswersOnlyAsks(t *testing.T) {
 	c := testcluster.New(t, 2)
 	replica, owner := c.Nodes[0], c.Nodes[1]
-	cc, err := grpc.NewClient(replica.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cc.Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := weirv1.NewPeerClient(cc).ReplicateStream(ctx)
+	st, err := testcluster.PeerClient(t, replica.GRPCAddr()).ReplicateStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
