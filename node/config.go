@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/weirlimit/weir/limit/headers"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/rls"
+	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/region"
 	"github.com/weirlimit/weir/ring"
 )
@@ -31,7 +31,7 @@ const (
 )
 
 // ErrConfig reports an invalid Config.
-var ErrConfig = errors.New("node: invalid config")
+var ErrConfig = security.ErrConfig
 
 // Config is everything a node needs. Addresses may use port 0 (tests); the
 // node reports the bound addresses. Environment and flags are parsed in cmd.
@@ -92,7 +92,7 @@ type Config struct {
 	// TLS names this node's certificate and key and the cluster CA. When
 	// set, every listener and connection is mutual TLS 1.3, the
 	// certificate must name node/<ID>, and callers are limited to their
-	// roles (security.go, node/authz, docs/security.md).
+	// roles (node/security, node/authz, docs/security.md).
 	TLS tlsconf.Files
 	// NodeProof, when set, grants the node role to a caller without a node
 	// certificate (node/authz.Config.NodeProof).
@@ -254,6 +254,14 @@ func DefaultConfig(id string) Config {
 // DefaultIdleTimeout is Config.IdleTimeout's default.
 const DefaultIdleTimeout = 5 * time.Minute
 
+// securitySettings are the settings node/security validates and loads
+// the keys from.
+func (c Config) securitySettings() security.Settings {
+	return security.Settings{ClusterName: c.ClusterName, TLS: c.TLS.Set(), Keys: c.GossipKeys, KeysWritten: c.GossipKeysWritten,
+		Upgrade: c.GossipUpgrade, HTTPReadTimeout: c.HTTPReadTimeout, DataDir: c.DataDir,
+		GossipAddr: c.GossipAddr, RaftAddr: c.RaftAddr, Advertise: c.Advertise}
+}
+
 // idleTimeout is IdleTimeout or its default.
 func (c Config) idleTimeout() time.Duration {
 	if c.IdleTimeout > 0 {
@@ -290,7 +298,7 @@ func (c Config) Validate() error {
 	if c.ClusterName == "" || strings.ContainsAny(c.ClusterName, "/:@?# ") {
 		return fmt.Errorf("%w: cluster name %q: want a non-empty name without '/', ':' or spaces", ErrConfig, c.ClusterName)
 	}
-	if err := c.validateSecurity(); err != nil {
+	if err := c.securitySettings().Validate(); err != nil {
 		return err
 	}
 	if c.IdleTimeout < 0 {

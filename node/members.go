@@ -37,12 +37,12 @@ func (n *Node) newCluster(keyring *memberlist.Keyring) *membership.Cluster {
 // memberSecurity is membership's view of the security concern.
 type memberSecurity struct{ n *Node }
 
-func (s memberSecurity) MemberProof() string { return s.n.memberProof() }
+func (s memberSecurity) MemberProof() string { return s.n.sec.MemberProof() }
 func (s memberSecurity) ProvenMember(id string, m member) bool {
-	return s.n.provenMember(id, m)
+	return s.n.sec.ProvenMember(id, m)
 }
 func (s memberSecurity) Admitted(m map[string]member) (map[string]member, bool) {
-	return s.n.admitted(m)
+	return s.n.sec.Admitted(m)
 }
 
 // memberParts resolves membership's other parts on the node (they are

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -22,19 +21,16 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/weirlimit/weir/internal/grpcwin"
-	"github.com/weirlimit/weir/internal/peerauth"
 	"github.com/weirlimit/weir/internal/sched"
-	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
-	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/forward"
-	"github.com/weirlimit/weir/node/identity"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/ops"
 	"github.com/weirlimit/weir/node/peer"
 	"github.com/weirlimit/weir/node/persist"
+	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/region"
@@ -67,11 +63,9 @@ type Node struct {
 	handoff  *replication.Handoff
 	fwd      *forward.Table // forwarders and peer connections (node/forward)
 	met      *metrics
-	tls      *tlsconf.Source   // nil without TLS (security.go)
-	authz    *authz.Authorizer // the role policy (node/authz)
-	admit    *admission        // members that proved they are nodes (TLS)
-	region   *region.Agent     // nil unless Config.Region is set
-	tracer   trace.Tracer      // nil: tracing off (tracing.go)
+	sec      *security.Guard // TLS, roles, admission, keys and proofs (node/security)
+	region   *region.Agent   // nil unless Config.Region is set
+	tracer   trace.Tracer    // nil: tracing off (tracing.go)
 
 	grpcSrv *grpc.Server
 	health  *health.Server // grpc.health.v1: SERVING once ready, NOT_SERVING from Leave on
@@ -83,15 +77,6 @@ type Node struct {
 	rviewMu sync.Mutex
 
 	durable *persist.Keeper // durable counters: what was loaded, the writer
-
-	unprovenLogged atomic.Int64 // unix ns of the last unproven-member warning
-	refusedLogged  atomic.Int64 // unix ns of the last refused-peer-call warning
-
-	keyring   *memberlist.Keyring     // gossip keys; nil without (security.go)
-	auth      *peerauth.Authenticator // node proofs from keyring; nil without
-	keyringMu sync.Mutex              // serializes keyring changes and their file
-	refused   *prometheus.CounterVec  // weir_node_proof_refusals_total (security.go)
-	ids       *identity.Guard         // node credentials bound to membership (keys.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,30 +103,26 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	cfg, keyring, err := setupKeys(cfg, cfg.Logger.With("node", cfg.ID))
+	keys, keyring, err := security.LoadKeys(cfg.securitySettings(), cfg.Logger.With("node", cfg.ID))
 	if err != nil {
 		return nil, err
 	}
+	cfg.GossipKeys, cfg.GossipAddr, cfg.RaftAddr, cfg.Advertise = keys.Keys, keys.GossipAddr, keys.RaftAddr, keys.Advertise
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.ID),
-		now:     cfg.Now,
-		keyring: keyring,
+		cfg: cfg,
+		log: cfg.Logger.With("node", cfg.ID),
+		now: cfg.Now,
 	}
 	n.cluster = n.newCluster(keyring)
 	if cfg.Tracer != nil {
 		n.tracer = cfg.Tracer.Tracer(tracing.Name)
 	}
-	if keyring != nil {
-		n.auth = peerauth.New(cfg.ClusterName, keyring)
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.met = newMetrics(cfg.Registry)
-	n.refused = newRefusals(cfg.Registry)
-	if err := n.setupSecurity(); err != nil {
+	boot := cfg.Sched.Uint64() | 1
+	if n.sec, err = n.newSecurity(boot, keyring); err != nil {
 		return nil, err
 	}
-	n.ids = n.newIdentityGuard()
 	if n.fwd, err = n.newForwarders(); err != nil {
 		return nil, err
 	}
@@ -175,12 +156,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	rc.PeerAddr = n.cluster.RaftAddrOf
 	rc.MemberFeatures = n.cluster.MemberFeatures
-	n.raftHandshake(&rc)
+	n.sec.RaftHandshake(&rc) // proofs and TLS of Raft connections
 	rc.Logger = n.log.With("component", "raft")
 	rc.HeartbeatTimeout = cfg.RaftHeartbeatTimeout
 	rc.ElectionTimeout = cfg.RaftElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftHeartbeatTimeout / 2
-	rc.ServerTLS, rc.ClientTLS = n.raftTLS()
 	n.store, err = rulesraft.Open(rc)
 	if err != nil {
 		return nil, fmt.Errorf("node: rules store: %w", err)
@@ -230,16 +210,13 @@ func New(cfg Config) (*Node, error) {
 		Logger:       n.log.With("component", "api"),
 		Registry:     cfg.Registry,
 		Now:          func() time.Time { return time.Unix(0, cfg.Now()) }, // the decisions' clock: reset_at = now + reset
-		DialOptions:  []grpc.DialOption{n.peerCreds()},
+		DialOptions:  []grpc.DialOption{n.sec.PeerCreds()},
 	}, backend{n})
 	if err != nil {
 		return nil, fmt.Errorf("node: api: %w", err)
 	}
 	mux := http.NewServeMux()
-	// The Peer guard (no TLS: a gossip key's proof, or loopback) first, so
-	// an outsider is refused as unauthenticated and counted; then the role
-	// policy (security.go).
-	n.grpcSrv = grpc.NewServer(append(append(grpcwin.ServerOptions(), n.peerGuard()...), n.grpcServerOptions()...)...)
+	n.grpcSrv = grpc.NewServer(append(grpcwin.ServerOptions(), n.sec.ServerOptions()...)...)
 	n.api.Register(n.grpcSrv)
 	if err := n.registerGateways(n.grpcSrv, mux); err != nil {
 		return nil, err
@@ -262,14 +239,13 @@ func New(cfg Config) (*Node, error) {
 		reflection.Register(n.grpcSrv)
 	}
 
-	n.handleKeyring(mux)
+	n.newKeyringAPI().Register(mux)
 	n.ops.Register(mux)
 	mux.Handle("/", n.api.Handler())
-	n.httpSrv = n.newHTTPServer(mux)
-	n.secureHTTP(n.httpSrv)
+	n.httpSrv = n.sec.NewHTTPServer(mux)
 
 	meta := membership.Meta{
-		Boot:     cfg.Sched.Uint64() | 1,
+		Boot:     boot,
 		GRPC:     adv.Addr(n.grpcLis.Addr().String()),
 		HTTP:     adv.Addr(n.httpLis.Addr().String()),
 		Raft:     n.store.Addr(),
@@ -299,7 +275,7 @@ func (n *Node) Start() error {
 		}
 	})
 	n.goFunc(func() {
-		if err := n.serveHTTP(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.sec.ServeHTTP(n.httpSrv, n.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
@@ -344,6 +320,11 @@ func (n *Node) every(d time.Duration, f func() (done bool)) {
 		}
 	}
 }
+
+// maxReplicaStates caps the replica copies a node holds (about 100 bytes
+// each): far above what the owners' key caps let them ship in practice,
+// low enough that a misbehaving peer cannot exhaust memory.
+const maxReplicaStates = 4 << 20
 
 // goFunc runs f on a goroutine the node joins on Close.
 func (n *Node) goFunc(f func()) {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/ops"
 	"github.com/weirlimit/weir/node/opsapi"
@@ -13,9 +12,7 @@ import (
 func (n *Node) initOps() {
 	c := ops.Config{ID: n.cfg.ID, Now: n.now, Registry: n.cfg.Registry, Logger: n.log.With("component", "ops"),
 		PeerAuth: n.peerReads().Authorize}
-	if n.tls != nil {
-		c.PeerTLS = n.tls.ClientConfig(tlsconf.RoleNode)
-	}
+	c.PeerTLS = n.sec.PeerTLS()
 	n.ops = ops.New(n.ctx, c, opsRules{n}, n.store, opsMembers{n}, n.engine)
 }
 
@@ -51,9 +48,9 @@ func (m opsMembers) Peers() map[string]string {
 // peerReads is this node's credential on other members' parts of a
 // cluster-wide read, and the check of theirs.
 func (n *Node) peerReads() opsapi.PeerCredential {
-	c := opsapi.PeerCredential{Self: n.cfg.ID, TLS: n.tls != nil, ReadToken: n.cfg.ReadToken, AdminToken: n.cfg.AdminToken}
-	if n.auth != nil {
-		c.Keys = n.auth
+	c := opsapi.PeerCredential{Self: n.cfg.ID, TLS: n.sec.TLS() != nil, ReadToken: n.cfg.ReadToken, AdminToken: n.cfg.AdminToken}
+	if a := n.sec.Authenticator(); a != nil {
+		c.Keys = a
 	}
 	return c
 }

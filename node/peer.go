@@ -23,7 +23,7 @@ func (n *Node) newForwarders() (*forward.Table, error) {
 	return forward.New(n.ctx, forward.Config{
 		Self:        n.cfg.ID,
 		Members:     peerAddrs{n},
-		DialOptions: append(append(peerDialOptions(n.cfg), n.peerCreds()), n.peerCallOptions()...),
+		DialOptions: append(append(peerDialOptions(n.cfg), n.sec.PeerCreds()), n.sec.PeerCallOptions()...),
 		Registerer:  n.cfg.Registry,
 		Tracer:      n.tracer,
 		Timeout:     n.cfg.ForwardTimeout,
@@ -34,7 +34,7 @@ func (n *Node) newForwarders() (*forward.Table, error) {
 
 func (n *Node) newPeerServer() *peer.Server {
 	return peer.NewServer(peer.Config{
-		Checker: forwardedChecks{n}, Guard: callerChecks{n}, Identity: n.ids, Replicas: n.replicas, Handoff: n.handoff,
+		Checker: forwardedChecks{n}, Guard: n.sec, Identity: n.sec, Replicas: n.replicas, Handoff: n.handoff,
 		RuleVersion: func() uint64 { return n.rules().version }, Now: n.now, Tracer: n.tracer, Logger: n.log,
 	})
 }
@@ -60,14 +60,6 @@ type forwardedChecks struct{ n *Node }
 func (c forwardedChecks) CheckForwarded(ctx context.Context, items []limit.Item, res []limit.Result) error {
 	return c.n.check(ctx, items, res, true)
 }
-
-// callerChecks are the security checks of a Peer call (peer.Guard).
-type callerChecks struct{ n *Node }
-
-func (c callerChecks) CallerAdmitted(ctx context.Context) error      { return c.n.callerAdmitted(ctx) }
-func (c callerChecks) CallerIs(ctx context.Context, id string) error { return c.n.callerIs(ctx, id) }
-func (c callerChecks) Caller(ctx context.Context) (string, error)    { return c.n.caller(ctx) }
-func (c callerChecks) SpeaksFor(caller, from string) error           { return c.n.speaksFor(caller, from) }
 
 // pruneForwarders drops the forwarders of members no longer live.
 func (n *Node) pruneForwarders(live map[string]member) {

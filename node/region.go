@@ -26,8 +26,8 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 	// The same credentials as peer calls: with TLS, a node certificate
 	// (regions then share the CA and the cluster name); with a gossip key,
 	// the node proof (regions then share the keyring).
-	rc.DialOptions = append(append(append([]grpc.DialOption{n.peerCreds()},
-		peerDialOptions(n.cfg)...), n.peerCallOptions()...), rc.DialOptions...)
+	rc.DialOptions = append(append(append([]grpc.DialOption{n.sec.PeerCreds()},
+		peerDialOptions(n.cfg)...), n.sec.PeerCallOptions()...), rc.DialOptions...)
 	if n.cfg.RegionDialer != nil {
 		rc.DialOptions = append(rc.DialOptions, grpc.WithContextDialer(n.cfg.RegionDialer))
 	}

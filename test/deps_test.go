@@ -101,6 +101,20 @@ var rules = []depRule{
 		only: []string{module + "/limit", module + "/bucket", "github.com/cespare/xxhash/v2", "go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/propagation",
 			"go.opentelemetry.io/otel/baggage", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/internal", "go.opentelemetry.io/otel/semconv"},
 		why: "the shared tracing helpers use the OpenTelemetry API only; internal/tracing/otlp alone builds the SDK and exporter"},
+	{pkg: "node/security", required: true,
+		never:  []string{module + "/node", "google.golang.org/grpc/health"},
+		except: []string{module + "/node/security", module + "/node/authz", module + "/node/clusterview", module + "/node/identity"},
+		why:    "the security part reads membership through its Members interface and serves no edge: node wires it, the edges call it"},
+	{pkg: "node/keyringapi", required: true,
+		never:  []string{module + "/node"},
+		except: []string{module + "/node/keyringapi", module + "/node/api", module + "/node/authz", module + "/node/clusterview", module + "/node/identity", module + "/node/events"},
+		why:    "the keyring HTTP edge reaches the keyring and the members through interfaces, not the node or its security part"},
+	{pkg: "node/api", never: []string{module + "/node/security", module + "/node/keyringapi"},
+		why: "the edges below the parts do not import them; only node and cmd do"},
+	{pkg: "node/authz", never: []string{module + "/node/security", module + "/node/keyringapi"},
+		why: "the role policy is a leaf the security part builds on"},
+	{pkg: "internal/httpjson", required: true, only: []string{},
+		why: "the one JSON answer writer of the HTTP edges is standard library only"},
 	{pkg: "node/forward", required: true,
 		never: []string{module + "/node", module + "/rulesraft", module + "/replication", "github.com/hashicorp/memberlist", "github.com/hashicorp/raft"},
 		why:   "the forwarders and the peer connections take member addresses, credentials and metrics at construction; they know no node part, rule store, gossip or Raft"},
@@ -114,7 +128,7 @@ var rules = []depRule{
 
 // nodeParts are the parts package node wires: only node imports them
 // (and the weir binary and tests); they meet through interfaces.
-var nodeParts = []string{"node/ops"}
+var nodeParts = []string{"node/ops", "node/security"}
 
 // TestNodePartsImportedByNodeOnly: no package but node (and cmd) imports
 // a node part, so a part's state is reached only through node's

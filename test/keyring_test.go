@@ -16,6 +16,7 @@ import (
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/node/keyringapi"
 )
 
 // Tests that the gossip keyring changes with the admin role only (issue
@@ -23,7 +24,7 @@ import (
 
 // keyringAs lists (op "") or changes n's keyring with hc over base
 // ("https://" or "http://"), sending token when set.
-func keyringAs(t *testing.T, hc *http.Client, base string, n *node.Node, token, op string, key []byte) (int, node.KeyringAnswer, string) {
+func keyringAs(t *testing.T, hc *http.Client, base string, n *node.Node, token, op string, key []byte) (int, keyringapi.Answer, string) {
 	t.Helper()
 	method, path := http.MethodGet, "/v1/keyring"
 	var body io.Reader
@@ -43,7 +44,7 @@ func keyringAs(t *testing.T, hc *http.Client, base string, n *node.Node, token, 
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	var a node.KeyringAnswer
+	var a keyringapi.Answer
 	_ = json.Unmarshal(raw, &a)
 	return resp.StatusCode, a, string(raw)
 }
@@ -72,7 +73,7 @@ func TestKeyringNeedsAdminCertificate(t *testing.T) {
 		}
 		var fps []string
 		for _, k := range want {
-			fps = append(fps, node.KeyFingerprint(k))
+			fps = append(fps, peerauth.Fingerprint(k))
 		}
 		for _, m := range a.Members {
 			if m.Error != "" || m.Primary != fps[0] || strings.Join(m.Keys, ",") != strings.Join(slices.Sorted(slices.Values(fps)), ",") {

@@ -26,6 +26,7 @@ import (
 	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/node"
+	"github.com/weirlimit/weir/node/keyringapi"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
 
@@ -235,7 +236,7 @@ func TestPeerServiceRefusesOutsiders(t *testing.T) {
 }
 
 // keyringCall posts one keyring change (or lists with op "") to n.
-func keyringCall(t *testing.T, n *node.Node, token, op string, key []byte) (int, node.KeyringAnswer) {
+func keyringCall(t *testing.T, n *node.Node, token, op string, key []byte) (int, keyringapi.Answer) {
 	t.Helper()
 	method, path := http.MethodGet, "/v1/keyring"
 	var body io.Reader
@@ -254,7 +255,7 @@ func keyringCall(t *testing.T, n *node.Node, token, op string, key []byte) (int,
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var a node.KeyringAnswer
+	var a keyringapi.Answer
 	raw, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(raw, &a); err != nil {
 		t.Fatalf("keyring %s: %d %s", op, resp.StatusCode, raw)
@@ -312,7 +313,7 @@ rules:
 	if code, a := keyringCall(t, c.Nodes[0], token, "use", k2); code != http.StatusConflict {
 		t.Fatalf("use of a key no member holds: %d %+v, want 409", code, a)
 	}
-	fp1, fp2 := node.KeyFingerprint(k1), node.KeyFingerprint(k2)
+	fp1, fp2 := peerauth.Fingerprint(k1), peerauth.Fingerprint(k2)
 	steps := []struct {
 		via, op string
 		key     []byte

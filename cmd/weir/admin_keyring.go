@@ -12,7 +12,7 @@ import (
 	"github.com/weirlimit/weir/internal/peerauth"
 )
 
-// keyringAnswer is node.KeyringAnswer as the CLI reads it.
+// keyringAnswer is keyringapi.Answer as the CLI reads it.
 type keyringAnswer struct {
 	Op      string `json:"op"`
 	Key     string `json:"key"`

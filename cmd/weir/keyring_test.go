@@ -47,7 +47,7 @@ func TestKeyringCommands(t *testing.T) {
 	if _, err := peerauth.ParseKey(newKey); r.code != 0 || err != nil {
 		t.Fatalf("generate: exit %d %q: %v", r.code, r.stdout, err)
 	}
-	fpOld, fpNew := node.KeyFingerprint(old[0]), node.KeyFingerprint(mustKey(t, newKey))
+	fpOld, fpNew := peerauth.Fingerprint(old[0]), peerauth.Fingerprint(mustKey(t, newKey))
 	for _, step := range [][]string{{"install", newKey}, {"use", newKey}, {"remove", peerauth.EncodeKey(old[0])}} {
 		r := runCLI(t, "", env, "keyring", step[0], step[1])
 		if r.code != 0 || !strings.Contains(r.stdout, "done on 2 members") {

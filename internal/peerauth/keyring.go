@@ -3,7 +3,9 @@ package peerauth
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -30,6 +32,13 @@ func ParseKey(s string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: a key is not base64", ErrKeyring)
+}
+
+// Fingerprint names a key without revealing it: the first 8 bytes of its
+// SHA-256, hex (what weir keyring and the keyring API show).
+func Fingerprint(k []byte) string {
+	s := sha256.Sum256(k)
+	return hex.EncodeToString(s[:8])
 }
 
 // EncodeKey is a key as the keyring file writes it (standard base64).

@@ -166,7 +166,7 @@ func fastInt(b []byte, i int) (int64, int, bool) {
 
 // appendResultJSON appends the JSON of r (as resultJSON and encoding/json
 // write it) and a newline to buf; ok false: r carries an error text, which
-// needs escaping, so write it with writeJSON.
+// needs escaping, so write it with httpjson.Write.
 func appendResultJSON(buf []byte, r *limit.Result) ([]byte, bool) {
 	if r.Err != "" || r.Code != limit.CodeNone {
 		return buf, false

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/proto/weirv1"
 	"github.com/weirlimit/weir/rulesraft"
 	"github.com/weirlimit/weir/rulesraft/rules"
@@ -49,11 +49,8 @@ func (s *Server) authorize(c caller) (admin, error) {
 	if s.cfg.AdminToken == "" || c.writer {
 		return admin{c}, nil
 	}
-	for _, v := range c.auth {
-		tok, ok := strings.CutPrefix(v, "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.AdminToken)) == 1 {
-			return admin{c}, nil
-		}
+	if authz.Bearer(c.auth, s.cfg.AdminToken) {
+		return admin{c}, nil
 	}
 	return admin{}, limit.Errorf(limit.ErrUnauthenticated, "this node requires an admin token for writes: send \"Authorization: Bearer <token>\" with the token the node was started with")
 }

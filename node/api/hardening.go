@@ -4,6 +4,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -30,20 +31,25 @@ var (
 // is refused before anything else is done.
 func accepts(h handlerFunc, types ...string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		ct := r.Header.Get("Content-Type")
-		mt, _, err := mime.ParseMediaType(ct)
-		if err == nil {
-			for _, t := range types {
-				if mt == t {
-					return h(w, r)
-				}
-			}
+		if err := RequireType(r, types...); err != nil {
+			return err
 		}
-		if ct == "" {
-			ct = "none"
-		}
-		return limit.Errorf(ErrUnsupportedMediaType, "Content-Type %s: %s takes %s", truncate(ct, 100), r.URL.Path, strings.Join(types, ", "))
+		return h(w, r)
 	}
+}
+
+// RequireType refuses (ErrUnsupportedMediaType) a request whose
+// Content-Type is not one of types: a browser's cross-site form or
+// text/plain POST cannot set application/json.
+func RequireType(r *http.Request, types ...string) error {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && slices.Contains(types, mt) {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	return limit.Errorf(ErrUnsupportedMediaType, "Content-Type %s: %s takes %s", truncate(ct, 100), r.URL.Path, strings.Join(types, ", "))
 }
 
 // maxErrorText bounds the error sentence of an answer: a malformed body

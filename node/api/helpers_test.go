@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/internal/testwait"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/rulesraft"
@@ -218,9 +219,9 @@ func (r reply) json(t *testing.T, v any) {
 	}
 }
 
-func (r reply) errBody(t *testing.T) errorBody {
+func (r reply) errBody(t *testing.T) httpjson.ErrorBody {
 	t.Helper()
-	var e errorBody
+	var e httpjson.ErrorBody
 	r.json(t, &e)
 	return e
 }

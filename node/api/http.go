@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/authz"
@@ -78,7 +79,7 @@ func (s *Server) routes() http.Handler {
 	handle("/", func(w http.ResponseWriter, r *http.Request) error {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{
+			httpjson.Write(w, http.StatusMethodNotAllowed, httpjson.ErrorBody{
 				Error: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
 				Code:  CodeMethodNotAllowed,
 			})
@@ -154,11 +155,6 @@ func (s *Server) instrument(route string, h handlerFunc) http.Handler {
 	})
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, name := HTTPStatus(err)
 	if code >= 500 {
@@ -167,18 +163,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1") // every 429 and 503 says when to come back
 	}
-	writeJSON(w, code, errorBody{Error: truncate(err.Error(), maxErrorText), Code: name})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Error: "encoding the response: " + err.Error(), Code: CodeInternal})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	httpjson.Write(w, code, httpjson.ErrorBody{Error: truncate(err.Error(), maxErrorText), Code: name})
 }
 
 func writeText(w http.ResponseWriter, code int, text string) {
@@ -456,7 +441,7 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
+		httpjson.Write(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
 		return nil
 	}
 	version, hasVersion, err := queryUint(r, "version")
@@ -479,7 +464,7 @@ func (s *Server) getRules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
+	httpjson.Write(w, http.StatusOK, ruleSetReadJSON{setJSON(set), ri.mode()})
 	return nil
 }
 
@@ -517,7 +502,7 @@ func (s *Server) getRuleHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		Version uint64     `json:"version"`
 		Rule    rules.Rule `json:"rule"`
 		Read    string     `json:"read"`
@@ -549,7 +534,7 @@ func (s *Server) putRule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{wr.version})
+	httpjson.Write(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -563,7 +548,7 @@ func (s *Server) deleteRuleHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{wr.version})
+	httpjson.Write(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -597,7 +582,7 @@ func (s *Server) applyRulesHTTP(w http.ResponseWriter, r *http.Request) error {
 	if diff == nil {
 		diff = []string{}
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		Version uint64   `json:"version"`
 		Diff    []string `json:"diff"`
 		DryRun  bool     `json:"dry_run"`
@@ -637,7 +622,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	for i, e := range hs {
 		out.Entries[i] = entry{e.Version, e.Author, time.UnixMilli(e.At.UnixMilli()).UTC().Format(time.RFC3339), e.Summary}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 	return nil
 }
 
@@ -657,7 +642,7 @@ func (s *Server) rollbackHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{wr.version})
+	httpjson.Write(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -672,7 +657,7 @@ func (s *Server) getOverrides(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	j := setJSON(set)
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		Version   uint64           `json:"version"`
 		Overrides []rules.Override `json:"overrides"`
 		Read      string           `json:"read"`
@@ -694,7 +679,7 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{wr.version})
+	httpjson.Write(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -709,7 +694,7 @@ func (s *Server) deleteOverrideHTTP(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, versionJSON{wr.version})
+	httpjson.Write(w, http.StatusOK, versionJSON{wr.version})
 	return nil
 }
 
@@ -841,7 +826,7 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 			_, _ = w.Write(out)
 			return nil
 		}
-		writeJSON(w, http.StatusOK, resultJSON(&res[0]))
+		httpjson.Write(w, http.StatusOK, resultJSON(&res[0]))
 		return nil
 	}
 	out := struct {
@@ -850,7 +835,7 @@ func (s *Server) checkHTTP(w http.ResponseWriter, r *http.Request) error {
 	for i := range res {
 		out.Results[i] = resultJSON(&res[i])
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 	return nil
 }
 
@@ -908,7 +893,7 @@ func (s *Server) getLimitsHTTP(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Limits[i] = l
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 	return nil
 }
 
@@ -977,7 +962,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) error {
 			ReplicasHeld: mb.ReplicasHeld, RaftRole: mb.RaftRole,
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 	return nil
 }
 

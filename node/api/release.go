@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/weirlimit/weir/bucket"
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/limit"
 )
 
@@ -68,7 +69,7 @@ func (s *Server) releaseHTTP(w http.ResponseWriter, r *http.Request) error {
 	if err := itemError(&res[0]); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		Released bool `json:"released"`
 	}{res[0].Allowed})
 	return nil

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirlimit/weir/limit"
+	"github.com/weirlimit/weir/node/authz"
 )
 
 // HTTP error codes (the "code" field of an error body).
@@ -21,6 +22,7 @@ const (
 	CodeConflict        = "conflict"
 	CodeTooLarge        = "too_large"
 	CodeInternal        = "internal"
+	CodeForbidden       = "forbidden"
 )
 
 // Every error a Weir node reports carries a limit kind (limit.ErrInvalid,
@@ -43,6 +45,8 @@ func HTTPStatus(err error) (int, string) {
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, limit.ErrUnauthenticated):
 		return http.StatusUnauthorized, CodeUnauthorized
+	case errors.Is(err, authz.ErrForbidden):
+		return http.StatusForbidden, CodeForbidden
 	case errors.Is(err, limit.ErrNotLeader):
 		return http.StatusServiceUnavailable, CodeNotLeader
 	case errors.Is(err, limit.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/internal/tlsconf"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
 )
@@ -155,22 +155,23 @@ func (a *Authorizer) caller(ctx context.Context, id tlsconf.Identity, hasCert bo
 		}
 	}
 	c.gatewayCreds = a.gatewayCreds()
-	if !c.Gateway && bearer(auth, a.cfg.GatewayToken) {
+	if !c.Gateway && Bearer(auth, a.cfg.GatewayToken) {
 		c.Gateway, c.GatewayToken = true, true
 	}
-	if !c.Admin && bearer(auth, a.cfg.AdminToken) {
+	if !c.Admin && Bearer(auth, a.cfg.AdminToken) {
 		c.Admin = true
 	}
-	if !c.Reads() && bearer(auth, a.cfg.ReadToken) {
+	if !c.Reads() && Bearer(auth, a.cfg.ReadToken) {
 		c.Reader = true
 	}
 	c.KeysHidden = a.readsGuarded() && !c.Reads()
 	return c
 }
 
-// bearer reports whether auth holds "Bearer <token>" (token not empty),
-// compared in constant time.
-func bearer(auth []string, token string) bool {
+// Bearer reports whether auth (the Authorization values of a request)
+// holds "Bearer <token>" (token not empty), compared in constant time: the
+// one token check of every edge.
+func Bearer(auth []string, token string) bool {
 	if token == "" {
 		return false
 	}
@@ -413,10 +414,7 @@ func (a *Authorizer) Middleware(next http.Handler) http.Handler {
 			if st.Code() == codes.Unauthenticated {
 				code, name = http.StatusUnauthorized, "unauthorized"
 			}
-			b, _ := json.Marshal(map[string]string{"error": st.Message(), "code": name})
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
-			_, _ = w.Write(append(b, '\n'))
+			httpjson.WriteError(w, code, name, st.Message())
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, c)))

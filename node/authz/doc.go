@@ -31,7 +31,7 @@
 //     and Rules.Watch to the caller's credential (or connection) and
 //     bounds the ids one may hold.
 //   - the gossip keyring (HTTP /v1/keyring...): under TLS admin or node
-//     here; node/keyring.go then admits the admin role alone, or a
+//     here; node/keyringapi then admits the admin role alone, or a
 //     member's call carrying a key proof bound to the request.
 //   - reads that show keys (HTTP /v1/events, /v1/hotkeys,
 //     /v1/ops/snapshot, GET /v1/limits/{key}; gRPC Ops.Events,

@@ -126,7 +126,7 @@ type codeRow struct {
 
 // nodeDirs are the packages whose source registers the node's HTTP routes
 // and gRPC services.
-var nodeDirs = []string{"..", "../api", "../opsapi", "../forwardauth", "../rls"}
+var nodeDirs = []string{"..", "../api", "../opsapi", "../forwardauth", "../rls", "../keyringapi"}
 
 // readSource parses the non-test Go files of nodeDirs.
 func readSource(t *testing.T) (*token.FileSet, []*ast.File) {

@@ -30,7 +30,6 @@ package forwardauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +40,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/client/reqmatch"
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/headers"
@@ -195,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, c := range checks {
 		if c.Rule.HoldsPermits() { // nothing would give the permit back
-			writeCodedError(w, http.StatusInternalServerError, "concurrency_rule", rules.NoReleaseOn("forward-auth", c.Rule.ID))
+			httpjson.WriteError(w, http.StatusInternalServerError, "concurrency_rule", rules.NoReleaseOn("forward-auth", c.Rule.ID))
 			return
 		}
 	}
@@ -296,14 +296,5 @@ func decide(checks []reqmatch.Check, res []limit.Result) decision {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeCodedError(w, status, "invalid_argument", msg)
-}
-
-func writeCodedError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}{msg, code})
+	httpjson.WriteError(w, status, "invalid_argument", msg)
 }

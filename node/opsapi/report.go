@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/node/authz"
 	"github.com/weirlimit/weir/node/events"
 )
@@ -301,7 +302,7 @@ func (s *Server) takeReport(o authz.GatewayOwner, rep *Report) error {
 // the gateway role (authz).
 func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeJSON(w, http.StatusUnsupportedMediaType, errorBody{Error: "a report's Content-Type must be application/json", Code: "unsupported_media_type"})
+		httpjson.Write(w, http.StatusUnsupportedMediaType, httpjson.ErrorBody{Error: "a report's Content-Type must be application/json", Code: "unsupported_media_type"})
 		return
 	}
 	o, err := authz.GatewayOwnerFrom(r.Context(), r.RemoteAddr)
@@ -310,7 +311,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 		if status.Code(err) == codes.Unauthenticated {
 			code, name = http.StatusUnauthorized, "unauthorized"
 		}
-		writeJSON(w, code, errorBody{Error: status.Convert(err).Message(), Code: name})
+		httpjson.Write(w, code, httpjson.ErrorBody{Error: status.Convert(err).Message(), Code: name})
 		return
 	}
 	var rep Report
@@ -318,7 +319,7 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("report body is over %d bytes", MaxReportBytes), Code: "too_large"})
+			httpjson.Write(w, http.StatusRequestEntityTooLarge, httpjson.ErrorBody{Error: fmt.Sprintf("report body is over %d bytes", MaxReportBytes), Code: "too_large"})
 			return
 		}
 		badRequest(w, "malformed report: %v", err)
@@ -326,13 +327,13 @@ func (s *Server) postReport(w http.ResponseWriter, r *http.Request) {
 	}
 	switch err := s.takeReport(o, &rep); {
 	case errors.Is(err, ErrReportRefused):
-		writeJSON(w, http.StatusTooManyRequests, errorBody{Error: err.Error(), Code: "resource_exhausted"})
+		httpjson.Write(w, http.StatusTooManyRequests, httpjson.ErrorBody{Error: err.Error(), Code: "resource_exhausted"})
 		return
 	case err != nil:
 		badRequest(w, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.Write(w, http.StatusOK, struct {
 		OK bool `json:"ok"`
 	}{true})
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirlimit/weir/internal/httpjson"
 	"github.com/weirlimit/weir/node/events"
 )
 
@@ -159,21 +160,6 @@ func (s *Server) tooManyFollowers() string {
 	return fmt.Sprintf("this node already streams events to %d followers, the most it serves at once: retry later, or read without follow", s.cfg.MaxFollowers)
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the answer","code":"internal"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
-}
-
 // maxErrorText bounds an error sentence: a decoder's message may quote
 // the input (an unknown field's name), as long as the body.
 const maxErrorText = 2 << 10
@@ -183,7 +169,7 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 	if len(msg) > maxErrorText {
 		msg = strings.ToValidUTF8(msg[:maxErrorText], "") + "… (cut)"
 	}
-	writeJSON(w, http.StatusBadRequest, errorBody{Error: msg, Code: "invalid_argument"})
+	httpjson.Write(w, http.StatusBadRequest, httpjson.ErrorBody{Error: msg, Code: "invalid_argument"})
 }
 
 // errBadQuery marks a query the caller got wrong.
@@ -260,7 +246,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	if eq.follow {
 		if !s.follow() {
 			w.Header().Set("Retry-After", "10")
-			writeJSON(w, http.StatusTooManyRequests, errorBody{Error: s.tooManyFollowers(), Code: "resource_exhausted"})
+			httpjson.Write(w, http.StatusTooManyRequests, httpjson.ErrorBody{Error: s.tooManyFollowers(), Code: "resource_exhausted"})
 			return
 		}
 		defer s.unfollow()
@@ -302,7 +288,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	if out.Events == nil {
 		out.Events = []events.Event{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func sortEvents(evs []events.Event) {
@@ -315,7 +301,7 @@ func sortEvents(evs []events.Event) {
 func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, eq eventsQuery) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "streaming is not supported on this connection", Code: "internal"})
+		httpjson.Write(w, http.StatusInternalServerError, httpjson.ErrorBody{Error: "streaming is not supported on this connection", Code: "internal"})
 		return
 	}
 	ctx := r.Context()
@@ -487,7 +473,7 @@ func (s *Server) getHotKeys(w http.ResponseWriter, r *http.Request) {
 		}, &out.Answered, &out.Failed)
 	}
 	out.Keys = MergeHotKeys(out.Keys, top)
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // MergeHotKeys sums the rates of the same (rule, key) and keeps the top
@@ -549,7 +535,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	snap.Events, _, _ = s.src.Events().Since(0, events.Filter{}, 50)
 	if snap.Permits, err = s.src.Permits(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "counting the permits in use: " + err.Error(), Code: "unavailable"})
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "unavailable", "counting the permits in use: "+err.Error())
 		return
 	}
 	if local {
@@ -581,7 +567,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	if snap.Events == nil {
 		snap.Events = []events.Event{}
 	}
-	writeJSON(w, http.StatusOK, snap)
+	httpjson.Write(w, http.StatusOK, snap)
 }
 
 // MergeRates sums the points of the same rule and time across nodes.

@@ -1,4 +1,4 @@
-package node
+package security
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 func TestKeyringPrecedence(t *testing.T) {
 	persisted, configured := peerauth.GenerateKey(), peerauth.GenerateKey()
 	dir := t.TempDir()
-	path := filepath.Join(dir, keyringFile)
+	path := filepath.Join(dir, KeyringFile)
 	if err := peerauth.WriteKeyringFile(path, persisted, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,14 @@ func TestKeyringPrecedence(t *testing.T) {
 		{"configured before the rotation", [][]byte{configured}, at.Add(-time.Minute), persisted},
 		{"configured after the rotation", [][]byte{configured}, at.Add(time.Minute), configured},
 	} {
-		cfg := DefaultConfig("n1")
-		cfg.DataDir, cfg.GossipKeys, cfg.GossipKeysWritten = dir, tc.keys, tc.written
-		_, kr, err := setupKeys(cfg, log)
+		s := Settings{ClusterName: "weir", GossipAddr: "127.0.0.1:7946", RaftAddr: "127.0.0.1:7000"}
+		s.DataDir, s.Keys, s.KeysWritten = dir, tc.keys, tc.written
+		_, kr, err := LoadKeys(s, log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := kr.GetPrimaryKey(); !bytes.Equal(got, tc.want) {
-			t.Errorf("%s: primary %s, want %s", tc.name, KeyFingerprint(got), KeyFingerprint(tc.want))
+			t.Errorf("%s: primary %s, want %s", tc.name, peerauth.Fingerprint(got), peerauth.Fingerprint(tc.want))
 		}
 	}
 }
