@@ -9,7 +9,7 @@ TOOLS         := $(CURDIR)/bin/tools
 IMAGE         ?= weir:dev
 FUZZTIME      ?= 10s
 
-.PHONY: help build test lint bench bench-micro bench-short proto run clean image chaos fuzz sim sim-find
+.PHONY: help build test scale lint bench bench-micro bench-short proto run clean image chaos fuzz sim sim-find
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ test: lint ## lint, every test with the race detector, then the hand-off's tests
 	$(GO) test -race -count=1 -timeout 12m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags weirbugs ./replication/... ./internal/bug/...
 	cd deploy/helm/rendertest && $(GO) test -count=1 ./...   # the Helm chart against deploy/kubernetes (its own module: Helm's dependencies)
+
+scale: ## 16 `weir node` processes on loopback (test/scale_test.go): one ring, balance within ±25%, at most 5 voters, exact after a SIGKILL and a join; idle CPU and RSS per node
+	WEIR_SCALE=1 $(GO) test -count=1 -timeout 5m -run '^TestSixteenProcesses$$' -v ./test/
 
 SEEDS ?=
 NODES ?=

@@ -244,18 +244,33 @@ func spawnOnce(ctx context.Context, bin string, n int, logw io.Writer, opts Spaw
 			return nil, fmt.Errorf("%w: certificates: %v", ErrSpawn, err)
 		}
 	}
-	for i := 0; i < n; i++ {
-		if _, err := s.start(n); err != nil {
+	// Up to spawnAtOnce nodes start together; more join one at a time, each
+	// once the cluster before it is stable (sixteen started at once spend
+	// minutes chasing each other's hand-offs).
+	first := min(n, spawnAtOnce)
+	for i := 0; i < first; i++ {
+		if _, err := s.start(first); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
-	if err := s.WaitStable(ctx, n, 60*time.Second); err != nil {
-		s.Close()
-		return nil, err
+	for size := first; ; size++ {
+		if err := s.WaitStable(ctx, size, 60*time.Second); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if size == n {
+			return s, nil
+		}
+		if _, err := s.start(0); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
-	return s, nil
 }
+
+// spawnAtOnce is how many spawned nodes start together.
+const spawnAtOnce = 8
 
 // port picks an address with pick that no node of this cluster was given
 // yet; s.mu is held.

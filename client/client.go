@@ -401,6 +401,11 @@ func (c *Client) watchMembers() {
 		if err != nil {
 			return false, err
 		}
+		hdr, err := st.Header()
+		if err != nil {
+			return false, err
+		}
+		layout := ringLayout(hdr.Get(ringLayoutHeader))
 		progressed := false
 		for {
 			m, err := st.Recv()
@@ -408,12 +413,29 @@ func (c *Client) watchMembers() {
 				return progressed, err
 			}
 			progressed = true
-			c.applyMembers(m)
+			c.applyMembers(m, layout)
 		}
 	})
 }
 
-func (c *Client) applyMembers(m *weirv1.MembersResponse) {
+// ringLayoutHeader is the response header of WatchMembers naming the
+// ring's layout (node/api.RingLayoutHeader).
+const ringLayoutHeader = "weir-ring-layout"
+
+// ringLayout is the layout a node's RingLayoutHeader names: a node that
+// sends none predates layouts and places partitions as consistent does.
+func ringLayout(names []string) ring.Layout {
+	if len(names) == 0 {
+		return ring.LayoutConsistent
+	}
+	l, err := ring.ParseLayout(names[0])
+	if err != nil {
+		return ring.LayoutConsistent
+	}
+	return l
+}
+
+func (c *Client) applyMembers(m *weirv1.MembersResponse, layout ring.Layout) {
 	if g := m.GetGateways(); g > 0 {
 		c.gateways.Store(g)
 	}
@@ -437,6 +459,7 @@ func (c *Client) applyMembers(m *weirv1.MembersResponse) {
 		ReplicationFactor: int(m.GetReplicationFactor()),
 		Load:              m.GetLoad(),
 		Replicas:          ring.DefaultReplicas,
+		Layout:            layout,
 	})
 	if err != nil {
 		c.cfg.Logger.Error("weir client: cannot build ring from members", "err", err)

@@ -93,6 +93,7 @@ func (n *Node) Members() api.Members {
 		PartitionCount:    uint32(n.cfg.Ring.PartitionCount),
 		ReplicationFactor: uint32(n.cfg.Ring.ReplicationFactor),
 		Load:              n.cfg.Ring.Load,
+		RingLayout:        n.cfg.Ring.Layout.String(),
 		Gateways:          n.Gateways(),
 		NoLeader:          n.cluster.NoLeaderReason(),
 	}

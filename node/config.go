@@ -118,6 +118,10 @@ type Config struct {
 	// (default 30 s).
 	HTTPReadTimeout time.Duration
 
+	// Ring is the ring shape (default ring.DefaultConfig, for new
+	// clusters). Every member must have the same one: a node of another
+	// shape is refused at join. A cluster made before keeps
+	// ring.LegacyConfig (RingShape builds one from weir node's flags).
 	Ring ring.Config
 	// Shards is the number of decision goroutines (default GOMAXPROCS).
 	Shards int
@@ -337,4 +341,23 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// RingShape is the ring shape weir node's flags give: partitions (the
+// partition count), vnodes (virtual nodes per member) and layout
+// ("balanced" or "consistent", ring.Layout), validated.
+func RingShape(partitions, vnodes int, layout string) (ring.Config, error) {
+	c := ring.DefaultConfig()
+	c.PartitionCount, c.ReplicationFactor = partitions, vnodes
+	l, err := ring.ParseLayout(layout)
+	switch {
+	case err != nil:
+		return c, fmt.Errorf("ring layout %q: want balanced or consistent", layout)
+	case partitions < 1 || partitions > ring.MaxPartitionCount:
+		return c, fmt.Errorf("partitions %d: want 1 to %d", partitions, ring.MaxPartitionCount)
+	case vnodes < 1 || vnodes > ring.MaxReplicationFactor:
+		return c, fmt.Errorf("vnodes %d: want 1 to %d", vnodes, ring.MaxReplicationFactor)
+	}
+	c.Layout = l
+	return c, c.Validate()
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,13 +22,13 @@ import (
 	"github.com/weirlimit/weir/internal/grpcwin"
 	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/internal/tracing"
-	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/forward"
 	"github.com/weirlimit/weir/node/membership"
 	"github.com/weirlimit/weir/node/ops"
 	"github.com/weirlimit/weir/node/peer"
 	"github.com/weirlimit/weir/node/persist"
+	"github.com/weirlimit/weir/node/router"
 	"github.com/weirlimit/weir/node/security"
 	"github.com/weirlimit/weir/node/shard"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
@@ -41,7 +40,7 @@ import (
 // ErrClosed is returned by a node that is shutting down. It is
 // limit.ErrClosed (so limit.ErrUnavailable too): the edges answer
 // Unavailable / 503.
-var ErrClosed = limit.Errorf(limit.ErrClosed, "node: closed")
+var ErrClosed = router.ErrClosed
 
 // ErrNoPeers is returned by Leave when no other member is left in the ring
 // to take this node's partitions (their counters are lost).
@@ -72,9 +71,8 @@ type Node struct {
 	httpSrv *http.Server
 	grpcLis net.Listener
 	httpLis net.Listener
-	rview   atomic.Pointer[ruleView]
-	ops     *ops.Ops // the operators' view and its edge (node/ops)
-	rviewMu sync.Mutex
+	router  *router.Router // the check path (node/router)
+	ops     *ops.Ops       // the operators' view and its edge (node/ops)
 
 	durable *persist.Keeper // durable counters: what was loaded, the writer
 
@@ -228,6 +226,9 @@ func New(cfg Config) (*Node, error) {
 		}
 		weirv1.RegisterRegionServer(n.grpcSrv, n.region)
 	}
+	if n.router, err = n.newRouter(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	n.ops.RegisterGRPC(n.grpcSrv)
 	n.health = health.NewServer()
 	for svc := range n.grpcSrv.GetServiceInfo() {
@@ -279,7 +280,9 @@ func (n *Node) Start() error {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
-	n.cluster.Join() // before the first ring: it brings the whole member list
+	if err := n.cluster.Join(); err != nil { // before the first ring: it brings the whole member list
+		return err
+	}
 	n.goFunc(func() { n.cluster.Run(n.ctx) })
 	n.goFunc(n.serveHealth)
 	if n.region != nil {

@@ -19,10 +19,10 @@ func (n *Node) initOps() {
 // opsRules is the node's rule view as ops.RuleView.
 type opsRules struct{ n *Node }
 
-func (r opsRules) Version() uint64 { return r.n.rules().version }
+func (r opsRules) Version() uint64 { return r.n.rules().Version }
 func (r opsRules) Rule(id string) (rules.Rule, bool) {
-	if cr := r.n.rules().rules[id]; cr != nil {
-		return cr.rule, true
+	if cr := r.n.rules().Rules[id]; cr != nil {
+		return cr.Rule, true
 	}
 	return rules.Rule{}, false
 }

@@ -35,7 +35,7 @@ func (n *Node) newForwarders() (*forward.Table, error) {
 func (n *Node) newPeerServer() *peer.Server {
 	return peer.NewServer(peer.Config{
 		Checker: forwardedChecks{n}, Guard: n.sec, Identity: n.sec, Replicas: n.replicas, Handoff: n.handoff,
-		RuleVersion: func() uint64 { return n.rules().version }, Now: n.now, Tracer: n.tracer, Logger: n.log,
+		RuleVersion: func() uint64 { return n.rules().Version }, Now: n.now, Tracer: n.tracer, Logger: n.log,
 	})
 }
 
@@ -58,7 +58,7 @@ func (a peerAddrs) PeerAddr(id string) (string, error) {
 type forwardedChecks struct{ n *Node }
 
 func (c forwardedChecks) CheckForwarded(ctx context.Context, items []limit.Item, res []limit.Result) error {
-	return c.n.check(ctx, items, res, true)
+	return c.n.router.CheckForwarded(ctx, items, res)
 }
 
 // pruneForwarders drops the forwarders of members no longer live.

@@ -4,17 +4,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/weirlimit/weir/bucket"
-	"github.com/weirlimit/weir/limit"
-	"github.com/weirlimit/weir/node/shard"
 	"github.com/weirlimit/weir/region"
 )
 
 // Multi-region mode (package region): a node with Config.Region set runs a
 // region.Agent beside its shards. For a rule with scope: global, the key's
 // owner decides with the rule's limit scaled to this region's share of the
-// key (regionLimit) and tallies every decision for the exchange
-// (regionObserve). Other nodes forward to the owner as for any rule.
+// key and tallies every decision for the exchange (node/router's region
+// hooks). Other nodes forward to the owner as for any rule.
 
 // newRegionAgent builds the agent for cfg.Region, dialing peer regions
 // with the node's own peer dial options (TLS when configured) plus
@@ -58,49 +55,12 @@ func (n *Node) newRegionAgent() (*region.Agent, error) {
 	return a, nil
 }
 
-// regionCluster answers the agent's ownership questions from the ring.
+// regionCluster answers the agent's ownership questions from the ring
+// (the router's, built after the agent).
 type regionCluster struct{ n *Node }
 
 func (c regionCluster) Owner(key string) (self bool, addr string, ok bool) {
-	v := c.n.cluster.View()
-	if v == nil {
-		return false, "", false
-	}
-	owner := v.Ring.PartitionOwner(v.Ring.Partition(key))
-	if owner == c.n.cfg.ID {
-		return true, "", true
-	}
-	addr, ok = v.Addr(owner)
-	return false, addr, ok
-}
-
-// regionLimit is lim scaled to this region's share of (rule, key) for a
-// global rule; lim itself otherwise.
-func (n *Node) regionLimit(cr *compiledRule, key string, lim bucket.Limit) bucket.Limit {
-	if n.region == nil || !cr.rule.Global() {
-		return lim
-	}
-	return n.region.Limit(cr.rule.ID, key, lim)
-}
-
-// regionObserve tallies the local decisions of global rules.
-func (n *Node) regionObserve(rv *ruleView, items []limit.Item, idx []int, out []shard.Result) {
-	if n.region == nil {
-		return
-	}
-	for j, i := range idx {
-		it := &items[i]
-		if it.Refund {
-			continue
-		}
-		if cr := rv.rules[it.Rule]; cr != nil && cr.rule.Global() {
-			var spent int64
-			if out[j].Allowed {
-				spent = it.Cost
-			}
-			n.region.Observe(it.Rule, it.Key, it.Cost, spent)
-		}
-	}
+	return c.n.router.Owner(key)
 }
 
 // Region returns the node's region agent (nil without Config.Region).

@@ -6,7 +6,7 @@ import (
 )
 
 func BenchmarkOwner(b *testing.B) {
-	r := mustNew(b, ids(0, 5), DefaultConfig())
+	r := mustNew(b, ids(0, 5), LegacyConfig())
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("apikey:ak_%d", i)
@@ -25,7 +25,7 @@ func BenchmarkNew(b *testing.B) {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := New(members, DefaultConfig()); err != nil {
+				if _, err := New(members, LegacyConfig()); err != nil {
 					b.Fatal(err)
 				}
 			}

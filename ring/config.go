@@ -6,11 +6,42 @@ import (
 )
 
 // Defaults used by DefaultConfig and for zero fields of a Config.
+// The default shape (2039 partitions, 100 virtual nodes per member,
+// LayoutBalanced) is for new clusters: every member owns within ±25% of the
+// mean partitions (see balance_test.go).
 const (
-	DefaultPartitionCount    = 271
-	DefaultReplicationFactor = 20
+	DefaultPartitionCount    = 2039
+	DefaultReplicationFactor = 100
 	DefaultLoad              = 1.25
 	DefaultReplicas          = 2
+)
+
+// The shape of clusters made before the default changed (and of binaries
+// that gossip no shape): LegacyConfig.
+const (
+	LegacyPartitionCount    = 271
+	LegacyReplicationFactor = 20
+)
+
+// Layout is how a ring places members and partitions beyond the shape's
+// numbers.
+type Layout uint8
+
+const (
+	// LayoutDefault is LayoutBalanced.
+	LayoutDefault Layout = iota
+	// LayoutConsistent is consistent v0.10.0's, as it is: virtual nodes
+	// named the ID followed by the index ("n1" point 10 and "n11" point 0
+	// are both "n110", so members whose IDs end in digits share points and
+	// the later member wins them), and owners as consistent assigns them.
+	// The legacy shape uses it.
+	LayoutConsistent
+	// LayoutBalanced puts "#" between the ID and the index, so no two
+	// members share a point, and then lifts every member to at least
+	// ceil(PartitionCount/members * (2-Load)) partitions (-25% of the mean
+	// at Load 1.25) by taking partitions from the most-loaded members, as
+	// Load already caps them at +25%.
+	LayoutBalanced
 )
 
 // Sanity caps: a Config beyond them is a typo, not a cluster.
@@ -19,6 +50,29 @@ const (
 	MaxReplicationFactor = 1 << 12
 	MaxReplicas          = 16
 )
+
+// String is the layout's name: "balanced" (LayoutDefault too) or
+// "consistent".
+func (l Layout) String() string {
+	switch l {
+	case LayoutConsistent:
+		return "consistent"
+	case LayoutBalanced, LayoutDefault:
+		return "balanced"
+	}
+	return fmt.Sprintf("Layout(%d)", uint8(l))
+}
+
+// ParseLayout is the layout named s ("balanced" or "consistent").
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "balanced":
+		return LayoutBalanced, nil
+	case "consistent":
+		return LayoutConsistent, nil
+	}
+	return LayoutDefault, fmt.Errorf("%w: ring layout %q: want balanced or consistent", ErrInvalidConfig, s)
+}
 
 // Config shapes a Ring. Every node and every gateway of one cluster must use
 // the same Config, or they will disagree about owners. A zero field means
@@ -35,6 +89,8 @@ type Config struct {
 	Load float64
 	// Replicas is R: each partition lives on its owner plus R-1 replicas.
 	Replicas int
+	// Layout is the placement (LayoutDefault: LayoutBalanced).
+	Layout Layout
 }
 
 // DefaultConfig returns the configuration a cluster uses unless told
@@ -45,7 +101,26 @@ func DefaultConfig() Config {
 		ReplicationFactor: DefaultReplicationFactor,
 		Load:              DefaultLoad,
 		Replicas:          DefaultReplicas,
+		Layout:            LayoutBalanced,
 	}
+}
+
+// LegacyConfig is the shape of clusters made before DefaultConfig changed
+// (271 partitions, 20 virtual nodes named as consistent names them): a
+// running cluster keeps it, since changing the shape moves almost every
+// key.
+func LegacyConfig() Config {
+	c := DefaultConfig()
+	c.PartitionCount, c.ReplicationFactor, c.Layout = LegacyPartitionCount, LegacyReplicationFactor, LayoutConsistent
+	return c
+}
+
+// Shape names c (defaults filled in) in one line, e.g. "2039 partitions,
+// 100 vnodes, balanced layout, load 1.25, 2 replicas". Every member of a cluster must
+// have the same shape; members gossip it and refuse one that differs.
+func (c Config) Shape() string {
+	c = c.withDefaults()
+	return fmt.Sprintf("%d partitions, %d vnodes, %s layout, load %v, %d replicas", c.PartitionCount, c.ReplicationFactor, c.Layout, c.Load, c.Replicas)
 }
 
 // withDefaults fills zero fields with their defaults.
@@ -61,6 +136,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
+	}
+	if c.Layout == LayoutDefault {
+		c.Layout = LayoutBalanced
 	}
 	return c
 }
@@ -78,6 +156,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Load %v must be a finite number >= 1", ErrInvalidConfig, c.Load)
 	case c.Replicas < 1 || c.Replicas > MaxReplicas:
 		return fmt.Errorf("%w: Replicas %d not in [1, %d]", ErrInvalidConfig, c.Replicas, MaxReplicas)
+	case c.Layout > LayoutBalanced:
+		return fmt.Errorf("%w: Layout %d not in [0, %d]", ErrInvalidConfig, c.Layout, LayoutBalanced)
 	}
 	return nil
 }

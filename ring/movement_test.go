@@ -53,7 +53,7 @@ func TestJoinMovesAboutOneNth(t *testing.T) {
 		{18, 33, 4.35, 28},
 		{34, 65, 13.60, 62},
 	}
-	cfg := DefaultConfig()
+	cfg := LegacyConfig()
 	for _, b := range bounds {
 		worstRatio, worstBetween := 0.0, 0
 		for style := range styles {
@@ -78,7 +78,7 @@ func TestJoinMovesAboutOneNth(t *testing.T) {
 // three. About a quarter of the partitions move, most to the newcomer.
 func TestSmallClusterJoin(t *testing.T) {
 	members := []string{"node-a", "node-b", "node-c", "node-d"}
-	s := measureJoin(t, members, DefaultConfig())
+	s := measureJoin(t, members, LegacyConfig())
 	if s.moved < 271/4/2 || s.moved > 271/4*3/2 {
 		t.Errorf("4th node moved %d partitions, want about 67 (33..100)", s.moved)
 	}
@@ -104,7 +104,7 @@ func TestFirstReplicaIsNextOwner(t *testing.T) {
 		lo, hi int
 		minPct float64
 	}{{3, 8, 88}, {9, 16, 78}}
-	cfg := DefaultConfig()
+	cfg := LegacyConfig()
 	for _, b := range bounds {
 		worst := 100.0
 		for style := range styles {

@@ -90,6 +90,9 @@ func New(members []string, cfg Config) (*Ring, error) {
 		return nil, err
 	}
 	r.buildCircle()
+	if cfg.Layout == LayoutBalanced {
+		r.lift()
+	}
 
 	k := min(cfg.Replicas, n)
 	backing := make([]string, 0, k*cfg.PartitionCount)
@@ -109,7 +112,7 @@ func New(members []string, cfg Config) (*Ring, error) {
 func (r *Ring) assignOwners() (err error) {
 	ms := make([]consistent.Member, len(r.members))
 	for i, id := range r.members {
-		ms[i] = member(id)
+		ms[i] = member(r.vnodeBase(id))
 	}
 	// consistent panics when it finds no member with room for a partition.
 	// New checks capacity first; this only guards what that check misses.
@@ -129,15 +132,76 @@ func (r *Ring) assignOwners() (err error) {
 		if o == nil {
 			return fmt.Errorf("%w: partition %d has no owner", ErrCapacity, p)
 		}
-		r.owners[p] = o.String()
+		r.owners[p] = r.members[r.memberIndex(o.String())]
 	}
 	return nil
 }
 
+// lift gives every member at least ceil(PartitionCount/members * (2-Load))
+// partitions (LayoutBalanced): while one has fewer, the most-loaded member
+// (the first by ID on a tie) gives it the partition whose hash with the
+// receiver's ID is lowest (rendezvous hashing, so the same partitions tend
+// to move whatever the rest of the member set). It never raises the most
+// loaded, so Load's cap still holds.
+func (r *Ring) lift() {
+	n := len(r.members)
+	lo := int(math.Ceil(float64(r.cfg.PartitionCount) / float64(n) * (2 - r.cfg.Load)))
+	owned := make([][]uint32, n)
+	for p, o := range r.owners {
+		i, _ := slices.BinarySearch(r.members, o)
+		owned[i] = append(owned[i], uint32(p))
+	}
+	var buf []byte
+	for {
+		u, m := 0, 0
+		for i := range owned {
+			if len(owned[i]) < len(owned[u]) {
+				u = i
+			}
+			if len(owned[i]) > len(owned[m]) {
+				m = i
+			}
+		}
+		if len(owned[u]) >= lo || len(owned[m])-1 <= len(owned[u]) {
+			return
+		}
+		best, bestScore := 0, uint64(math.MaxUint64)
+		for j, p := range owned[m] {
+			buf = binary.LittleEndian.AppendUint32(append(buf[:0], r.members[u]...), p)
+			if s := xxhash.Sum64(buf); s < bestScore {
+				best, bestScore = j, s
+			}
+		}
+		p := owned[m][best]
+		owned[m] = slices.Delete(owned[m], best, best+1)
+		owned[u] = append(owned[u], p)
+		r.owners[p] = r.members[u]
+	}
+}
+
+// vnodeBase is the name consistent is given for member id: the ID, and
+// with LayoutBalanced a "#" after it.
+func (r *Ring) vnodeBase(id string) string {
+	if r.cfg.Layout == LayoutConsistent {
+		return id
+	}
+	return id + "#"
+}
+
+// memberIndex is the index in members of the member consistent knows as
+// base (a vnodeBase).
+func (r *Ring) memberIndex(base string) int {
+	if r.cfg.Layout != LayoutConsistent {
+		base = base[:len(base)-1]
+	}
+	i, _ := slices.BinarySearch(r.members, base)
+	return i
+}
+
 // vnodeKey is the name consistent v0.10.0 hashes for virtual node i of a
-// member: fmt.Sprintf("%s%d", id, i).
-func vnodeKey(buf []byte, id string, i int) []byte {
-	return strconv.AppendInt(append(buf[:0], id...), int64(i), 10)
+// member whose vnodeBase is base: fmt.Sprintf("%s%d", base, i).
+func vnodeKey(buf []byte, base string, i int) []byte {
+	return strconv.AppendInt(append(buf[:0], base...), int64(i), 10)
 }
 
 // buildCircle rebuilds consistent's hash circle: ReplicationFactor points per
@@ -148,8 +212,9 @@ func (r *Ring) buildCircle() {
 	r.circle = make([]vnode, 0, len(r.members)*rf)
 	var buf []byte
 	for mi, id := range r.members {
+		base := r.vnodeBase(id)
 		for i := range rf {
-			buf = vnodeKey(buf, id, i)
+			buf = vnodeKey(buf, base, i)
 			r.circle = append(r.circle, vnode{hash: xxhash.Sum64(buf), member: int32(mi)})
 		}
 	}

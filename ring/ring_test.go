@@ -48,11 +48,11 @@ func TestConfigDefaults(t *testing.T) {
 	if got, want := r.Config(), DefaultConfig(); got != want {
 		t.Errorf("zero Config became %+v, want defaults %+v", got, want)
 	}
-	if got := r.PartitionCount(); got != 271 {
-		t.Errorf("PartitionCount() = %d, want 271", got)
+	if got := r.PartitionCount(); got != 2039 {
+		t.Errorf("PartitionCount() = %d, want 2039", got)
 	}
 	r = mustNew(t, []string{"a"}, Config{PartitionCount: 7, Replicas: 3})
-	if got := r.Config(); got.PartitionCount != 7 || got.Replicas != 3 || got.Load != 1.25 || got.ReplicationFactor != 20 {
+	if got := r.Config(); got.PartitionCount != 7 || got.Replicas != 3 || got.Load != 1.25 || got.ReplicationFactor != 100 || got.Layout != LayoutBalanced {
 		t.Errorf("partial Config became %+v", got)
 	}
 }
@@ -85,8 +85,8 @@ func TestNewRejects(t *testing.T) {
 		cfg     Config
 		want    error
 	}{
-		{"empty ID", []string{"a", ""}, DefaultConfig(), ErrInvalidMember},
-		{"duplicate ID", []string{"a", "b", "a"}, DefaultConfig(), ErrInvalidMember},
+		{"empty ID", []string{"a", ""}, LegacyConfig(), ErrInvalidMember},
+		{"duplicate ID", []string{"a", "b", "a"}, LegacyConfig(), ErrInvalidMember},
 		{"more members than partitions", ids(0, 8), Config{PartitionCount: 7}, ErrCapacity},
 		// floor(271/50)=5 partitions each at Load 1 holds only 250.
 		{"load too tight", ids(0, 50), Config{Load: 1}, ErrCapacity},
@@ -98,7 +98,7 @@ func TestNewRejects(t *testing.T) {
 	}
 	// The tightest sizes that still fit must build (no panic from consistent).
 	for _, n := range []int{54, 55, 90, 135, 271} {
-		mustNew(t, ids(2, n), DefaultConfig())
+		mustNew(t, ids(2, n), LegacyConfig())
 	}
 	mustNew(t, ids(0, 7), Config{PartitionCount: 7, Load: 1})
 	// One virtual node per member can leave consistent no room on its walk
@@ -123,7 +123,7 @@ func TestNewRejects(t *testing.T) {
 
 func TestEmptyRing(t *testing.T) {
 	for _, members := range [][]string{nil, {}} {
-		r := mustNew(t, members, DefaultConfig())
+		r := mustNew(t, members, LegacyConfig())
 		if got := r.Owner("apikey:ak_42"); got != "" {
 			t.Errorf("Owner on empty ring = %q, want \"\"", got)
 		}
@@ -149,7 +149,7 @@ func TestEmptyRing(t *testing.T) {
 }
 
 func TestSingleMemberOwnsEverything(t *testing.T) {
-	r := mustNew(t, []string{"solo"}, DefaultConfig())
+	r := mustNew(t, []string{"solo"}, LegacyConfig())
 	if got := len(r.OwnedBy("solo")); got != 271 {
 		t.Errorf("solo owns %d partitions, want 271", got)
 	}
@@ -162,7 +162,7 @@ func TestSingleMemberOwnsEverything(t *testing.T) {
 }
 
 func TestOutOfRangePartition(t *testing.T) {
-	r := mustNew(t, ids(0, 3), DefaultConfig())
+	r := mustNew(t, ids(0, 3), LegacyConfig())
 	if r.PartitionOwner(271) != "" || r.PartitionReplicas(271) != nil {
 		t.Error("partition 271 of 271 should be out of range")
 	}
@@ -174,21 +174,26 @@ func TestOutOfRangePartition(t *testing.T) {
 // TestMatchesConsistent checks the wrapper against consistent itself: the
 // key→partition formula and every partition's owner.
 func TestMatchesConsistent(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 16, 50} {
-		members := ids(1, n)
-		r := mustNew(t, members, DefaultConfig())
-		ms := make([]consistent.Member, n)
-		for i, id := range members {
-			ms[i] = member(id)
-		}
-		c := consistent.New(ms, consistent.Config{Hasher: hasher{}, PartitionCount: 271, ReplicationFactor: 20, Load: 1.25})
-		for i := range 2000 {
-			key := fmt.Sprintf("apikey:ak_%d", i)
-			if got, want := int(r.Partition(key)), c.FindPartitionID([]byte(key)); got != want {
-				t.Fatalf("Partition(%q) = %d, consistent says %d", key, got, want)
+	for _, cfg := range []Config{LegacyConfig(), DefaultConfig()} {
+		for _, n := range []int{1, 2, 3, 5, 16, 50} {
+			members := ids(1, n)
+			r := mustNew(t, members, cfg)
+			ms := make([]consistent.Member, n)
+			for i, id := range members {
+				ms[i] = member(r.vnodeBase(id))
 			}
-			if got, want := r.Owner(key), c.LocateKey([]byte(key)).String(); got != want {
-				t.Fatalf("n=%d Owner(%q) = %q, consistent says %q", n, key, got, want)
+			c := consistent.New(ms, consistent.Config{Hasher: hasher{}, PartitionCount: cfg.PartitionCount, ReplicationFactor: cfg.ReplicationFactor, Load: 1.25})
+			for i := range 2000 {
+				key := fmt.Sprintf("apikey:ak_%d", i)
+				if got, want := int(r.Partition(key)), c.FindPartitionID([]byte(key)); got != want {
+					t.Fatalf("Partition(%q) = %d, consistent says %d", key, got, want)
+				}
+				if cfg.Layout == LayoutBalanced {
+					continue // lift moves some owners away from consistent's
+				}
+				if got, want := r.vnodeBase(r.Owner(key)), c.LocateKey([]byte(key)).String(); got != want {
+					t.Fatalf("%s n=%d Owner(%q) = %q, consistent says %q", cfg.Shape(), n, key, got, want)
+				}
 			}
 		}
 	}
@@ -201,11 +206,13 @@ func TestMatchesConsistent(t *testing.T) {
 func TestCircleMatchesConsistent(t *testing.T) {
 	for style := range styles {
 		for _, n := range []int{2, 5, 17, 40} {
-			r := mustNew(t, ids(style, n), Config{Load: 1000})
-			for p := range uint32(271) {
-				natural := r.members[r.circle[r.partitionPoint(p)].member]
-				if owner := r.PartitionOwner(p); natural != owner {
-					t.Fatalf("style %d n=%d partition %d: circle says %q, consistent %q", style, n, p, natural, owner)
+			for _, names := range []Layout{LayoutConsistent, LayoutBalanced} {
+				r := mustNew(t, ids(style, n), Config{PartitionCount: 271, ReplicationFactor: 20, Load: 1000, Layout: names})
+				for p := range uint32(271) {
+					natural := r.members[r.circle[r.partitionPoint(p)].member]
+					if owner := r.PartitionOwner(p); natural != owner {
+						t.Fatalf("style %d n=%d names %d partition %d: circle says %q, consistent %q", style, n, names, p, natural, owner)
+					}
 				}
 			}
 		}
@@ -217,11 +224,11 @@ func TestSameAnswersWhateverTheOrder(t *testing.T) {
 	for style := range styles {
 		for _, n := range []int{2, 3, 7, 30} {
 			members := ids(style, n)
-			want := mustNew(t, members, DefaultConfig())
+			want := mustNew(t, members, LegacyConfig())
 			for range 5 {
 				shuffled := slices.Clone(members)
 				rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-				got := mustNew(t, shuffled, DefaultConfig())
+				got := mustNew(t, shuffled, LegacyConfig())
 				for p := range uint32(want.PartitionCount()) {
 					if w, g := want.PartitionReplicas(p), got.PartitionReplicas(p); !slices.Equal(w, g) {
 						t.Fatalf("style %d n=%d: order %v changes partition %d: %v, want %v", style, n, shuffled, p, g, w)
@@ -242,7 +249,7 @@ func TestSameAnswersWhateverTheOrder(t *testing.T) {
 }
 
 func TestMembersSortedAndCopied(t *testing.T) {
-	r := mustNew(t, []string{"c", "a", "b"}, DefaultConfig())
+	r := mustNew(t, []string{"c", "a", "b"}, LegacyConfig())
 	got := r.Members()
 	if !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("Members() = %v, want [a b c]", got)
@@ -259,7 +266,7 @@ func TestMembersSortedAndCopied(t *testing.T) {
 func TestReplicas(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 12} {
 		members := ids(0, n)
-		r := mustNew(t, members, Config{Replicas: 3})
+		r := mustNew(t, members, Config{PartitionCount: 271, ReplicationFactor: 20, Layout: LayoutConsistent, Replicas: 3})
 		for i := range 300 {
 			key := fmt.Sprintf("ip:10.1.%d.%d", i/256, i%256)
 			owner := r.Owner(key)
@@ -291,7 +298,7 @@ func TestReplicas(t *testing.T) {
 }
 
 func TestPartitionReplicasIsACopy(t *testing.T) {
-	r := mustNew(t, ids(0, 3), DefaultConfig())
+	r := mustNew(t, ids(0, 3), LegacyConfig())
 	rs := r.PartitionReplicas(5)
 	want := slices.Clone(rs)
 	rs[0] = "mutated"
@@ -303,7 +310,7 @@ func TestPartitionReplicasIsACopy(t *testing.T) {
 
 func TestOwnedByHeldBy(t *testing.T) {
 	for _, n := range []int{1, 2, 4, 9} {
-		r := mustNew(t, ids(2, n), Config{Replicas: 3})
+		r := mustNew(t, ids(2, n), Config{PartitionCount: 271, ReplicationFactor: 20, Layout: LayoutConsistent, Replicas: 3})
 		owned := make([]int, 271)
 		held := make([]int, 271)
 		for _, id := range r.Members() {
@@ -336,7 +343,7 @@ func TestOwnedByHeldBy(t *testing.T) {
 // ceil(floor(partitions/members) * Load), for every size the default
 // config allows up to 64 members.
 func TestLoadWithinBound(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := LegacyConfig()
 	for style := range styles {
 		for n := 1; n <= 64; n++ {
 			r := mustNew(t, ids(style, n), cfg)
@@ -355,7 +362,7 @@ func TestLoadWithinBound(t *testing.T) {
 // circle alone gave one member 2.1x the mean at 16 members.
 func TestReplicaLoadWithinBound(t *testing.T) {
 	for _, replicas := range []int{2, 3} {
-		cfg := Config{Replicas: replicas}.withDefaults()
+		cfg := Config{PartitionCount: 271, ReplicationFactor: 20, Layout: LayoutConsistent, Replicas: replicas}.withDefaults()
 		for style := range styles {
 			for n := 2; n <= 64; n++ {
 				r := mustNew(t, ids(style, n), cfg)
@@ -372,7 +379,7 @@ func TestReplicaLoadWithinBound(t *testing.T) {
 }
 
 func TestOwnerDoesNotAllocate(t *testing.T) {
-	r := mustNew(t, ids(0, 5), DefaultConfig())
+	r := mustNew(t, ids(0, 5), LegacyConfig())
 	key := "apikey:ak_42"
 	if a := testing.AllocsPerRun(1000, func() { _ = r.Owner(key) }); a != 0 {
 		t.Fatalf("Owner allocates %v times per call", a)

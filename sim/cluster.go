@@ -33,7 +33,7 @@ type Config struct {
 // DefaultConfig is a small ring (64 partitions, 2 replicas), 2 shards a
 // node and a 1 s step.
 func DefaultConfig() Config {
-	rc := ring.DefaultConfig()
+	rc := ring.LegacyConfig() // as the world's (world.go)
 	rc.PartitionCount = 64
 	return Config{
 		Seed:   1,

@@ -106,6 +106,11 @@ func Generate(seed uint64, n int, d time.Duration) []Fault {
 		}
 	}
 	end := d * 65 / 100
+	if t := targeted(seed, n, end); t != nil {
+		out = append(out, t...)
+		slices.SortStableFunc(out, func(a, b Fault) int { return int(a.At - b.At) })
+		return out
+	}
 	gone := map[string]bool{}
 	joined := n
 	budget := (n - 1) / 2 // kills and leaves without a restart
@@ -187,6 +192,84 @@ func Generate(seed uint64, n int, d time.Duration) []Fault {
 		out = append(out, f)
 	}
 	slices.SortStableFunc(out, func(a, b Fault) int { return int(a.At - b.At) })
+	return out
+}
+
+// targetedShare is the share of seeds (in 1,000) whose schedule is a
+// sequence aimed at the hand-off's defect classes (targeted) instead of
+// Generate's independent draws.
+const targetedShare = 400
+
+// targeted draws, from a stream of its own (so the other seeds' schedules
+// do not change), for about targetedShare/1000 of the seeds a schedule
+// aimed at the defect classes that once broke the hand-off: nil for the
+// others. Its faults are kills, restarts, joins and message delay only,
+// whose grants are measured (InvKillAllowance), not the split grant of a
+// view fault, so a defect that starts a key from a full bucket shows as
+// excess. The sequences:
+//
+//   - recut: a node killed, restarted after it was declared dead, and
+//     killed again 1.5–4 s after its restart (its pulls done, its restart
+//     seen), one to three times, the last time maybe for good: a moved
+//     mark to a puller that died (dropped-moved-mark, double-pull);
+//   - join-kill: a new node joins and is killed (or leaves) 1.5–5 s
+//     later, after its pulls: the same marks from a joiner.
+//
+// A third, two-rings (a restart and a join 0–600 ms apart under 20–200
+// ms of delay, so a pull is in flight when the next ring comes: aimed at
+// two-pulls), is left out until the wait cycle it finds is fixed
+// (docs/design.md, "Simulator bounds"; known-wait-cycle.txt).
+func targeted(seed uint64, n int, end time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 2))
+	if r.IntN(1000) >= targetedShare {
+		return nil
+	}
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	pick := func() string { return nodeID(1 + r.IntN(n)) }
+	// restart is after detection (at most 3 s) and the ring change.
+	restart := func() time.Duration { return dur(3500*time.Millisecond, 7*time.Second) }
+	var out []Fault
+	at := dur(2*time.Second, 8*time.Second)
+	budget := (n - 1) / 2
+	for at < end-12*time.Second {
+		switch r.IntN(2) {
+		case 0: // recut
+			x := pick()
+			for range 1 + r.IntN(3) {
+				f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: restart()}
+				out = append(out, f)
+				at += f.For + dur(1500*time.Millisecond, 4*time.Second)
+			}
+			if budget > 0 && r.IntN(3) == 0 {
+				budget--
+				out = append(out, Fault{At: at, Kind: "kill", Nodes: []string{x}})
+				at = end // the last fault
+			}
+		case 1: // join-kill
+			n++
+			y := nodeID(n)
+			out = append(out, Fault{At: at, Kind: "join", Nodes: []string{y}})
+			at += dur(1500*time.Millisecond, 5*time.Second)
+			g := Fault{At: at, Kind: "kill", Nodes: []string{y}, For: restart()}
+			if r.IntN(3) == 0 {
+				g.Kind, g.For = "leave", 0
+			}
+			out = append(out, g)
+			at += g.For
+		}
+		at += dur(2*time.Second, 8*time.Second)
+		if r.IntN(2) == 0 {
+			break
+		}
+	}
+	for i := range out {
+		if out[i].At+out[i].For > end {
+			out[i].For = max(0, end-out[i].At)
+			if out[i].Kind == "kill" && out[i].For < 3500*time.Millisecond {
+				out[i].For = 3500 * time.Millisecond // a restart, not a death
+			}
+		}
+	}
 	return out
 }
 

@@ -67,12 +67,17 @@ type oracle struct {
 	knownRestarts int
 	// knownLands counts admissions on no counters (a known limit).
 	knownLands int
-	checks     int
-	admitted   int
-	refused    int
-	unavail    int
-	late       int
-	violation  []Violation
+	// knownSpread counts the kills and leaves granted spreadRace;
+	// knownWaits the asks granted waitedOut.
+	knownSpread, knownWaits int
+	// knownFirstCopy counts the grants of copiesArrived.
+	knownFirstCopy int
+	checks         int
+	admitted       int
+	refused        int
+	unavail        int
+	late           int
+	violation      []Violation
 }
 
 func (o *oracle) init(w *World) {
@@ -221,6 +226,111 @@ func (o *oracle) killed(h *host) {
 		}
 	}
 	o.lastHolder(h)
+	o.spreadRace(h)
+}
+
+// spreadRace grants a burst for each key h owned (by its ring) or
+// decided, when h is killed or starts to leave while a restart or a join
+// is still spreading (some running node has not yet seen another's
+// current incarnation although gossip gets through): a known limit
+// (docs/design.md, "Simulator bounds"). The nodes' rings then disagree on
+// who owns and who replicates h's partitions: one that had not seen the
+// newcomer pulls h's counters (a leave) or promotes its copies (a kill)
+// while the newcomer, placed as owner or replica by a ring h never had,
+// settles the same partitions from copies it never received, and the
+// first releases them when it sees the newcomer, to nobody
+// (sim/testdata/known-restart-leave.txt, known-restart-kill.txt).
+func (o *oracle) spreadRace(h *host) {
+	w := o.w
+	if w.opt.Strict || !w.spreading() {
+		return
+	}
+	v := h.node.view.Load()
+	o.knownSpread++
+	for k, key := range w.keys {
+		if h.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(key.name)) == h.id) {
+			o.allow[k] += float64(key.lim.Capacity())
+		}
+	}
+	w.loop.rec('R', idx(h.id), 0, 0, func() string { return fmt.Sprintf("known limit: %s stops while a restart or join spreads", h.id) })
+}
+
+// waitedOut grants b + r·(Grace + Settle) for each key of parts, asked of
+// holder b by a puller a whose deadline passed while b waited for its own
+// pull of one of them (a known limit, docs/design.md "Simulator bounds"):
+// two pullers asking each other, each served only once its own pull
+// arrived, both time out, and each settles from the copies it has while
+// the other holds the counters, released, deciding what a stale mark
+// sends it until Grace (sim/testdata/known-wait-cycle.txt).
+func (o *oracle) waitedOut(a, b *host, parts []uint32) {
+	w := o.w
+	v := b.node.view.Load()
+	if v == nil {
+		return
+	}
+	o.knownWaits++
+	hc := replication.DefaultHandoffConfig(b.id, len(parts))
+	for k, key := range w.keys {
+		if slices.Contains(parts, v.ring.Partition(key.name)) {
+			// The one left holding the counters released decides the
+			// items a stale mark sends it until Grace lets them go.
+			o.allow[k] += float64(key.lim.Capacity()) + o.rate(k)*(hc.Grace+hc.Settle).Seconds()
+		}
+	}
+	w.loop.rec('T', idx(a.id), idx(b.id), int64(len(parts)), func() string {
+		return fmt.Sprintf("known limit: %s's ask of %s timed out while %s waited for its own pull (%d partitions)", a.id, b.id, b.id, len(parts))
+	})
+}
+
+// copiesArrived grants a burst for each key of which a hand-off reply
+// brings a a copy that gives fewer tokens than one an earlier reply
+// brought within copyRace (a known limit, docs/design.md "Simulator
+// bounds"): a puller keeps the first state it gets of a counter, and the
+// first may be a copy kept past its placement, older than a holder's
+// provisional counters asked later (sim/testdata/known-first-copy.txt).
+func (o *oracle) copiesArrived(a *host, copies []replication.State) {
+	w := o.w
+	now := w.loop.clock.Now().Add(a.skew).UnixNano()
+	for _, st := range copies {
+		k, ok := w.keyOf[st.ID]
+		if !ok {
+			continue
+		}
+		_, res := bucket.Decide(bucket.State{A: st.A, B: st.B, C: st.C}, w.keys[k].lim, 0, now)
+		if at, ok := a.copyAt[st.ID]; ok && w.loop.now-at <= copyRace && res.Remaining < a.copyTokens[st.ID] {
+			o.allow[k] += float64(w.keys[k].lim.Capacity())
+			o.knownFirstCopy++
+			w.loop.rec('U', idx(a.id), int64(k), 0, func() string {
+				return fmt.Sprintf("known limit: %s got copies of %s that differ (%d tokens, then %d)", a.id, w.keys[k].name, a.copyTokens[st.ID], res.Remaining)
+			})
+		}
+		a.copyAt[st.ID], a.copyTokens[st.ID] = w.loop.now, res.Remaining
+	}
+}
+
+// copyRace is how far apart two copies of a counter count as one pull's.
+const copyRace = 10 * time.Second
+
+// spreading: some running host has not yet seen another running host's
+// current incarnation although gossip between them gets through (a
+// restart or a join still spreading).
+func (w *World) spreading() bool {
+	for _, yid := range w.order {
+		y := w.hosts[yid]
+		if !y.up {
+			continue
+		}
+		for _, xid := range w.order {
+			x := w.hosts[xid]
+			if x == y || !x.up || !w.reachable(y, x) || y.override != nil {
+				continue
+			}
+			if have, had := y.seen[x.id]; !had || have.Boot != x.boot {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ackedVer is the least change of key k at h whose state a running
@@ -402,7 +512,13 @@ func (o *oracle) rebase() {
 		}
 		ownerNow := w.loop.clock.Now().Add(owner.skew).UnixNano()
 		_, got := bucket.Decide(real, key.lim, 0, ownerNow)
-		_, ref := bucket.Decide(o.ref[k], key.lim, 0, w.loop.clock.Now().Add(o.ahead[k]).UnixNano())
+		ahead := o.ahead[k]
+		if o.last[k] != "" && o.last[k] != owner.id {
+			// The owner reads the last decider's counter on its own
+			// clock (InvClockAllowance, as in decided).
+			ahead += max(0, owner.skew-o.lastSkew[k])
+		}
+		_, ref := bucket.Decide(o.ref[k], key.lim, 0, w.loop.clock.Now().Add(ahead).UnixNano())
 		latent := max(0, got.Remaining-ref.Remaining)
 		if a := o.allowance(k); float64(o.excess[k]+latent) > a+1e-9 {
 			o.violate("InvAdmissible", "%s: %d admitted beyond the reference bucket and %d more its owner %s would admit at quiescence, allowance %.1f",

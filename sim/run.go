@@ -25,8 +25,8 @@ type Outcome struct {
 	// Known limits met (docs/design.md, "Simulator bounds"): admissions
 	// on released counters after quiescence, admissions on no counters,
 	// replicas skipped after a flap of their view or an unseen restart.
-	KnownReleased, KnownLands, KnownFlapCopies, CopyGaps, KnownTwoHolders, KnownRestarts int
-	QuietFrom                                                                            time.Duration
+	KnownReleased, KnownLands, KnownFlapCopies, CopyGaps, KnownTwoHolders, KnownRestarts, KnownSpread, KnownWaits, KnownFirstCopy int
+	QuietFrom                                                                                                                     time.Duration
 }
 
 // Failed reports whether the run broke an invariant or could not run.
@@ -45,8 +45,8 @@ func (o Outcome) Verdict() string {
 
 func (o Outcome) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d nodes %d: %s; %d checks, %d admitted, %d refused, %d unavailable, %d late; quiet from %s; %d records; known limits met: %d released, %d lands, %d flap copies, %d copy gaps, %d two holders, %d unseen restarts\n",
-		o.Seed, o.Nodes, o.Verdict(), o.Checks, o.Admitted, o.Refused, o.Unavailable, o.Late, o.QuietFrom, o.Records, o.KnownReleased, o.KnownLands, o.KnownFlapCopies, o.CopyGaps, o.KnownTwoHolders, o.KnownRestarts)
+	fmt.Fprintf(&b, "seed %d nodes %d: %s; %d checks, %d admitted, %d refused, %d unavailable, %d late; quiet from %s; %d records; known limits met: %d released, %d lands, %d flap copies, %d copy gaps, %d two holders, %d unseen restarts, %d spreading, %d waited-out asks, %d first copies\n",
+		o.Seed, o.Nodes, o.Verdict(), o.Checks, o.Admitted, o.Refused, o.Unavailable, o.Late, o.QuietFrom, o.Records, o.KnownReleased, o.KnownLands, o.KnownFlapCopies, o.CopyGaps, o.KnownTwoHolders, o.KnownRestarts, o.KnownSpread, o.KnownWaits, o.KnownFirstCopy)
 	if o.Err != nil {
 		fmt.Fprintf(&b, "error: %v\n", o.Err)
 	}
@@ -123,7 +123,7 @@ func Run(opt Options) Outcome {
 	out.Trace, out.Records, out.Readable = l.sum(), l.records, l.readable
 	out.Checks, out.Admitted, out.Refused, out.Unavailable, out.Late = o.checks, o.admitted, o.refused, o.unavail, o.late
 	out.QuietFrom = o.quietFrom
-	out.KnownReleased, out.KnownLands, out.KnownFlapCopies, out.CopyGaps, out.KnownTwoHolders, out.KnownRestarts = o.knownReleased, o.knownLands, o.knownFlapCopies, o.copyGaps, o.knownTwoHolders, o.knownRestarts
+	out.KnownReleased, out.KnownLands, out.KnownFlapCopies, out.CopyGaps, out.KnownTwoHolders, out.KnownRestarts, out.KnownSpread, out.KnownWaits, out.KnownFirstCopy = o.knownReleased, o.knownLands, o.knownFlapCopies, o.copyGaps, o.knownTwoHolders, o.knownRestarts, o.knownSpread, o.knownWaits, o.knownFirstCopy
 	if o.quietFrom > limit+time.Hour {
 		out.QuietFrom = 0
 	}

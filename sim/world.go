@@ -150,6 +150,10 @@ type host struct {
 	ackedVer       map[string][]int64 // per sender, per key: the sender's ver its last state applied here carried
 	fromInc        map[string]int     // per sender, the incarnation its last applied states came from
 	acked          map[string][]int64 // per sender, per key: the sender's adm its last state applied here carried
+	// copyAt and copyTokens: per key, when a hand-off reply last brought
+	// this host a copy of it and the tokens that copy gives (copiesArrived).
+	copyAt     map[uint64]time.Duration
+	copyTokens map[uint64]int64
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -166,7 +170,9 @@ func newWorld(opt Options) *World {
 	w := &World{opt: opt, hosts: map[string]*host{}, voters: map[string]bool{}, group: map[string]int{}, keyOf: map[uint64]int{}}
 	w.loop = newLoop(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), opt.Verbose)
 	w.ctx = context.Background()
-	w.ring = ring.DefaultConfig()
+	// The legacy layout: the kept cases in testdata were recorded on it, and
+	// a seed's schedule depends on where partitions land.
+	w.ring = ring.LegacyConfig()
 	w.ring.PartitionCount = 64
 	if opt.Nodes > 16 {
 		w.ring.PartitionCount = 256
@@ -249,6 +255,7 @@ func (w *World) boot(h *host) {
 	h.adm = make([]int64, len(w.keys))
 	h.ver, h.importVer = make([]int64, len(w.keys)), make([]int64, len(w.keys))
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
+	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -787,12 +794,17 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 	v, err := w.loop.await(ctx, func(answer func(any, error)) {
 		w.send(a, b, false, func() {
 			var serve func()
+			waited := false
 			serve = func() {
 				if !b.up || w.loop.clock.Now().After(dl) {
+					if waited && b.up && !w.opt.Strict {
+						w.oracle.waitedOut(a, b, req.Parts)
+					}
 					return // the asker gave up: nothing is handed over
 				}
 				for _, part := range req.Parts {
 					if b.node.handoff.Routes().Ready(part) != nil {
+						waited = true
 						w.loop.after(pollEvery, serve)
 						return
 					}
@@ -824,7 +836,11 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 	if err != nil {
 		return replication.HandoffReply{}, err
 	}
-	return v.(replication.HandoffReply), nil
+	reply := v.(replication.HandoffReply)
+	if !w.opt.Strict {
+		w.oracle.copiesArrived(a, reply.Copies)
+	}
+	return reply, nil
 }
 
 // ---- checks ----
@@ -958,6 +974,7 @@ func (w *World) startLeave(h *host) {
 	if v := h.node.view.Load(); v != nil && len(v.members) > 1 {
 		owned = v.ring.OwnedBy(h.id)
 	}
+	w.oracle.spreadRace(h)
 	h.node.leaving = true
 	w.report(h, h.id, w.member(h))
 	w.refresh(h)

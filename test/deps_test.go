@@ -122,6 +122,14 @@ var rules = []depRule{
 		never:  []string{module + "/node", "github.com/hashicorp/memberlist"},
 		except: []string{module + "/node/api", module + "/node/authz", module + "/node/events"},
 		why:    "the Peer gRPC edge decides, guards and stores through interfaces of its own (Checker, Guard, Identity, Replicas, Holder, Conns); of the node's packages it links only node/api's one error mapping (and gossip never)"},
+	{pkg: "internal/rulecache", required: true,
+		only: []string{module + "/rulesraft/rules", module + "/limit", module + "/bucket", "gopkg.in/yaml.v3"},
+		why:  "the one compiled-rule-set cache links the pure rule model only, so the check path and both proxy edges share it"},
+	{pkg: "node/router", required: true,
+		never: []string{"google.golang.org/grpc", "github.com/hashicorp/memberlist", "github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb", "github.com/hashicorp/raft-boltdb/v2",
+			module + "/node", module + "/rulesraft", module + "/region", module + "/proto"},
+		except: []string{module + "/node/shard", module + "/rulesraft/rules"},
+		why:    "the check path meets the rule store, forwards, membership, regions and observers through interfaces it defines: no sockets, gossip or Raft, no other node part"},
 	{pkg: "limit", required: true, only: []string{module + "/bucket"},
 		why: "the check vocabulary (items, results, the validator, error kinds) is pure, so the core, every edge and the gateway share it without a wire format"},
 }
@@ -246,6 +254,7 @@ func (r depRule) violates(d string, info *listedPackage) string {
 func TestDepRuleMatching(t *testing.T) {
 	client := rules[3]
 	limitRule := rules[len(rules)-1]
+	routerRule := rules[len(rules)-2]
 	cases := []struct {
 		r    depRule
 		dep  string
@@ -270,6 +279,11 @@ func TestDepRuleMatching(t *testing.T) {
 		{client, "google.golang.org/grpc", nil, false},
 		{rules[4], module + "/rulesraft/rules", nil, true},
 		{rules[5], module + "/node/shard", nil, true},
+		{routerRule, module + "/node/shard", nil, false},
+		{routerRule, module + "/rulesraft/rules", nil, false},
+		{routerRule, module + "/node/api", nil, true},
+		{routerRule, module + "/rulesraft", nil, true},
+		{routerRule, "google.golang.org/grpc", nil, true},
 		{limitRule, module + "/bucket", nil, false},
 		{limitRule, "unicode/utf8", &listedPackage{Standard: true}, false},
 		{limitRule, module + "/proto/weirv1", nil, true},

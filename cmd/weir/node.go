@@ -38,6 +38,8 @@ type nodeFlags struct {
 	clusterName, gossipKeyFile                            string
 	join                                                  []string
 	bootstrapExpect, shards                               int
+	partitions, vnodes                                    int
+	ringLayout                                            string
 	maxKeys                                               int64
 	replInterval, leaveTimeout                            time.Duration
 	reflection, rlsEachDescriptor                         bool
@@ -73,6 +75,9 @@ func (f *nodeFlags) register(fs *pflag.FlagSet, dev bool) {
 	fs.StringVar(&f.adminToken, "admin-token", "", "token required for rule writes")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.IntVar(&f.shards, "shards", def.Shards, "decision goroutines")
+	fs.IntVar(&f.partitions, "partitions", def.Ring.PartitionCount, "the ring's partition count: the same on every member for the cluster's life; a cluster made before 2039 was the default keeps 271 (docs/operations.md)")
+	fs.IntVar(&f.vnodes, "vnodes", def.Ring.ReplicationFactor, "virtual nodes per member on the ring's hash circle: the same on every member; a cluster made before keeps 20")
+	fs.StringVar(&f.ringLayout, "ring-layout", "balanced", "how the ring places partitions: balanced (every member within ±25% of the mean) or consistent (a cluster made before keeps it); the same on every member")
 	fs.Int64Var(&f.maxKeys, "max-keys", 0, "default cap on one rule's live keys on this node, for rules without max_keys (0: 1,000,000); a new key beyond it is answered unavailable (key_cap)")
 	fs.DurationVar(&f.replInterval, "replication-interval", def.ReplicationInterval,
 		"how often changed counters are shipped to replicas; an owner's death loses at most this much of its decisions")
@@ -160,6 +165,9 @@ func (f *nodeFlags) config(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageErr(cmd, "--header-style: %v", err)
 	}
 	cfg.HeaderStyle, cfg.RLSEachDescriptor = style, f.rlsEachDescriptor
+	if cfg.Ring, err = node.RingShape(f.partitions, f.vnodes, f.ringLayout); err != nil {
+		return cfg, usageErr(cmd, "--partitions, --vnodes, --ring-layout: %v", err)
+	}
 	if cfg.RLSTrust, err = rls.ParseTrust(f.rlsTrust); err != nil {
 		return cfg, usageErr(cmd, "--rls-trust: %v", strings.TrimPrefix(err.Error(), "rls: "))
 	}

@@ -105,7 +105,10 @@ type Members struct {
 	PartitionCount    uint32
 	ReplicationFactor uint32
 	Load              float64
-	Gateways          uint32
+	// RingLayout is the ring's layout (ring.Layout's name), sent to
+	// gateways as the RingLayoutHeader of the members calls.
+	RingLayout string
+	Gateways   uint32
 	// NoLeader says why no Raft leader will come when the node knows
 	// (a missing --bootstrap-expect or --join); empty otherwise.
 	NoLeader string

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/proto/weirv1"
@@ -18,12 +19,19 @@ type clusterService struct {
 
 var _ weirv1.ClusterServer = (*clusterService)(nil)
 
+// RingLayoutHeader is the gRPC response header of Members and
+// WatchMembers naming the ring's layout (ring.Layout's name): the members
+// message carries the partition count, vnodes and load but no layout. A
+// node that sends none is of a version before layouts: consistent.
+const RingLayoutHeader = "weir-ring-layout"
+
 // Members describes the cluster as this node sees it.
 func (c *clusterService) Members(ctx context.Context, _ *weirv1.MembersRequest) (*weirv1.MembersResponse, error) {
 	m, err := c.s.b.Members(ctx)
 	if err != nil {
 		return nil, GRPCError(err)
 	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RingLayoutHeader, m.RingLayout))
 	return membersToProto(m), nil
 }
 
@@ -40,6 +48,9 @@ func (c *clusterService) WatchMembers(_ *weirv1.MembersRequest, stream grpc.Serv
 	last, err := s.b.Members(ctx)
 	if err != nil {
 		return GRPCError(err)
+	}
+	if err := stream.SetHeader(metadata.Pairs(RingLayoutHeader, last.RingLayout)); err != nil {
+		return err
 	}
 	if err := stream.Send(membersToProto(last)); err != nil {
 		return err

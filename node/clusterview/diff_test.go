@@ -28,7 +28,7 @@ func nodeIDs(n int) []string {
 }
 
 func TestDiffFromNothing(t *testing.T) {
-	r := mustRing(t, []string{"a", "b", "c"}, ring.DefaultConfig())
+	r := mustRing(t, []string{"a", "b", "c"}, ring.LegacyConfig())
 	moves := Diff(nil, r)
 	if len(moves) != 271 {
 		t.Fatalf("Diff(nil, r) has %d moves, want all 271 partitions", len(moves))
@@ -44,7 +44,7 @@ func TestDiffFromNothing(t *testing.T) {
 			t.Fatalf("move %+v: Gained %v Lost %v", m, m.Gained(), m.Lost())
 		}
 	}
-	if got := Diff(nil, mustRing(t, nil, ring.DefaultConfig())); got != nil {
+	if got := Diff(nil, mustRing(t, nil, ring.LegacyConfig())); got != nil {
 		t.Errorf("Diff(nil, empty) = %v, want nothing", got)
 	}
 	if got := Diff(nil, nil); got != nil {
@@ -53,8 +53,8 @@ func TestDiffFromNothing(t *testing.T) {
 }
 
 func TestDiffToNothing(t *testing.T) {
-	r := mustRing(t, []string{"a", "b"}, ring.DefaultConfig())
-	for _, to := range []*ring.Ring{nil, mustRing(t, nil, ring.DefaultConfig())} {
+	r := mustRing(t, []string{"a", "b"}, ring.LegacyConfig())
+	for _, to := range []*ring.Ring{nil, mustRing(t, nil, ring.LegacyConfig())} {
 		moves := Diff(r, to)
 		if len(moves) != 271 {
 			t.Fatalf("Diff(r, empty) has %d moves, want 271", len(moves))
@@ -68,8 +68,8 @@ func TestDiffToNothing(t *testing.T) {
 }
 
 func TestDiffSameMembersIsEmpty(t *testing.T) {
-	a := mustRing(t, []string{"x", "y", "z"}, ring.DefaultConfig())
-	b := mustRing(t, []string{"z", "x", "y"}, ring.DefaultConfig())
+	a := mustRing(t, []string{"x", "y", "z"}, ring.LegacyConfig())
+	b := mustRing(t, []string{"z", "x", "y"}, ring.LegacyConfig())
 	if d := Diff(a, b); d != nil {
 		t.Fatalf("Diff of the same member set = %d moves", len(d))
 	}
@@ -79,7 +79,8 @@ func TestDiffSameMembersIsEmpty(t *testing.T) {
 // leave: a partition is listed iff its owner or replica list differs, and
 // the move carries both sides as the rings report them.
 func TestDiffListsExactlyTheChanges(t *testing.T) {
-	cfg := ring.Config{Replicas: 3}
+	cfg := ring.LegacyConfig()
+	cfg.Replicas = 3
 	members := nodeIDs(6)
 	steps := []struct{ from, to []string }{
 		{members[:5], members}, // node-5 joins
@@ -129,8 +130,8 @@ func TestDiffListsExactlyTheChanges(t *testing.T) {
 }
 
 func TestDiffMovesDoNotAliasRings(t *testing.T) {
-	old := mustRing(t, nodeIDs(2), ring.DefaultConfig())
-	new := mustRing(t, nodeIDs(3), ring.DefaultConfig())
+	old := mustRing(t, nodeIDs(2), ring.LegacyConfig())
+	new := mustRing(t, nodeIDs(3), ring.LegacyConfig())
 	m := Diff(old, new)[0]
 	want := new.PartitionReplicas(m.Partition)
 	m.NewReplicas[0] = "mutated"
@@ -145,12 +146,12 @@ func TestDiffDifferentPartitionCountsPanics(t *testing.T) {
 			t.Fatal("Diff of rings with different partition counts did not panic")
 		}
 	}()
-	Diff(mustRing(t, []string{"a"}, ring.Config{PartitionCount: 7}), mustRing(t, []string{"a"}, ring.DefaultConfig()))
+	Diff(mustRing(t, []string{"a"}, ring.Config{PartitionCount: 7}), mustRing(t, []string{"a"}, ring.LegacyConfig()))
 }
 
 func BenchmarkDiff(b *testing.B) {
-	old := mustRing(b, nodeIDs(5), ring.DefaultConfig())
-	new := mustRing(b, nodeIDs(6), ring.DefaultConfig())
+	old := mustRing(b, nodeIDs(5), ring.LegacyConfig())
+	new := mustRing(b, nodeIDs(6), ring.LegacyConfig())
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Diff(old, new)

@@ -97,7 +97,7 @@ func (l *leadership) TakeRegained() bool {
 }
 
 func newScenario(t *testing.T, a map[string]string) *scenario {
-	cfg := ring.DefaultConfig()
+	cfg := ring.LegacyConfig() // the placements in testdata are the legacy layout's
 	cfg.PartitionCount = intArg(t, a, "partitions", 4)
 	cfg.Replicas = intArg(t, a, "replicas", 2)
 	s := &scenario{self: a["self"], book: NewBook(a["self"])}

@@ -25,7 +25,8 @@
 // closed denies with 503.
 //
 // Goroutines: none of its own; the handler runs on the HTTP server's. The
-// compiled matcher is swapped atomically when the rule set changes.
+// compiled matcher is one internal/rulecache value, rebuilt when the rule
+// set changes.
 package forwardauth
 
 import (
@@ -35,12 +36,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weirlimit/weir/client/reqmatch"
 	"github.com/weirlimit/weir/internal/httpjson"
+	"github.com/weirlimit/weir/internal/rulecache"
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/headers"
@@ -72,13 +72,7 @@ type Config struct {
 type Handler struct {
 	cfg     Config
 	b       Backend
-	mu      sync.Mutex
-	matcher atomic.Pointer[compiled]
-}
-
-type compiled struct {
-	version uint64
-	m       *rules.Matcher
+	matcher *rulecache.Cache[*rules.Matcher]
 }
 
 // New returns a Handler over b.
@@ -101,29 +95,21 @@ func New(cfg Config, b Backend) (*Handler, error) {
 	if cfg.Headers.Plan == "" {
 		cfg.Headers.Plan = def.Plan
 	}
-	return &Handler{cfg: cfg, b: b}, nil
+	return &Handler{cfg: cfg, b: b, matcher: rulecache.New(compile)}, nil
 }
 
-func (h *Handler) rules() *rules.Matcher {
-	set := h.b.Rules()
-	var v uint64
+func (h *Handler) rules() *rules.Matcher { return h.matcher.Get(h.b.Rules()) }
+
+// compile builds the request matcher for set, once per version.
+func compile(set *rules.Set) *rules.Matcher {
 	var rs []rules.Rule
 	if set != nil {
-		v, rs = set.Version, set.Rules
-	}
-	if c := h.matcher.Load(); c != nil && c.version == v {
-		return c.m
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c := h.matcher.Load(); c != nil && c.version == v {
-		return c.m
+		rs = set.Rules
 	}
 	m, err := rules.Compile(rs)
 	if err != nil { // the FSM holds valid sets only
 		m, _ = rules.Compile(nil)
 	}
-	h.matcher.Store(&compiled{version: v, m: m})
 	return m
 }
 

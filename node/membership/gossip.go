@@ -33,6 +33,9 @@ type Meta struct {
 	// Features are the rule features (rules.Features) this member's binary
 	// supports, comma-separated; an older binary sends none.
 	Features string `json:"f,omitempty"`
+	// Shape is the member's ring shape (ring.Config.Shape); one of another
+	// shape is refused (clusterview.ShapeGuard).
+	Shape string `json:"s,omitempty"`
 }
 
 // delegate implements memberlist's Delegate and EventDelegate. Callbacks
@@ -49,6 +52,22 @@ func (d delegate) NodeMeta(limit int) []byte {
 		return nil
 	}
 	return b
+}
+
+// NotifyAlive (memberlist's AliveDelegate) and NotifyMerge (its
+// MergeDelegate, at a join) refuse a member of another ring shape.
+func (d delegate) NotifyAlive(m *memberlist.Node) error {
+	var meta Meta
+	_ = json.Unmarshal(m.Meta, &meta)
+	return d.c.shape.Check(m.Name, meta.Shape)
+}
+func (d delegate) NotifyMerge(peers []*memberlist.Node) error {
+	for _, m := range peers {
+		if err := d.NotifyAlive(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 func (d delegate) NotifyMsg([]byte)                           {}
 func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
@@ -122,6 +141,7 @@ var _ io.Writer = slogWriter{}
 // bound port. Callbacks into Deps start here.
 func (c *Cluster) Listen(meta Meta, advertiseIP string) error {
 	c.meta = meta
+	c.meta.Shape = c.shape.Own()
 	host, port, err := splitHostPort(c.cfg.GossipAddr)
 	if err != nil {
 		return fmt.Errorf("membership: gossip address: %w", err)
@@ -145,6 +165,7 @@ func (c *Cluster) Listen(meta Meta, advertiseIP string) error {
 	mc.Delegate = delegate{c}
 	mc.Events = delegate{c}
 	mc.Conflict = delegate{c}
+	mc.Alive, mc.Merge = delegate{c}, delegate{c}
 	mc.Logger = log.New(slogWriter{log: c.log, undecryptable: new(atomic.Int64)}, "", 0)
 	mc.Label = c.cfg.ClusterName // gossip from another cluster is dropped
 	if c.cfg.Keyring != nil {

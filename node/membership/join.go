@@ -15,16 +15,21 @@ import (
 // Join tries the Join addresses once, before the first ring is built:
 // Join's push/pull brings the whole member list, so the first ring is
 // complete. When it finds no one, Run's join loop retries with backoff
-// (logged here). Without Join addresses it does nothing.
-func (c *Cluster) Join() {
+// (logged here). Without Join addresses it does nothing. It fails only when
+// the members it reached have another ring shape (clusterview.ShapeError).
+func (c *Cluster) Join() error {
 	if len(c.cfg.Join) == 0 {
-		return
+		return nil
 	}
 	if err := c.join(); err != nil {
+		if r := c.shape.Refused(); r != nil {
+			return fmt.Errorf("node: refusing to join: %w", r)
+		}
 		c.log.Warn("gossip join failed; retrying with backoff", "join", c.cfg.Join, "err", err)
-		return
+		return nil
 	}
 	c.joined.Store(true)
+	return nil
 }
 
 // join tries every Join address once (memberlist resolves host names

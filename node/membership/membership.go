@@ -138,6 +138,7 @@ type Cluster struct {
 	changed  chan struct{} // non-blocking "members changed" signal
 	view     atomic.Pointer[View]
 	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
+	shape    *clusterview.ShapeGuard
 
 	leaving atomic.Bool
 	joined  atomic.Bool // gossip join done (when Join is configured)
@@ -166,6 +167,7 @@ func New(cfg Config, deps Deps) *Cluster {
 		log:      cfg.Logger,
 		changed:  make(chan struct{}, 1),
 		gossiped: clusterview.NewBook(cfg.ID),
+		shape:    clusterview.NewShapeGuard(cfg.Ring),
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weirlimit/weir/internal/rulecache"
 	"github.com/weirlimit/weir/internal/tracing"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/limit/headers"
@@ -63,13 +62,11 @@ type Server struct {
 	// ignored counts what Trust took out, by kind (ignoredKinds order).
 	ignored [2]prometheus.Counter
 
-	mu      sync.Mutex
-	matcher atomic.Pointer[compiled]
+	matcher *rulecache.Cache[*compiled]
 }
 
 type compiled struct {
-	version uint64
-	m       *rules.DescriptorMatcher
+	m *rules.DescriptorMatcher
 	// counters holds each descriptor rule's decision counters, by outcome
 	// (outcomes order), so the hot path does not hash labels.
 	counters map[string]*[4]prometheus.Counter
@@ -94,6 +91,7 @@ func New(cfg Config, b Backend) (*Server, error) {
 	}
 	cfg.HeaderStyle = st
 	s := &Server{cfg: cfg, b: b}
+	s.matcher = rulecache.New(s.compile)
 	s.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_rls_decisions_total",
 		Help: "Rate limit service rule decisions by rule and outcome (ok, over_limit, shadow_over_limit, error).",
@@ -121,27 +119,20 @@ func (s *Server) Register(g *grpc.Server) { g.RegisterService(&serviceDesc, s) }
 
 // descriptors returns the matcher for the current rule set, compiled once
 // per version.
-func (s *Server) descriptors() *compiled {
-	set := s.b.Rules()
-	var v uint64
+func (s *Server) descriptors() *compiled { return s.matcher.Get(s.b.Rules()) }
+
+// compile builds the descriptor matcher and its rules' counters for set.
+func (s *Server) compile(set *rules.Set) *compiled {
 	var rs []rules.Rule
 	if set != nil {
-		v, rs = set.Version, set.Rules
-	}
-	if c := s.matcher.Load(); c != nil && c.version == v {
-		return c
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.matcher.Load(); c != nil && c.version == v {
-		return c
+		rs = set.Rules
 	}
 	m, err := rules.CompileDescriptors(rs)
 	if err != nil { // the FSM holds valid sets only
 		rs = nil
 		m, _ = rules.CompileDescriptors(nil)
 	}
-	c := &compiled{version: v, m: m, counters: map[string]*[4]prometheus.Counter{}}
+	c := &compiled{m: m, counters: map[string]*[4]prometheus.Counter{}}
 	for _, r := range rs {
 		if r.Match.Domain == "" {
 			continue
@@ -152,7 +143,6 @@ func (s *Server) descriptors() *compiled {
 		}
 		c.counters[r.ID] = &cs
 	}
-	s.matcher.Store(c)
 	return c
 }
 
