@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"github.com/weirlimit/weir/node"
 	"github.com/weirlimit/weir/node/keyringapi"
 	weirv1 "github.com/weirlimit/weir/proto/weirv1"
+	"github.com/weirlimit/weir/ring"
 )
 
 // Tests of the gossip keyring: who may join, who may call Peer, and key
@@ -421,9 +423,12 @@ func TestMemberWithoutProofIgnored(t *testing.T) {
 	k1 := peerauth.GenerateKey()
 	c := wrapCluster(t, testcluster.NewWith(t, 3, testcluster.Options{Config: withKeys(k1)}))
 	raftBefore := raftIDs(t, c.Nodes[0])
+	// Both gossip the cluster's ring shape: refused for the missing or
+	// bad proof, not for another shape (refused earlier, uncounted).
+	shape := strconv.Quote(ring.DefaultConfig().Shape())
 	for name, meta := range map[string]string{
-		"noproof":  `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3"}`,
-		"badproof": `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3","b":7,"p":"AAAAAAAAAAAAAAAAAAAAAA"}`,
+		"noproof":  `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3","s":` + shape + `}`,
+		"badproof": `{"g":"127.0.0.1:1","h":"127.0.0.1:2","r":"127.0.0.1:3","b":7,"p":"AAAAAAAAAAAAAAAAAAAAAA","s":` + shape + `}`,
 	} {
 		mc := memberlist.DefaultLANConfig()
 		mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = name, "127.0.0.1", 0, 0
