@@ -1,10 +1,11 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/weirlimit/weir/internal/testlog"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/testbin"
+	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
 
@@ -147,9 +149,10 @@ func ready(addr string) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s: readyz %d", addr, resp.StatusCode)
+		why, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: readyz %d: %s", addr, resp.StatusCode, bytes.TrimSpace(why))
 	}
 	return nil
 }
@@ -167,7 +170,10 @@ func TestProcessesThroughCLI(t *testing.T) {
 	startAll()
 	waitAll := func(ps []*proc) clusterJSON {
 		var info clusterJSON
-		testwait.For(t, 30*time.Second, "the nodes", func() error {
+		// 60 s: three nodes started at once hand 2039 partitions to each
+		// other (issue 32's default); under CI's parallel load one stayed
+		// unready past 30 s once. The reason it gives is in the error.
+		testwait.For(t, 60*time.Second, "the nodes", func() error {
 			for _, p := range ps {
 				if err := ready(p.http); err != nil {
 					return err
