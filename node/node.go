@@ -346,7 +346,7 @@ func (n *Node) Start() error {
 // so (checks are answered without a Raft leader) until Leave, which turns
 // every service NOT_SERVING for good.
 func (n *Node) serveHealth() {
-	n.every(100*time.Millisecond, func() bool {
+	sched.Every(n.ctx, n.cfg.Sched, 100*time.Millisecond, func() bool {
 		if n.Ready() != nil {
 			return false
 		}
@@ -356,22 +356,6 @@ func (n *Node) serveHealth() {
 		n.srv.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		return true
 	})
-}
-
-// every calls f each d until f reports done or the node closes.
-func (n *Node) every(d time.Duration, f func() (done bool)) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-			if f() {
-				return
-			}
-		}
-	}
 }
 
 // maxReplicaStates caps the replica copies a node holds (about 100 bytes

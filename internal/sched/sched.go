@@ -72,3 +72,19 @@ type realTicker struct{ t *time.Ticker }
 
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
+
+// Every calls f every d on s's ticker until f reports done or ctx ends.
+func Every(ctx context.Context, s Sched, d time.Duration, f func() (done bool)) {
+	t := s.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if f() {
+				return
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/replication"
 )
@@ -52,7 +53,7 @@ func (c *Cluster) join() error {
 // meanwhile.
 func (c *Cluster) joinLoop(ctx context.Context) {
 	j := clusterview.NewJoin(time.Now())
-	every(ctx, 100*time.Millisecond, func() bool {
+	sched.Every(ctx, sched.Real{}, 100*time.Millisecond, func() bool {
 		switch j.Step(time.Now(), c.ml.NumMembers() <= 1) {
 		case clusterview.JoinWait:
 			return false
@@ -82,7 +83,7 @@ func (c *Cluster) joinLoop(ctx context.Context) {
 // It also re-announces this node while gossip records it at another
 // address (clusterview.Reannounce).
 func (c *Cluster) reconnectLoop(ctx context.Context) {
-	every(ctx, clusterview.RejoinEvery, func() bool {
+	sched.Every(ctx, sched.Real{}, clusterview.RejoinEvery, func() bool {
 		if c.leaving.Load() {
 			return false
 		}

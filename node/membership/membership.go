@@ -321,22 +321,6 @@ func (c *Cluster) goFunc(f func()) {
 	}()
 }
 
-// every calls f each d until f reports done or ctx ends.
-func every(ctx context.Context, d time.Duration, f func() (done bool)) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if f() {
-				return
-			}
-		}
-	}
-}
-
 // Close stops gossip at once (no leave); safe before Listen.
 func (c *Cluster) Close() {
 	if c.ml != nil {

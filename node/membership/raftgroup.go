@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -82,7 +83,7 @@ func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.Err
 // clusterview.QuorumLostAfter without a leader) run here, one at a time.
 func (c *Cluster) watchQuorum(ctx context.Context) {
 	var q clusterview.Quorum
-	every(ctx, clusterview.QuorumSample, func() bool {
+	sched.Every(ctx, sched.Real{}, clusterview.QuorumSample, func() bool {
 		id, _ := c.deps.Raft.Leader()
 		probe, regained := q.Tick(id != "")
 		c.leaderlessFor.Store(int64(q.LeaderlessFor()))
