@@ -167,6 +167,15 @@ type Handoff struct {
 	life context.Context
 	end  context.CancelFunc
 
+	// The pulls' asks in flight: asks.on[p] is the member whose answer
+	// the pull of p waits for (and has not got p's counters from a holder
+	// yet); asks.changed is closed on each change (see waitsFor).
+	asks struct {
+		sync.Mutex
+		on      map[uint32]string
+		changed chan struct{}
+	}
+
 	handedOff, promoted, resynced, unreached atomic.Uint64
 }
 
@@ -237,6 +246,7 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 	if cfg.Inline {
 		h.life, h.end = context.WithCancel(context.Background())
 	}
+	h.asks.on, h.asks.changed = map[uint32]string{}, make(chan struct{})
 	h.routes.Store(h.snapshot(nil, nil))
 	return h, nil
 }
@@ -475,7 +485,8 @@ func (h *Handoff) ChangeRing(ctx context.Context, ev RingChanged) error {
 // the counters on (later items are forwarded to req.To) and drops them;
 // for one it handed on earlier it says to whom, so the puller follows the
 // counters there. Replica copies of the asked partitions go along. A
-// partition this node is itself still pulling is answered once it arrived.
+// partition this node is itself still pulling is answered once it arrived,
+// unless its pull waits on the asker (see waitsFor).
 func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, error) {
 	if req.To == "" || req.To == h.cfg.Self {
 		return HandoffReply{}, fmt.Errorf("%w: puller %q", ErrBadRequest, req.To)
@@ -485,15 +496,18 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, fmt.Errorf("%w: partition %d out of range (%d partitions)", ErrBadRequest, p, h.cfg.Partitions)
 		}
 	}
-	for _, p := range req.Parts {
-		if ch := h.Routes().Ready(p); ch != nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return HandoffReply{}, ctx.Err()
-			case <-h.stopped:
-				return HandoffReply{}, ErrClosed
-			}
+	for {
+		ready, asks := h.waitsFor(req)
+		if ready == nil {
+			break
+		}
+		select {
+		case <-ready:
+		case <-asks:
+		case <-ctx.Done():
+			return HandoffReply{}, ctx.Err()
+		case <-h.stopped:
+			return HandoffReply{}, ErrClosed
 		}
 	}
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
@@ -528,6 +542,66 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	h.handedOff.Add(uint64(len(out.Held) + len(reply.Copies)))
 	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "provisional", len(reply.Copies), "states", len(out.States), "moved", len(out.Moved))
 	return out, nil
+}
+
+// Waits reports whether Serve would wait before it answers req now: for
+// a partition this node is itself still pulling (see waitsFor). A
+// simulation serves an ask once this is false.
+func (h *Handoff) Waits(req HandoffRequest) bool {
+	ready, _ := h.waitsFor(req)
+	return ready != nil
+}
+
+// waitsFor returns the ready channel of a partition of req that Serve
+// waits for (nil: it answers now), and a channel closed when a pull's
+// asks change (the answer may change then).
+//
+// A partition this node is still pulling has no counters here yet: the
+// holder's are on their way, and Serve waits for them so that it hands
+// them on. But two pullers may ask each other (a restart and a join
+// under delay: the one pulling a partition the other's ring took from
+// it is asked by the new owner, while its own pull asks the new owner,
+// where a mark or the broadcast sends it), and each waiting for its own
+// pull, both asks time out. So a partition whose pull waits on the
+// asker's answer, and has got nothing from a holder yet, is answered at
+// once unless the asker owns it by this node's ring: nothing of it is
+// here or on its way here but what the asker itself will answer, so the
+// reply names nothing and passes nothing (replica copies only), marks
+// nothing, and the pull goes on as it was. The asker settles first (with
+// the holder's counters if its pull finds them), then answers this
+// node's pull, which waited for it: the counters go one way, to the
+// owner when both rings agree on it, and none goes twice. Two pullers
+// that each take the other for the owner both wait (as before, until
+// the ask's deadline); two that each take neither for it both answer at
+// once, and each settles from what its other asks find.
+func (h *Handoff) waitsFor(req HandoffRequest) (ready, asks <-chan struct{}) {
+	r := h.Routes()
+	h.asks.Lock()
+	defer h.asks.Unlock()
+	for _, p := range req.Parts {
+		ch := r.Ready(p)
+		if ch == nil || (h.asks.on[p] == req.To && r.owner[p] != req.To) {
+			continue
+		}
+		return ch, h.asks.changed
+	}
+	return nil, h.asks.changed
+}
+
+// asking records that the pull of parts waits on member id's answer (""
+// when it has it): see waitsFor.
+func (h *Handoff) asking(parts []uint32, id string) {
+	h.asks.Lock()
+	defer h.asks.Unlock()
+	for _, p := range parts {
+		if id == "" {
+			delete(h.asks.on, p)
+		} else {
+			h.asks.on[p] = id
+		}
+	}
+	close(h.asks.changed)
+	h.asks.changed = make(chan struct{})
 }
 
 // exportHeld exports and drops the counters of partitions just handed
@@ -700,7 +774,10 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 			for _, p := range ps {
 				asked[p] = append(asked[p], dest)
 			}
+			waiting := slices.DeleteFunc(slices.Clone(ps), func(p uint32) bool { return held[p] })
+			h.asking(waiting, dest)
 			resp, err := h.askPeer(ctx, dest, ps)
+			h.asking(waiting, "")
 			if err != nil {
 				h.cfg.Logger.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
 				unnamed = append(unnamed, ps...)

@@ -213,12 +213,10 @@ const targetedShare = 400
 //     seen), one to three times, the last time maybe for good: a moved
 //     mark to a puller that died (dropped-moved-mark, double-pull);
 //   - join-kill: a new node joins and is killed (or leaves) 1.5–5 s
-//     later, after its pulls: the same marks from a joiner.
-//
-// A third, two-rings (a restart and a join 0–600 ms apart under 20–200
-// ms of delay, so a pull is in flight when the next ring comes: aimed at
-// two-pulls), is left out until the wait cycle it finds is fixed
-// (docs/design.md, "Simulator bounds"; known-wait-cycle.txt).
+//     later, after its pulls: the same marks from a joiner;
+//   - two-rings: a restart and a join 0–600 ms apart under 20–200 ms of
+//     message delay, so a pull is still in flight when the second ring
+//     comes (two-pulls; the wait cycle of fixed-wait-cycle.txt).
 func targeted(seed uint64, n int, end time.Duration) []Fault {
 	r := rand.New(rand.NewPCG(seed, 2))
 	if r.IntN(1000) >= targetedShare {
@@ -232,7 +230,7 @@ func targeted(seed uint64, n int, end time.Duration) []Fault {
 	at := dur(2*time.Second, 8*time.Second)
 	budget := (n - 1) / 2
 	for at < end-12*time.Second {
-		switch r.IntN(2) {
+		switch r.IntN(3) {
 		case 0: // recut
 			x := pick()
 			for range 1 + r.IntN(3) {
@@ -256,6 +254,14 @@ func targeted(seed uint64, n int, end time.Duration) []Fault {
 			}
 			out = append(out, g)
 			at += g.For
+		case 2: // two-rings
+			x := pick()
+			f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: restart()}
+			back := at + f.For
+			n++
+			second := Fault{At: back + dur(0, 600*time.Millisecond), Kind: "join", Nodes: []string{nodeID(n)}}
+			out = append(out, f, Fault{At: back - dur(0, time.Second), Kind: "delay", For: dur(2*time.Second, 5*time.Second), N: int64(20 + r.IntN(180))}, second)
+			at = second.At + second.For
 		}
 		at += dur(2*time.Second, 8*time.Second)
 		if r.IntN(2) == 0 {

@@ -802,12 +802,10 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					}
 					return // the asker gave up: nothing is handed over
 				}
-				for _, part := range req.Parts {
-					if b.node.handoff.Routes().Ready(part) != nil {
-						waited = true
-						w.loop.after(pollEvery, serve)
-						return
-					}
+				if b.node.handoff.Waits(req) {
+					waited = true
+					w.loop.after(pollEvery, serve)
+					return
 				}
 				sctx, cancel := w.loop.clock.WithTimeout(w.ctx, dl.Sub(w.loop.clock.Now()))
 				reply, err := b.node.handoff.Serve(sctx, req)
