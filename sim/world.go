@@ -818,11 +818,19 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					delivered = true
 					answer(reply, err)
 				})
-				if !delivered && len(reply.Held) > 0 {
+				if !delivered && (len(reply.Held) > 0 || waited) {
 					// Checked when the asker's deadline passes: a reply
-					// that never arrived took the holder's counters along.
+					// that never arrived took the holder's counters along;
+					// one served after a wait for the holder's own pull
+					// timed out all the same.
 					w.loop.after(dl.Sub(w.loop.clock.Now()), func() {
-						if !delivered {
+						if delivered {
+							return
+						}
+						if waited && !w.opt.Strict {
+							w.oracle.waitedOut(a, b, req.Parts)
+						}
+						if len(reply.Held) > 0 {
 							w.oracle.lostHandoff(b, reply.Held, reply.States)
 						}
 					})
