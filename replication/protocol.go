@@ -556,14 +556,15 @@ func (h *Handoff) Waits(req HandoffRequest) bool {
 // waits for (nil: it answers now), and a channel closed when a pull's
 // asks change (the answer may change then).
 //
-// A partition this node is still pulling has no counters here yet: the
-// holder's are on their way, and Serve waits for them so that it hands
-// them on. But two pullers may ask each other (a restart and a join
+// A partition this node is still pulling has (mostly) no counters here
+// yet: the holder's are on their way, and Serve waits for them so that it
+// hands them on. But two pullers may ask each other (a restart and a join
 // under delay: the one pulling a partition the other's ring took from
 // it is asked by the new owner, while its own pull asks the new owner,
 // where a mark or the broadcast sends it), and each waiting for its own
 // pull, both asks time out. So a partition whose pull waits on the
-// asker's answer, and has got nothing from a holder yet, is answered at
+// asker's answer, that has got nothing from a holder yet and had no
+// counters here when the pull began (Pull.hasCounters), is answered at
 // once unless the asker owns it by this node's ring: nothing of it is
 // here or on its way here but what the asker itself will answer, so the
 // reply names nothing and passes nothing (replica copies only), marks
@@ -635,7 +636,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	}
 	for _, src := range slices.Sorted(maps.Keys(bySource)) { // a fixed order of asks
 		parts := bySource[src]
-		f := h.fetch(ctx, src, parts)
+		f := h.fetch(ctx, src, parts, pl.hasCounters)
 		if h.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 			h.cfg.Logger.Debug("pulled", "source", src, "back", pl.Back, "keep", pl.Keep, "parts", parts,
 				"held", slices.Sorted(maps.Keys(f.held)), "orphans", f.orphans(parts), "reached", slices.Sorted(maps.Keys(f.reached)))
@@ -688,6 +689,12 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		h.arrived(ctx, local, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
 	}
 }
+
+// hasCounters reports whether this node may have counters of p while it
+// pulls it: ones it still held (Held), or its own coming back from a
+// split (Keep). Serve never answers for such a partition before its
+// pull has landed (see waitsFor).
+func (pl Pull) hasCounters(p uint32) bool { return pl.Keep || slices.Contains(pl.Held, p) }
 
 // replaced lists the partitions of parts whose counters here the pulled
 // states replace: all but those pl.Held lists that no holder handed over
@@ -759,7 +766,7 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 // when this node's ring skipped one of them). A partition nobody named is
 // asked of every other live member. Replica copies of the asked
 // partitions come along, for those no live node holds.
-func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched {
+func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
@@ -774,7 +781,7 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 			for _, p := range ps {
 				asked[p] = append(asked[p], dest)
 			}
-			waiting := slices.DeleteFunc(slices.Clone(ps), func(p uint32) bool { return held[p] })
+			waiting := slices.DeleteFunc(slices.Clone(ps), func(p uint32) bool { return held[p] || here(p) })
 			h.asking(waiting, dest)
 			resp, err := h.askPeer(ctx, dest, ps)
 			h.asking(waiting, "")

@@ -52,6 +52,10 @@ type Options struct {
 	// on no counters, decisions on released counters fed to the
 	// reference, replicas whose view flapped compared.
 	Strict bool
+	// TwoRings adds the two-rings sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_TWO_RINGS=1), not the CI
+	// mix's yet (docs/design.md, "Simulator bounds").
+	TwoRings bool
 }
 
 // DefaultOptions: 60 s, 60 checks/s over 4 hot and 100 cold keys.
