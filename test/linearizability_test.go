@@ -241,18 +241,32 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 // the failure names.
 func checkRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs []*proc, seed uint64) {
 	t.Helper()
-	ops, writes, unknown, dropped := linOps(h.recs)
-	t.Logf("%d operations (%d writes, %d of them unanswered, %d of those seen by a read), %d faults", len(ops)+dropped, writes, unknown, unknown-dropped, len(h.faults))
-	if writes-unknown < 10 || len(ops)-writes < 10 {
-		t.Fatalf("too few answered operations to check: %d writes, %d reads", writes-unknown, len(ops)-writes)
+	ops, n := linOps(h.recs)
+	t.Logf("%d operations: %d writes (%d of them unanswered, %d of those seen by a read), %d reads (%d failed); %d faults",
+		len(h.recs), n.writes, n.unknown, n.unknown-n.dropped, n.reads, n.failedReads, len(h.faults))
+	if n.writes-n.unknown < 10 || n.reads-n.failedReads < 10 {
+		dir := keepRuleHistory(t, model, h, procs, seed, nil)
+		t.Fatalf("too few answered operations to check: %d writes, %d reads (seed %d); history and process output in %s", n.writes-n.unknown, n.reads-n.failedReads, seed, dir)
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
 	if res == porcupine.Ok {
 		return
 	}
+	dir := keepRuleHistory(t, model, h, procs, seed, &info)
+	t.Fatalf("rule history is not linearizable: %v (seed %d, WEIR_LIN_SEED=%d to rerun); history, visualization and process output in %s", res, seed, seed, dir)
+}
+
+// keepRuleHistory writes the history (every operation tried and the
+// faults), porcupine's visualization when info is not nil, and each
+// process's output to a directory named for the test and the seed under
+// the system's temporary directory (t.TempDir is removed after the test),
+// and returns its path.
+func keepRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs []*proc, seed uint64, info *porcupine.LinearizationInfo) string {
+	t.Helper()
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), seed))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("rule history is not linearizable: %v (seed %d; keeping it: %v)", res, seed, err)
+		t.Errorf("keeping the history: %v", err)
+		return dir
 	}
 	var b strings.Builder
 	writeLinHistory(&b, model, h)
@@ -267,10 +281,18 @@ func checkRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs 
 			t.Errorf("keeping %s: %v", name, err)
 		}
 	}
-	if err := porcupine.VisualizePath(model, info, filepath.Join(dir, "history.html")); err != nil {
-		t.Errorf("visualization: %v", err)
+	if info != nil {
+		if err := porcupine.VisualizePath(model, *info, filepath.Join(dir, "history.html")); err != nil {
+			t.Errorf("visualization: %v", err)
+		}
 	}
-	t.Fatalf("rule history is not linearizable: %v (seed %d, WEIR_LIN_SEED=%d to rerun); history, visualization and process output in %s", res, seed, seed, dir)
+	return dir
+}
+
+// linCounts counts a run's operations by kind.
+type linCounts struct {
+	writes, unknown, dropped int // writes; unanswered; unanswered and left out
+	reads, failedReads       int
 }
 
 // linOps returns the operations to check: failed reads (which changed
@@ -278,31 +300,37 @@ func checkRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs 
 // saw: such a write can always be placed at the very end of the history
 // (its return is "never"), where nothing observes it, so leaving it out
 // changes no verdict and keeps the search small.
-func linOps(recs []linRecord) (ops []porcupine.Operation, writes, unknown, dropped int) {
+func linOps(recs []linRecord) ([]porcupine.Operation, linCounts) {
 	seen := map[int64]bool{}
 	for _, r := range recs {
 		if !r.op.Input.(linInput).write && r.err == nil {
 			seen[r.op.Output.(linOutput).value] = true
 		}
 	}
+	var ops []porcupine.Operation
+	var n linCounts
 	for _, r := range recs {
 		i := r.op.Input.(linInput)
 		switch {
-		case !i.write && r.err != nil:
-			continue
-		case i.write:
-			writes++
-			if r.op.Output.(linOutput).unknown {
-				unknown++
-				if !seen[i.value] {
-					dropped++
-					continue
-				}
+		case !i.write:
+			n.reads++
+			if r.err != nil {
+				n.failedReads++
+				continue
 			}
+		case r.op.Output.(linOutput).unknown:
+			n.writes++
+			n.unknown++
+			if !seen[i.value] {
+				n.dropped++
+				continue
+			}
+		default:
+			n.writes++
 		}
 		ops = append(ops, r.op)
 	}
-	return ops, writes, unknown, dropped
+	return ops, n
 }
 
 // writeLinHistory writes every operation tried (failed ones too) and the
