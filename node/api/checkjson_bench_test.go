@@ -14,8 +14,8 @@ import (
 // answer, and the request metric.
 func BenchmarkHTTPCheckHandler(b *testing.B) {
 	n := startNode(b, nodeOpts{bootstrap: true})
-	req := httptest.NewRequest("PUT", "/v1/rules:apply", strings.NewReader(rulesYAML))
-	req.Method = "POST"
+	req := httptest.NewRequest("POST", "/v1/rules:apply", strings.NewReader(rulesYAML))
+	req.Header.Set("Content-Type", "application/yaml")
 	rec := httptest.NewRecorder()
 	h := n.srv.Handler()
 	h.ServeHTTP(rec, req)
@@ -30,6 +30,7 @@ func BenchmarkHTTPCheckHandler(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		req := httptest.NewRequest("POST", "/v1/limits/check", strings.NewReader(bodies[i%len(bodies)]))
+		req.Header["Content-Type"] = jsonTypes
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
