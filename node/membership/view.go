@@ -65,9 +65,13 @@ func (c *Cluster) clusterLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	policy := &clusterview.Policy{Self: c.cfg.ID, Ring: c.cfg.Ring, Departures: c.gossiped, Leader: raftLeadership{c}}
+	var settle *clusterview.Settle
+	if len(c.cfg.Join) > 0 || c.cfg.BootstrapExpect > 1 { // started with others
+		settle = &clusterview.Settle{Quiet: clusterview.FirstRingQuiet, Wait: clusterview.FirstRingWait}
+	}
 	var gateways uint32
 	for {
-		c.refreshView(ctx, policy)
+		c.refreshView(ctx, policy, settle)
 		c.manageRaft(ctx)
 		if g := c.deps.Gateways.Gateways(); g != gateways {
 			gateways = g
@@ -96,8 +100,10 @@ func (l raftLeadership) TakeRegained() bool { return l.c.regained.Swap(false) }
 // refreshView asks the ring-view policy (clusterview.Policy) whether the
 // ring or the member set changed; if so it hands the new ring to the
 // hand-off (which marks the partitions this node gains pending and pulls
-// them) and only then publishes it to the check path.
-func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
+// them) and only then publishes it to the check path. A node started with
+// others (settle not nil) takes its first ring once its member list, after
+// the join, settled.
+func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, settle *clusterview.Settle) {
 	members, wait := c.deps.Admitter.Admitted(c.ReadMembers())
 	if wait {
 		return // a new member is proving who it is (Admitter)
@@ -113,6 +119,7 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
 	if old != nil {
 		in.Ring, in.Published = old.Ring, old.Members
 	}
+	in.Settling = old == nil && !in.Joining && settle != nil && settle.Settling(in.Now, members)
 	ch, ok, err := policy.Step(in)
 	if err != nil {
 		c.log.Error("ring rebuild failed", "err", err)
