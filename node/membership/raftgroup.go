@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"github.com/weirlimit/weir/internal/sched"
@@ -16,6 +17,14 @@ func (c *Cluster) manageRaft(ctx context.Context) {
 	v := c.view.Load()
 	if v == nil {
 		return
+	}
+	if c.cfg.BootstrapExpect > 0 && !c.boot.Load() && groupFormed(v, c.cfg.ID) {
+		// A late node given --bootstrap-expect: the group exists, and its
+		// leader adds this node. Bootstrapping its own from the members it
+		// sees would make a second configuration (one naming this node
+		// and not the leader refuses the leader's appends for good).
+		c.log.Info("raft group already formed: not bootstrapping; its leader adds this node")
+		c.boot.Store(true)
 	}
 	if c.cfg.BootstrapExpect > 0 && !c.boot.Load() {
 		var servers []rulesraft.Server
@@ -70,6 +79,31 @@ func (c *Cluster) NoLeaderReason() string {
 	return "no Raft leader: this node was started with neither --bootstrap-expect nor --join, " +
 		"so it forms no cluster on its own; start a new cluster's nodes with --bootstrap-expect N " +
 		"(1 for a single node) or join this one to a cluster with --join HOST:PORT"
+}
+
+// groupFormed reports whether a member of v other than self gossips that
+// it is in the Raft group's configuration.
+func groupFormed(v *View, self string) bool {
+	for id, m := range v.Members {
+		if id != self && m.InGroup {
+			return true
+		}
+	}
+	return false
+}
+
+// grouped reports whether this node has just found itself in the Raft
+// group's configuration (it bootstrapped it, or the leader added it):
+// then, once, it is to gossip that (Meta.InGroup).
+func (c *Cluster) grouped() bool {
+	if c.inGroup.Load() {
+		return false
+	}
+	if cfg, err := c.deps.Raft.Configuration(); err != nil || !slices.ContainsFunc(cfg, func(s rulesraft.ServerInfo) bool { return s.ID == c.cfg.ID }) {
+		return false
+	}
+	c.inGroup.Store(true)
+	return true
 }
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }

@@ -73,9 +73,10 @@ func (c *Cluster) clusterLoop(ctx context.Context) {
 	for {
 		c.refreshView(ctx, policy, settle)
 		c.manageRaft(ctx)
-		if g := c.deps.Gateways.Gateways(); g != gateways {
+		g := c.deps.Gateways.Gateways()
+		if grouped := c.grouped(); g != gateways || grouped {
 			gateways = g
-			_ = c.ml.UpdateNode(time.Second) // gossip the new gateway count
+			_ = c.ml.UpdateNode(time.Second) // gossip the new gateway count, or being in the group
 		}
 		select {
 		case <-ctx.Done():
