@@ -5,8 +5,7 @@
 // items for a destination and Call.Wait returns their results: callers
 // bound for the same member are coalesced into few requests on one
 // pipelined Peer.ForwardStream, written by whichever caller finds no write
-// in progress, after letting the callers already runnable queue theirs
-// (no sender goroutine, no timer at low load). Each request
+// in progress (no sender goroutine, no timer at low load). Each request
 // has its own deadline (Config.Timeout); a stream that answers nothing for
 // that long is torn down; a peer that lacks the stream gets unary Forward
 // RPCs for a while. Prune drops the forwarders of members that left.

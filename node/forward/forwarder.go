@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -27,12 +26,8 @@ import (
 // Config.MaxBatch items); a caller that finds a write in progress leaves
 // its items for the next request, which the writer (or, when the window
 // of Inflight requests is full, the stream's receiver as an answer frees
-// it) sends. Before it writes, the caller that took the write lets the
-// goroutines already runnable run (runtime.Gosched): requests the node
-// read together queue their items and leave in one request rather than
-// one each (measured: about half the forward messages per check in a
-// closed loop). So batches grow with load and nothing waits on a timer
-// at low load. One receiver goroutine per open stream reads the answers and
+// it) sends. Batches so grow with load and nothing waits on a timer at
+// low load. One receiver goroutine per open stream reads the answers and
 // hands each caller its results.
 //
 // Timeouts: a request is answered within Config.Timeout or fails (its
@@ -129,11 +124,6 @@ func (f *forwarder) start(ctx context.Context, c *Call, items []limit.Item, idx 
 	write := f.takeWrite()
 	f.mu.Unlock()
 	if write {
-		// Let the callers already runnable (requests that arrived
-		// together) queue their items first: they join this request
-		// instead of each writing its own. No timer: when nothing else
-		// is runnable this returns at once.
-		runtime.Gosched()
 		f.write()
 	}
 	return nil

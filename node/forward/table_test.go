@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +43,6 @@ type fakePeer struct {
 	ended  atomic.Int64 // ForwardStreams whose caller went away
 	held   atomic.Int64 // requests holding the slow key received
 	unary  atomic.Int64 // unary Forward RPCs
-	reqs   atomic.Int64 // ForwardStream requests received
 	mu     sync.Mutex
 	got    []*weirv1.CheckItem // every item received
 }
@@ -122,7 +120,6 @@ func (p *fakePeer) ForwardStream(st grpc.BidiStreamingServer[weirv1.CheckStreamR
 			p.ended.Add(1)
 			return nil
 		}
-		p.reqs.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -145,14 +142,9 @@ func (m members) PeerAddr(id string) (string, error) {
 }
 
 func newTable(t *testing.T, m members, timeout time.Duration) *forward.Table {
-	return newTableSized(t, m, timeout, 64, 2)
-}
-
-// newTableSized is newTable with its batch size and window.
-func newTableSized(t testing.TB, m members, timeout time.Duration, maxBatch, inflight int) *forward.Table {
 	t.Helper()
 	tb, err := forward.New(context.Background(), forward.Config{
-		Self: "self", Members: m, Timeout: timeout, MaxBatch: maxBatch, Inflight: inflight,
+		Self: "self", Members: m, Timeout: timeout, MaxBatch: 64, Inflight: 2,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 	})
 	if err != nil {
@@ -229,41 +221,6 @@ func TestStartWaitAnswersEachCaller(t *testing.T) {
 	}
 	if tb.Len() != 1 {
 		t.Errorf("Len() = %d, want 1", tb.Len())
-	}
-}
-
-// Callers that become runnable together (requests a node read at once)
-// leave in one request: the caller that takes the write lets the others
-// run first (runtime.Gosched) and sends what they queued. On one P the
-// order is the scheduler's: without that yield the first callers, up to
-// the window of 4, would each write a request of their own.
-func TestRunnableCallersShareARequest(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	p := startPeer(t, &fakePeer{})
-	tb := newTableSized(t, members{"p": p.addr}, 5*time.Second, 64, 4)
-	items, res := []limit.Item{{Key: "k", Rule: "r", Cost: 1}}, make([]limit.Result, 1)
-	if err := check(tb, "p", items, []int{0}, res); err != nil { // the stream is open from here on
-		t.Fatal(err)
-	}
-	const callers = 16
-	before := p.reqs.Load()
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Go(func() {
-			res := make([]limit.Result, 1)
-			errs <- check(tb, "p", items, []int{0}, res)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := p.reqs.Load() - before; got > 2 {
-		t.Errorf("%d callers runnable together went out in %d requests, want 1 (2 at most)", callers, got)
 	}
 }
 
@@ -429,7 +386,14 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // (coalescing, the stream, conversion) without a node's decision.
 func BenchmarkStartWait(b *testing.B) {
 	p := startPeer(b, &fakePeer{unrecorded: true})
-	tb := newTableSized(b, members{"p": p.addr}, 5*time.Second, 1024, 4)
+	tb, err := forward.New(context.Background(), forward.Config{
+		Self: "self", Members: members{"p": p.addr}, Timeout: 5 * time.Second, MaxBatch: 1024, Inflight: 4,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Close()
 	for _, callers := range []int{1, 16} {
 		b.Run(fmt.Sprintf("parallelism=%d", callers), func(b *testing.B) {
 			b.SetParallelism(callers)
