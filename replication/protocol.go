@@ -553,6 +553,9 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	var local []uint32
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
+		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
+			src = "" // this node has the gone puller's copies
+		}
 		if src == "" {
 			local = append(local, g.Partition)
 			continue
