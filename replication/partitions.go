@@ -206,8 +206,8 @@ type Effect interface{ isEffect() }
 //
 // Held lists gained partitions whose counters this node still holds
 // (released, never pulled): when no live node holds them, the copies
-// found are imported over those counters instead of replacing them, so a
-// key neither a holder nor a copy knows keeps what this node decided.
+// found replace those counters key by key, and a key no holder or copy
+// knows keeps what this node decided.
 type Pull struct {
 	Gain []Source
 	Keep bool
