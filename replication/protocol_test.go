@@ -343,7 +343,6 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 	for _, served := range []bool{false, true} {
 		name := map[bool]string{false: "flap", true: "settled"}[served]
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
 			peers := &directPeers{nodes: map[string]*Handoff{}}
 			ca, cb := newMemCounters(), newMemCounters()
 			// A fake clock: the settle time passes when the test says so.
@@ -356,13 +355,7 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 			peers.nodes["a"], peers.nodes["b"] = a, b
 			ring := func(h *Handoff, place []Assignment, base []Assignment, ids ...string) {
 				t.Helper()
-				live := map[string]string{}
-				for _, id := range ids {
-					live[id] = id
-				}
-				if err := h.ChangeRing(ctx, RingChanged{Place: place, Members: ids, Live: live, Base: base}); err != nil {
-					t.Fatal(err)
-				}
+				changeRing(t, h, RingChanged{Place: place, Base: base}, ids...)
 			}
 			r3 := []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}
 			r2 := []Assignment{{Owner: "c", Replicas: []string{"c", "b"}}}
@@ -414,18 +407,11 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 // leftover. Import keeps a counter it finds, so the leftovers used to win
 // whole (sim/testdata/fixed-held-leftovers.txt).
 func TestHeldLeftoversGiveWayToCopies(t *testing.T) {
-	ctx := context.Background()
 	cb, store := newMemCounters(), NewStore()
 	b := startQuick(t, "b", 1, cb, &directPeers{nodes: map[string]*Handoff{}}, store, func() int64 { return 1 })
 	ring := func(place []Assignment, departed []string, ids ...string) {
 		t.Helper()
-		live := map[string]string{}
-		for _, id := range ids {
-			live[id] = id
-		}
-		if err := b.ChangeRing(ctx, RingChanged{Place: place, Members: ids, Live: live, Departed: departed}); err != nil {
-			t.Fatal(err)
-		}
+		changeRing(t, b, RingChanged{Place: place, Departed: departed}, ids...)
 	}
 	ring([]Assignment{{Owner: "b", Replicas: []string{"b"}}}, nil, "b")
 	waitState(t, b, 0, PartReady)
@@ -447,5 +433,17 @@ func TestHeldLeftoversGiveWayToCopies(t *testing.T) {
 	}
 	if got[7].B != fresh.B || got[8].B != kept.B || len(got) != 2 {
 		t.Fatalf("counters %v, want the copy of 7 (%v) and the leftover of 8 (%v)", cb.get(0), fresh, kept)
+	}
+}
+
+// changeRing gives h the ring e with ids as its members, all alive.
+func changeRing(t *testing.T, h *Handoff, e RingChanged, ids ...string) {
+	t.Helper()
+	e.Members, e.Live = ids, map[string]string{}
+	for _, id := range ids {
+		e.Live[id] = id
+	}
+	if err := h.ChangeRing(context.Background(), e); err != nil {
+		t.Fatal(err)
 	}
 }
