@@ -553,6 +553,9 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	var local []uint32
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
+		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
+			src = "" // this node has the gone puller's copies
+		}
 		if src == "" {
 			local = append(local, g.Partition)
 			continue
@@ -598,7 +601,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		copied := slices.DeleteFunc(slices.Clone(got), func(p uint32) bool { return f.held[p] })
 		h.arrived(ctx, got, copied, func() error {
 			h.replicas.Drop(got)
-			return h.install(ctx, pl.replaced(parts, f.held), states)
+			return h.installPulled(ctx, pl, parts, f.held, states)
 		})
 		local = append(local, orphans...)
 	}
@@ -611,17 +614,30 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
-		h.arrived(ctx, local, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
+		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
 	}
 }
 
-// replaced lists the partitions of parts whose counters here the pulled
-// states replace: all but those pl.Held lists that no holder handed over
-// (copies are imported over what this node decided for them).
-func (pl Pull) replaced(parts []uint32, handed map[uint32]bool) []uint32 {
-	return slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool {
-		return slices.Contains(pl.Held, p) && !handed[p]
-	})
+// installPulled installs what was pulled for parts. The counters of those
+// pl.Held lists that no holder handed over (this node's leftovers, see
+// Pull.Held) stay only for the keys the pulled copies do not carry:
+// Import keeps a counter it finds, so they are exported and imported
+// again after the copies. (They were kept whole, so a released side's
+// stale leftovers won over the dead owner's fresher copies: the
+// simulator, sim/testdata/fixed-held-leftovers.txt.)
+func (h *Handoff) installPulled(ctx context.Context, pl Pull, parts []uint32, handed map[uint32]bool, states []State) error {
+	kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !slices.Contains(pl.Held, p) || handed[p] })
+	var left []State
+	if len(kept) > 0 {
+		var err error
+		if left, err = h.counters.Export(ctx, kept); err != nil {
+			return err
+		}
+	}
+	if err := h.install(ctx, parts, states); err != nil || len(left) == 0 {
+		return err
+	}
+	return h.counters.Import(ctx, left)
 }
 
 // arrived installs what was pulled for parts (when install is not nil;
