@@ -225,7 +225,7 @@ func (w *World) boot(h *host) {
 	h.quorum = clusterview.Quorum{}
 	h.knows, h.sampling, h.regained, h.flushing, h.ticking, h.syncing = false, false, false, false, false, false
 	h.leave = nil
-	h.viewFaulted = false
+	h.override, h.viewFaulted = nil, false // a new process's gossip view is its own: a view fault ends with the incarnation
 	h.restartUnseen = false
 	if h.inc > 1 {
 		for _, o := range w.hosts {
