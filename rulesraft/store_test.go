@@ -880,3 +880,16 @@ func TestRefusedWriteUsesNoVersion(t *testing.T) {
 		t.Fatalf("version after refused writes = %d, want %d", v2, v1+1)
 	}
 }
+
+// A follower learns that a write is committed from the nudge that Apply
+// sends after it, not from Raft's commit timer: with the timer at an hour,
+// every member still applies each write (and a read-your-writes read on a
+// follower, which waits for that, still answers).
+func TestFollowersApplyAWriteWithoutTheCommitTimer(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = time.Hour })
+	c.leader()
+	for i := range 3 {
+		v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%d", i), 5)}})
+		c.waitVersion(v)
+	}
+}
