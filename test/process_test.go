@@ -170,10 +170,10 @@ func TestProcessesThroughCLI(t *testing.T) {
 	startAll()
 	waitAll := func(ps []*proc) clusterJSON {
 		var info clusterJSON
-		// 60 s: three nodes started at once hand 2039 partitions to each
-		// other (issue 32's default); under CI's parallel load one stayed
-		// unready past 30 s once. The reason it gives is in the error.
-		testwait.For(t, 60*time.Second, "the nodes", func() error {
+		// Three nodes started at once take one first ring once their
+		// member list settled (clusterview.Settle); the reason a node
+		// gives for not being ready is in the error.
+		testwait.For(t, 30*time.Second, "the nodes", func() error {
 			for _, p := range ps {
 				if err := ready(p.http); err != nil {
 					return err

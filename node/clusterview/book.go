@@ -35,6 +35,8 @@ type Member struct {
 	// Features are the rule features the member supports, comma-separated
 	// (node's gossip metadata).
 	Features string
+	// InGroup: the member is in the Raft group's configuration.
+	InGroup bool
 }
 
 // Book is this node's record of what membership reported: the live

@@ -12,6 +12,9 @@
 //     comes back from being cut off.
 //   - Leave and Join: the graceful leave (until the partitions are pulled
 //     or no peer answers) and the join's backoff.
+//   - Settle and Bootstrap: when a node started with others takes its
+//     first ring (its member list settled), and whether it bootstraps the
+//     Raft group or waits to be added to one already formed.
 //
 // Every call that needs the time takes it as an argument (Quorum counts
 // the samples it is given, one per QuorumSample); what a part
@@ -22,7 +25,7 @@
 // probes, rejoins addresses, stops leaving).
 //
 // Book is safe for concurrent use (membership callbacks write it, the
-// node's loops read it). Policy, Quorum, Leave and Join are each owned by
+// node's loops read it). Policy, Settle, Quorum, Leave and Join are each owned by
 // one goroutine: the cluster loop, the quorum watch, Leave's caller and
 // the join loop.
 package clusterview

@@ -81,6 +81,7 @@ type scenario struct {
 	leave   *Leave
 	clock   time.Time // the leave's
 	joiner  *Join
+	settle  *Settle // started with others: the first ring waits for a quiet member list
 }
 
 // leadership is what the node publishes of its Quorum for the Policy.
@@ -102,6 +103,9 @@ func newScenario(t *testing.T, a map[string]string) *scenario {
 	cfg.Replicas = intArg(t, a, "replicas", 2)
 	s := &scenario{self: a["self"], book: NewBook(a["self"])}
 	_, s.join = a["join"]
+	if _, ok := a["settle"]; ok {
+		s.settle = &Settle{Quiet: FirstRingQuiet, Wait: FirstRingWait}
+	}
 	s.lead = &leadership{q: &s.quorum}
 	s.policy = &Policy{Self: s.self, Ring: cfg, Departures: s.book, Leader: s.lead}
 	return s
@@ -133,6 +137,7 @@ func (s *scenario) step(t *testing.T, line string) string {
 		_, restoring := a["restoring"]
 		in := Input{Now: int64(now.Sub(epoch)), Members: s.book.Live(), Leaving: leaving,
 			Joining: s.join && !joined, Restoring: restoring, Ring: s.ring, Published: s.members}
+		in.Settling = s.settle != nil && s.ring == nil && !in.Joining && s.settle.Settling(in.Now, in.Members)
 		c, ok, err := s.policy.Step(in)
 		switch {
 		case err != nil:
@@ -141,6 +146,8 @@ func (s *scenario) step(t *testing.T, line string) string {
 			return "hold: not joined yet"
 		case !ok && in.Restoring && s.ring == nil:
 			return "hold: restoring"
+		case !ok && in.Settling && s.ring == nil:
+			return "hold: members settling"
 		case !ok:
 			return "unchanged"
 		}

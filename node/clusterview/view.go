@@ -69,6 +69,9 @@ type Input struct {
 	// not every member they were written with is back yet (nor has the
 	// node's wait for them run out): no first ring yet, as while Joining.
 	Restoring bool
+	// Settling: this node starts with others and its member list still
+	// changes (Settle): no first ring yet, as while Joining.
+	Settling bool
 	// Ring and Published are the view published last (nil before the
 	// first): its ring and its members.
 	Ring      *ring.Ring
@@ -101,11 +104,12 @@ type Change struct {
 }
 
 // Step decides what in calls for. It reports ok false when nothing
-// changed, and while a configured join has not succeeded and no view was
-// published yet (a solo ring would claim every partition). An error means
-// a ring could not be built; nothing should change then.
+// changed, and, while no view was published yet, when a configured join
+// has not succeeded (a solo ring would claim every partition), durable
+// counters wait for their writers or the member list settles. An error
+// means a ring could not be built; nothing should change then.
 func (p *Policy) Step(in Input) (c Change, ok bool, err error) {
-	if (in.Joining || in.Restoring) && in.Ring == nil {
+	if (in.Joining || in.Restoring || in.Settling) && in.Ring == nil {
 		return Change{}, false, nil
 	}
 	members := in.Members

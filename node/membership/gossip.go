@@ -36,6 +36,10 @@ type Meta struct {
 	// Shape is the member's ring shape (ring.Config.Shape); one of another
 	// shape is refused (clusterview.ShapeGuard).
 	Shape string `json:"s,omitempty"`
+	// InGroup: the member is in the Raft group's configuration
+	// (bootstrapped it or was added). A node with --bootstrap-expect that
+	// sees such a member joins that group rather than bootstrapping one.
+	InGroup bool `json:"v,omitempty"`
 }
 
 // delegate implements memberlist's Delegate and EventDelegate. Callbacks
@@ -47,6 +51,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 	m.Leaving = d.c.leaving.Load()
 	m.Gateways = d.c.deps.Gateways.Gateways()
 	m.Proof = d.c.deps.Prover.MemberProof()
+	m.InGroup = d.c.inGroup.Load()
 	b, _ := json.Marshal(m)
 	if len(b) > limit {
 		return nil

@@ -148,6 +148,7 @@ type Cluster struct {
 	leaving atomic.Bool
 	joined  atomic.Bool // gossip join done (when Join is configured)
 	boot    atomic.Bool // Raft bootstrapped (or joined an existing group)
+	inGroup atomic.Bool // in the Raft configuration (gossiped: Meta.InGroup)
 
 	leaderlessFor  atomic.Int64 // ns since this node last knew a Raft leader; 0 while it knows one (watchQuorum)
 	regained       atomic.Bool  // a Raft leader again after QuorumLostAfter without one (watchQuorum)
@@ -284,7 +285,7 @@ func (c *Cluster) remember(m *memberlist.Node, gone bool) {
 	rec := clusterview.Member{
 		ID: m.Name, Gossip: m.Address(),
 		GRPC: meta.GRPC, HTTP: meta.HTTP, Raft: meta.Raft, Leaving: meta.Leaving,
-		Gateways: meta.Gateways, Boot: meta.Boot, Proof: meta.Proof, Features: meta.Features,
+		Gateways: meta.Gateways, Boot: meta.Boot, Proof: meta.Proof, Features: meta.Features, InGroup: meta.InGroup,
 	}
 	if !c.deps.Prover.ProvenMember(m.Name, rec) {
 		c.gossiped.Drop(m.Name)

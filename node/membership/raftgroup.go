@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -10,32 +11,12 @@ import (
 	"github.com/weirlimit/weir/rulesraft"
 )
 
-// manageRaft bootstraps the group once enough members are present and, on
-// the leader, reconciles the Raft configuration with gossip membership.
-func (c *Cluster) manageRaft(ctx context.Context) {
+// manageRaft bootstraps the group (see bootstrap) and, on the leader,
+// reconciles the Raft configuration with the published view.
+func (c *Cluster) manageRaft(ctx context.Context, members map[string]clusterview.Member) {
+	c.bootstrap(members)
 	v := c.view.Load()
-	if v == nil {
-		return
-	}
-	if c.cfg.BootstrapExpect > 0 && !c.boot.Load() {
-		var servers []rulesraft.Server
-		for _, m := range v.Members {
-			if m.Raft != "" {
-				servers = append(servers, rulesraft.Server{ID: m.ID, Addr: m.Raft})
-			}
-		}
-		if len(servers) >= c.cfg.BootstrapExpect {
-			sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-			servers = servers[:c.cfg.BootstrapExpect]
-			err := c.deps.Raft.Bootstrap(servers)
-			if err != nil && !isAlreadyBootstrapped(err) {
-				c.log.Warn("raft bootstrap", "err", err)
-			} else {
-				c.boot.Store(true)
-			}
-		}
-	}
-	if !c.deps.Raft.IsLeader() {
+	if v == nil || !c.deps.Raft.IsLeader() {
 		return
 	}
 	var alive []rulesraft.Server
@@ -49,6 +30,33 @@ func (c *Cluster) manageRaft(ctx context.Context) {
 	if err := c.deps.Raft.Reconcile(ctx, alive, gone); err != nil && ctx.Err() == nil {
 		c.log.Warn("raft reconcile", "err", err)
 	}
+}
+
+// bootstrap bootstraps the group as clusterview.Bootstrap decides, from
+// the admitted live members (which the first ring may still wait for; nil
+// during a join).
+func (c *Cluster) bootstrap(members map[string]clusterview.Member) {
+	if c.cfg.BootstrapExpect == 0 || c.boot.Load() || members == nil {
+		return
+	}
+	ids, formed := clusterview.Bootstrap(c.cfg.ID, c.cfg.BootstrapExpect, members)
+	if formed {
+		c.log.Info("raft group already formed: not bootstrapping; its leader adds this node")
+		c.boot.Store(true)
+		return
+	}
+	if ids == nil {
+		return
+	}
+	servers := make([]rulesraft.Server, len(ids))
+	for i, id := range ids {
+		servers[i] = rulesraft.Server{ID: id, Addr: members[id].Raft}
+	}
+	if err := c.deps.Raft.Bootstrap(servers); err != nil && !isAlreadyBootstrapped(err) {
+		c.log.Warn("raft bootstrap", "err", err)
+		return
+	}
+	c.boot.Store(true)
 }
 
 // NoLeaderReason says why no Raft leader will come, when the node knows:
@@ -70,6 +78,20 @@ func (c *Cluster) NoLeaderReason() string {
 	return "no Raft leader: this node was started with neither --bootstrap-expect nor --join, " +
 		"so it forms no cluster on its own; start a new cluster's nodes with --bootstrap-expect N " +
 		"(1 for a single node) or join this one to a cluster with --join HOST:PORT"
+}
+
+// grouped reports whether this node has just found itself in the Raft
+// group's configuration (it bootstrapped it, or the leader added it):
+// then, once, it is to gossip that (Meta.InGroup).
+func (c *Cluster) grouped() bool {
+	if c.inGroup.Load() {
+		return false
+	}
+	if cfg, err := c.deps.Raft.Configuration(); err != nil || !slices.ContainsFunc(cfg, func(s rulesraft.ServerInfo) bool { return s.ID == c.cfg.ID }) {
+		return false
+	}
+	c.inGroup.Store(true)
+	return true
 }
 
 func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.ErrAlreadyBootstrapped) }

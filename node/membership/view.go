@@ -66,22 +66,36 @@ func (c *Cluster) clusterLoop(ctx context.Context) {
 	t := sched.Real{}.NewTicker(time.Second) // aligned with the other 1 s loops
 	defer t.Stop()
 	policy := &clusterview.Policy{Self: c.cfg.ID, Ring: c.cfg.Ring, Departures: c.gossiped, Leader: raftLeadership{c}}
+	var settle *clusterview.Settle
+	if len(c.cfg.Join) > 0 || c.cfg.BootstrapExpect > 1 { // started with others
+		settle = &clusterview.Settle{Quiet: clusterview.FirstRingQuiet, Wait: clusterview.FirstRingWait}
+	}
 	var gateways uint32
 	for {
-		c.refreshView(ctx, policy)
-		c.manageRaft(ctx)
-		if g := c.deps.Gateways.Gateways(); g != gateways {
+		members := c.refreshView(ctx, policy, settle)
+		c.manageRaft(ctx, members)
+		g := c.deps.Gateways.Gateways()
+		if grouped := c.grouped(); g != gateways || grouped {
 			gateways = g
-			_ = c.ml.UpdateNode(time.Second) // gossip the new gateway count
+			_ = c.ml.UpdateNode(time.Second) // gossip the new gateway count, or being in the group
+		}
+		var soon <-chan time.Time
+		if settle != nil && c.view.Load() == nil {
+			soon = time.After(settleLook) // take the first ring soon after the quiet period
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.changed:
 		case <-t.C():
+		case <-soon:
 		}
 	}
 }
+
+// settleLook is how often the cluster loop looks at the member list while
+// it settles before the first ring.
+const settleLook = 100 * time.Millisecond
 
 // raftLeadership is what watchQuorum last saw of Raft leadership.
 type raftLeadership struct{ c *Cluster }
@@ -97,11 +111,15 @@ func (l raftLeadership) TakeRegained() bool { return l.c.regained.Swap(false) }
 // refreshView asks the ring-view policy (clusterview.Policy) whether the
 // ring or the member set changed; if so it hands the new ring to the
 // hand-off (which marks the partitions this node gains pending and pulls
-// them) and only then publishes it to the check path.
-func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
+// them) and only then publishes it to the check path. A node started with
+// others (settle not nil) takes its first ring once its member list, after
+// the join, settled. It returns the admitted members it read (nil while a
+// join is under way or a member proves who it is), which the Raft group
+// may bootstrap with before the first ring.
+func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, settle *clusterview.Settle) (out map[string]clusterview.Member) {
 	members, wait := c.deps.Admitter.Admitted(c.ReadMembers())
 	if wait {
-		return // a new member is proving who it is (Admitter)
+		return nil // a new member is proving who it is (Admitter)
 	}
 	in := clusterview.Input{
 		Now:     c.cfg.Now(),
@@ -109,18 +127,22 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
 		Leaving: c.leaving.Load(),
 		Joining: len(c.cfg.Join) > 0 && !c.joined.Load(),
 	}
+	if !in.Joining {
+		out = members
+	}
 	in.Restoring = c.deps.Restorer.Restoring(func(id string) bool { _, ok := members[id]; return ok }, c.view.Load() != nil)
 	old := c.view.Load()
 	if old != nil {
 		in.Ring, in.Published = old.Ring, old.Members
 	}
+	in.Settling = old == nil && !in.Joining && settle != nil && settle.Settling(in.Now, members)
 	ch, ok, err := policy.Step(in)
 	if err != nil {
 		c.log.Error("ring rebuild failed", "err", err)
-		return
+		return out
 	}
 	if !ok {
-		return
+		return out
 	}
 	switch ch.Base {
 	case clusterview.BaseRegained:
@@ -132,11 +154,11 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
 		if ctx.Err() == nil {
 			c.log.Error("hand-off did not take the ring", "err", err)
 		}
-		return
+		return out
 	}
 	if !ch.Rebuilt {
 		c.view.Store(&View{Version: old.Version, Ring: old.Ring, Members: ch.Members, Peers: old.Peers})
-		return
+		return out
 	}
 	r := ch.Ring
 	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: replicaPeers(r, c.cfg.ID)}
@@ -146,6 +168,7 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy) {
 		c.deps.Published(v)
 	}
 	c.log.Info("ring changed", "version", v.Version, "members", len(v.Members))
+	return out
 }
 
 // ringVersion identifies a ring by what it is built from: a 32-bit hash of
