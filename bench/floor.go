@@ -14,6 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+
+	"github.com/weirlimit/weir/internal/grpcwin"
 )
 
 // The floor targets: a server process answering the same requests as a
@@ -40,7 +42,9 @@ const FloorJSON = `{"allowed":true,"remaining":99,"reset_ms":1000,"retry_after_m
 func ServeFloor(ctx context.Context, kind string, ln net.Listener) error {
 	switch kind {
 	case FloorGRPC:
-		srv := grpc.NewServer()
+		// The nodes' fixed window: without it grpc-go's window estimator
+		// pings the client after requests, which the nodes never do.
+		srv := grpc.NewServer(grpc.InitialWindowSize(grpcwin.Window), grpc.InitialConnWindowSize(grpcwin.Window))
 		rlsv3.RegisterRateLimitServiceServer(srv, floorRLS{ok: floorReply(1)})
 		stop := context.AfterFunc(ctx, srv.Stop)
 		defer stop()

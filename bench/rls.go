@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/weirlimit/weir/internal/grpcwin"
 )
 
 // RLSDomain is the rate limit service domain of the bench's descriptor
@@ -44,7 +46,10 @@ func RLSFactory(addrs []string) Factory {
 		}
 		g := &rlsGateway{}
 		for j := range addrs {
-			cc, err := grpc.NewClient(addrs[(i+j)%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()))
+			cc, err := grpc.NewClient(addrs[(i+j)%len(addrs)], grpc.WithTransportCredentials(insecure.NewCredentials()),
+				// A fixed window, as Envoy's HTTP/2 client has: grpc-go's
+				// window estimator pings after every answer it reads.
+				grpc.WithInitialWindowSize(grpcwin.Window), grpc.WithInitialConnWindowSize(grpcwin.Window))
 			if err != nil {
 				_ = g.Close()
 				return nil, err

@@ -35,7 +35,7 @@ func Decide(s State, l Limit, cost int64, now int64) (State, Result) {
 	capacity := l.Capacity()
 	switch l.Algorithm {
 	case TokenBucket, LeakyBucket:
-		m := newMeter(l, capacity)
+		m := newMeter(&l, capacity)
 		var x u128
 		var eff int64
 		if l.Algorithm == TokenBucket {
@@ -52,9 +52,9 @@ func Decide(s State, l Limit, cost int64, now int64) (State, Result) {
 		}
 		return m.gcraState(x2, eff), res
 	case FixedWindow:
-		return fixedDecide(s, l, cost, now)
+		return fixedDecide(s, &l, cost, now)
 	default:
-		return slidingDecide(s, l, cost, now)
+		return slidingDecide(s, &l, cost, now)
 	}
 }
 
@@ -68,7 +68,7 @@ func Refund(s State, l Limit, cost int64, now int64) State {
 	}
 	switch l.Algorithm {
 	case TokenBucket, LeakyBucket:
-		m := newMeter(l, l.Capacity())
+		m := newMeter(&l, l.Capacity())
 		var x u128
 		var eff int64
 		if l.Algorithm == TokenBucket {
@@ -82,9 +82,9 @@ func Refund(s State, l Limit, cost int64, now int64) State {
 		}
 		return m.gcraState(x, eff)
 	case FixedWindow:
-		return fixedRefund(s, l, cost, now)
+		return fixedRefund(s, &l, cost, now)
 	default:
-		return slidingRefund(s, l, cost, now)
+		return slidingRefund(s, &l, cost, now)
 	}
 }
 
@@ -99,20 +99,20 @@ func Full(s State, l Limit, now int64) bool {
 	}
 	switch l.Algorithm {
 	case TokenBucket:
-		m := newMeter(l, l.Capacity())
+		m := newMeter(&l, l.Capacity())
 		x, _ := m.tokenDeficit(s, now)
 		return x.zero()
 	case LeakyBucket:
-		m := newMeter(l, l.Capacity())
+		m := newMeter(&l, l.Capacity())
 		x, _ := m.gcraDeficit(s, now)
 		return x.zero()
 	case FixedWindow:
 		if l.Calendar != nil {
-			return calendarRoll(s, l, now).count == 0
+			return calendarRoll(s, &l, now).count == 0
 		}
-		return fixedRoll(s, l, now).count == 0
+		return fixedRoll(s, &l, now).count == 0
 	default:
-		w := slidingRoll(s, l, now)
+		w := slidingRoll(s, &l, now)
 		return w.cur == 0 && w.prev == 0
 	}
 }

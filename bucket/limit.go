@@ -43,6 +43,10 @@ const (
 // Calendar). Period is then only what reports give as the window's length
 // (Unit.Nominal). The zone comes in with the limit, so the package still
 // reads no clock and no zone database.
+//
+// The package's own helpers take *Limit: five words copied into every
+// call cost fixed_window's Decide about half its time (BenchmarkDecide,
+// 108 → 61 ns when they went).
 type Limit struct {
 	Algorithm Algorithm
 	Rate      int64

@@ -17,7 +17,7 @@ type meter struct {
 	full     u128 // capacity × period: the deficit of an empty bucket
 }
 
-func newMeter(l Limit, capacity int64) meter {
+func newMeter(l *Limit, capacity int64) meter {
 	m := meter{capacity: uint64(capacity), rate: uint64(l.Rate), period: uint64(l.Period)}
 	m.full = mul(m.capacity, m.period)
 	return m

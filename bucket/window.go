@@ -22,7 +22,7 @@ type fixedWin struct {
 }
 
 // end is when the window ends.
-func (w fixedWin) end(l Limit) int64 {
+func (w fixedWin) end(l *Limit) int64 {
 	if w.length > 0 {
 		return satAdd(w.start, w.length)
 	}
@@ -47,7 +47,7 @@ func (w fixedWin) state(count int64) State {
 // state without a length (written under a Period limit) keeps it until
 // the end of the calendar window holding its start. The next window is
 // the calendar window holding now (calendarRoll).
-func fixedRoll(s State, l Limit, now int64) fixedWin {
+func fixedRoll(s State, l *Limit, now int64) fixedWin {
 	p := int64(l.Period)
 	if s == (State{}) {
 		return fixedWin{start: windowStart(now, p)}
@@ -61,7 +61,7 @@ func fixedRoll(s State, l Limit, now int64) fixedWin {
 // calendarRoll is fixedRoll for a limit with a Calendar (kept apart, and
 // chosen by each caller, so that fixedRoll stays small enough to inline on
 // the Period path).
-func calendarRoll(s State, l Limit, now int64) fixedWin {
+func calendarRoll(s State, l *Limit, now int64) fixedWin {
 	if !l.calendar() { // an unknown unit: Period windows
 		return fixedRoll(s, l, now)
 	}
@@ -78,7 +78,7 @@ func calendarRoll(s State, l Limit, now int64) fixedWin {
 	return fixedWin{start: start, length: end - start}
 }
 
-func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
+func fixedDecide(s State, l *Limit, cost int64, now int64) (State, Result) {
 	var w fixedWin
 	if l.Calendar != nil {
 		w = calendarRoll(s, l, now)
@@ -109,7 +109,7 @@ func fixedDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 	return w.state(w.count + cost), res
 }
 
-func fixedRefund(s State, l Limit, cost int64, now int64) State {
+func fixedRefund(s State, l *Limit, cost int64, now int64) State {
 	var w fixedWin
 	if l.Calendar != nil {
 		w = calendarRoll(s, l, now)
@@ -140,7 +140,7 @@ type slidingWin struct {
 // slidingRoll brings s to now. A clock that went back into an earlier window
 // stays at the start of the state's window (no time elapsed; the previous
 // window then weighs fully, which is the most conservative reading).
-func slidingRoll(s State, l Limit, now int64) slidingWin {
+func slidingRoll(s State, l *Limit, now int64) slidingWin {
 	p := int64(l.Period)
 	if s == (State{}) {
 		return slidingWin{start: windowStart(now, p), eff: now}
@@ -163,7 +163,7 @@ func (w slidingWin) weighted(p uint64, e uint64) u128 {
 	return mul(uint64(w.prev), p-e)
 }
 
-func slidingDecide(s State, l Limit, cost int64, now int64) (State, Result) {
+func slidingDecide(s State, l *Limit, cost int64, now int64) (State, Result) {
 	w := slidingRoll(s, l, now)
 	p := uint64(l.Period)
 	e := uint64(w.eff) - uint64(w.start)
@@ -197,7 +197,7 @@ func slidingDecide(s State, l Limit, cost int64, now int64) (State, Result) {
 }
 
 // resetAfter is the time from now until both counts have rolled out.
-func (w slidingWin) resetAfter(l Limit, now int64) time.Duration {
+func (w slidingWin) resetAfter(l *Limit, now int64) time.Duration {
 	switch {
 	case w.cur > 0:
 		return time.Duration(w.start-now) + 2*l.Period
@@ -209,7 +209,7 @@ func (w slidingWin) resetAfter(l Limit, now int64) time.Duration {
 
 // passAt is the earliest time (on the state's clock) at which cost tokens
 // pass, for a cost that does not pass at w.eff and is at most Rate.
-func (w slidingWin) passAt(l Limit, cost int64) int64 {
+func (w slidingWin) passAt(l *Limit, cost int64) int64 {
 	p := uint64(l.Period)
 	// Later in this window: prev×(P-e) <= (rate-cur-cost)×P, i.e.
 	// e >= P - floor((rate-cur-cost)×P/prev).
@@ -231,7 +231,7 @@ func (w slidingWin) passAt(l Limit, cost int64) int64 {
 	return next + int64(p-k)
 }
 
-func slidingRefund(s State, l Limit, cost int64, now int64) State {
+func slidingRefund(s State, l *Limit, cost int64, now int64) State {
 	w := slidingRoll(s, l, now)
 	if w.cur == 0 && w.prev == 0 {
 		return s // nothing left to give back; keep the window seen

@@ -33,6 +33,11 @@ var (
 	// ErrTimeout: Raft did not accept or commit the command in time; the
 	// outcome may be unknown.
 	ErrTimeout = limit.Errorf(limit.ErrUnavailable, "rules store timed out")
+	// ErrOutcomeUnknown: the leader lost leadership while the command was
+	// in its log but not yet committed; the next leader may still commit
+	// it. Unlike ErrNotLeader (refused before the log, safe to send again),
+	// sending it again may apply it twice: read first.
+	ErrOutcomeUnknown = limit.Errorf(limit.ErrUnavailable, "outcome unknown")
 	// ErrConfig: Config.Validate rejected the configuration.
 	ErrConfig = errors.New("invalid rules store config")
 )

@@ -53,6 +53,10 @@ type Store struct {
 	// member knows changes (LeaderChanged).
 	leaderChanged chan struct{}
 
+	// caughtUp is the last term in which this member, leading, saw a
+	// Barrier through (see leaderCaughtUp).
+	caughtUp atomic.Uint64
+
 	// mu guards closed and the WaitGroup's Add against Close's Wait.
 	mu       sync.Mutex
 	closed   bool
@@ -228,10 +232,18 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if s.raft.State() != raft.Leader {
 		return 0, s.notLeader()
 	}
-	cmd.At = s.clock().UTC()
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	// Refuse a command that would fail before it enters the log, so a
 	// refused write uses no log index (versions are log indexes); the FSM
-	// checks again on every replica, against whatever it follows.
+	// checks again on every replica, against whatever it follows. The
+	// check reads this leader's FSM, so that has to hold every earlier
+	// term's entries first (a new leader's may not yet: a rule its
+	// predecessor created would be "not found").
+	if err := s.leaderCaughtUp(ctx); err != nil {
+		return 0, err
+	}
+	cmd.At = s.clock().UTC()
 	if err := s.fsm.Check(cmd); err != nil {
 		return 0, err
 	}
@@ -242,10 +254,13 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	f := s.raft.Apply(data, timeout(ctx))
 	if err := s.wait(ctx, f); err != nil {
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			// In the log, maybe in the next leader's: not "not the
+			// leader", which clients send again.
+			return 0, fmt.Errorf("%w: leadership was lost before the command committed; the next leader may still apply it (read before sending it again): %v", ErrOutcomeUnknown, raft.ErrLeadershipLost)
+		}
 		return 0, err
 	}
 	s.nudge()
@@ -295,7 +310,8 @@ func (s *Store) mapErr(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return s.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost):
-		return fmt.Errorf("%w: leadership lost, outcome unknown: %w", s.notLeader(), err)
+		// A Barrier or VerifyLeader (Apply tells its own command apart).
+		return fmt.Errorf("%w: leadership lost: %w", s.notLeader(), err)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
@@ -361,11 +377,10 @@ func (s *Store) Barrier(ctx context.Context) error {
 // ReadIndex is the leader's half of a read-your-writes read: it confirms
 // this member still leads (a heartbeat round to a majority, no log write)
 // and returns a version that covers every write acknowledged before the
-// call. A write is acknowledged only after the leader's FSM applied it, so
-// the leader's own version covers them once it has applied its whole log;
-// a leader that has not (just elected, or writes in flight) first waits
-// with a Barrier. A follower that has applied the returned version may
-// answer the read. Elsewhere it returns ErrNotLeader.
+// call: its FSM's, once that holds every entry of earlier terms
+// (leaderCaughtUp; the writes of this term it acknowledged itself, after
+// its FSM applied them). A follower that has applied the returned version
+// may answer the read. Elsewhere it returns ErrNotLeader.
 func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
@@ -378,12 +393,32 @@ func (s *Store) ReadIndex(ctx context.Context) (uint64, error) {
 	if err := s.wait(ctx, s.raft.VerifyLeader()); err != nil {
 		return 0, err
 	}
-	if s.raft.AppliedIndex() < s.raft.LastIndex() {
-		if err := s.wait(ctx, s.raft.Barrier(timeout(ctx))); err != nil {
-			return 0, err
-		}
+	if err := s.leaderCaughtUp(ctx); err != nil {
+		return 0, err
 	}
 	return s.fsm.Current().Version, nil
+}
+
+// leaderCaughtUp returns once this leader's FSM holds every entry
+// committed in earlier terms: at once when a Barrier went through in the
+// current term, else after one. Raft's AppliedIndex cannot tell: it counts
+// the entries handed to the FSM goroutine, not the ones applied, so a new
+// leader whose term's no-op has committed can show AppliedIndex ==
+// LastIndex while its FSM is still behind the writes its predecessor
+// acknowledged (TestNewLeaderReadIndexWaitsForItsFSM). The term is read
+// before the Barrier, which is appended in that term or a later one, so
+// the mark never claims more than the Barrier proved. One Barrier (one
+// log entry) per term.
+func (s *Store) leaderCaughtUp(ctx context.Context) error {
+	term := s.raft.CurrentTerm()
+	if s.caughtUp.Load() == term {
+		return nil
+	}
+	if err := s.wait(ctx, s.raft.Barrier(timeout(ctx))); err != nil {
+		return err
+	}
+	s.caughtUp.Store(term)
+	return nil
 }
 
 // Current returns the local rule set (possibly behind the leader). It must

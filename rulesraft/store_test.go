@@ -135,7 +135,7 @@ func (c *cluster) leaderNow() *Store {
 }
 
 // apply sends cmd to the leader as a client would: while leadership moves
-// (ErrNotLeader, ErrTimeout) it retries on whichever store leads next.
+// (ErrNotLeader, ErrTimeout, ErrOutcomeUnknown) it retries on whichever store leads next.
 // Other errors are returned as they are.
 func (c *cluster) apply(cmd Command) (uint64, error) {
 	deadline := time.Now().Add(20 * time.Second)
@@ -146,7 +146,7 @@ func (c *cluster) apply(cmd Command) (uint64, error) {
 			if v, err = l.Apply(context.Background(), cmd); err == nil {
 				return v, nil
 			}
-			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrClosed) {
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrClosed) {
 				return 0, err
 			}
 		}
@@ -267,8 +267,8 @@ func TestClusterReplicationFailoverAndMinority(t *testing.T) {
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := last.Apply(actx, Command{Op: OpApply, Rules: []rules.Rule{rule("minority", 1)}})
-	if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) {
-		t.Fatalf("minority Apply err = %v, want ErrNotLeader or ErrTimeout", err)
+	if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("minority Apply err = %v, want ErrNotLeader, ErrTimeout or ErrOutcomeUnknown", err)
 	}
 	if hasRule(last.Current(), "minority") {
 		t.Fatalf("uncommitted rule applied")
@@ -891,5 +891,107 @@ func TestFollowersApplyAWriteWithoutTheCommitTimer(t *testing.T) {
 	for i := range 3 {
 		v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%d", i), 5)}})
 		c.waitVersion(v)
+	}
+}
+
+// A new leader's read index covers the writes its predecessor acknowledged
+// even while its FSM has not applied them yet. hashicorp's AppliedIndex
+// counts the entries handed to the FSM goroutine, not the ones it applied,
+// so "AppliedIndex == LastIndex" (the new term's no-op committed and handed
+// over) does not mean the FSM is up to date: a read index taken from the
+// FSM then was older than an acknowledged write, and a read answered the
+// value before it. That was the "Illegal" history of
+// TestRulesLinearizableUnderLeaderKills (a restarted or loaded node whose
+// FSM lagged became leader). The followers' FSMs are held here (their
+// lock) while the leader acknowledges a write and is closed; the next
+// leader's read index must wait for its FSM rather than answer.
+func TestNewLeaderReadIndexWaitsForItsFSM(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	var held []*FSM
+	for _, s := range c.live() {
+		if s != old {
+			s.fsm.mu.Lock()
+			held = append(held, s.fsm)
+		}
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			for _, f := range held {
+				f.mu.Unlock()
+			}
+		})
+	}
+	t.Cleanup(release)
+	v, err := old.Apply(context.Background(), Command{Op: OpApply, Rules: []rules.Rule{rule("acked", 5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader()
+	testwait.For(t, 10*time.Second, "the new term's no-op handed to the FSM", func() error {
+		if last, applied := l.Indexes(); applied < last {
+			return fmt.Errorf("applied %d of %d", applied, last)
+		}
+		return nil
+	})
+	if got := l.Current().Version; got >= v {
+		t.Fatalf("the held FSM applied version %d", got)
+	}
+	type answer struct {
+		v   uint64
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		ri, err := l.ReadIndex(context.Background())
+		ch <- answer{ri, err}
+	}()
+	var a answer
+	select {
+	case a = <-ch: // answered while the FSM is held: it must still cover v
+	case <-time.After(time.Second): // waiting for the FSM, as it should: let it go
+		release()
+		a = <-ch
+	}
+	release()
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.v < v {
+		t.Fatalf("read index %d is below the write %d the old leader acknowledged", a.v, v)
+	}
+}
+
+// A command in the log of a leader that loses leadership before it commits
+// has an unknown outcome (the next leader may commit it): Apply says so
+// with ErrOutcomeUnknown, never ErrNotLeader, which means "refused before
+// the log" and which the CLI sends again (a second application, after
+// another client's write, would undo that write). The followers are
+// closed so the command cannot commit and the leader steps down when its
+// lease runs out.
+func TestLeadershipLostWriteIsNotNotLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.leader()
+	c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule("first", 5)}})
+	for _, s := range c.live() {
+		if s != l {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, err := l.Apply(context.Background(), Command{Op: OpApply, Rules: []rules.Rule{rule("lost", 5)}})
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		t.Fatalf("a command that reached the log answered %v: a client would send it again", err)
+	case errors.Is(err, ErrOutcomeUnknown), errors.Is(err, ErrTimeout): // the lease ran out first, or the apply timeout
+	case err == nil:
+		t.Fatal("committed without a quorum")
+	default:
+		t.Fatalf("Apply: %v, want an unknown outcome", err)
 	}
 }

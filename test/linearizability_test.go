@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,16 +78,68 @@ var versionedRule = porcupine.Model{
 	},
 }
 
+// linSeed is the seed of TestRulesLinearizableUnderLeaderKills's clients
+// and fault loop: WEIR_LIN_SEED, or the clock's. It is logged, so a failing
+// run's choices (which node each operation goes to, read or write, the
+// pauses, when the leader is killed) can be made again; the timing of the
+// processes is not the seed's.
+func linSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("WEIR_LIN_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WEIR_LIN_SEED=%q: %v", s, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (WEIR_LIN_SEED=%d makes the same choices)", seed, seed)
+	return seed
+}
+
+// linRecord is one operation as the history file shows it: the porcupine
+// operation, the node it went to, and the error of a failed one.
+type linRecord struct {
+	op   porcupine.Operation
+	node string
+	err  error
+}
+
+// linHistory is the record of one run: every operation tried, and the
+// faults, on one clock.
+type linHistory struct {
+	begin  time.Time
+	mu     sync.Mutex
+	recs   []linRecord
+	faults []string
+}
+
+func (h *linHistory) now() int64 { return int64(time.Since(h.begin)) }
+
+func (h *linHistory) add(r linRecord) {
+	h.mu.Lock()
+	h.recs = append(h.recs, r)
+	h.mu.Unlock()
+}
+
+func (h *linHistory) fault(format string, args ...any) {
+	h.mu.Lock()
+	h.faults = append(h.faults, fmt.Sprintf("%12.6fs ", time.Since(h.begin).Seconds())+fmt.Sprintf(format, args...))
+	h.mu.Unlock()
+}
+
 // Rule writes and reads from three clients through random nodes of three
 // `weir node` processes, while the leader is SIGKILLed and restarted three
 // times: the history of writes (with the versions they answered) and reads
 // (with the version and value they saw) is linearizable, checked by
 // porcupine against the versioned rule above. Reads are the default ones
-// (read-your-writes through the leader's read index).
+// (read-your-writes through the leader's read index). A failure names a
+// directory holding the history, porcupine's visualization and the
+// processes' output, and the seed reruns the same choices.
 func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
+	seed := linSeed(t)
 	procs, hc := startProcs(t, "l")
 	var v0 uint64
 	testwait.For(t, 20*time.Second, "the first write", func() (err error) {
@@ -92,9 +149,9 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 	model := versionedRule
 	model.Init = func() any { return linState{version: v0, value: 1, exact: true} }
 
+	h := &linHistory{begin: time.Now()}
 	var (
 		mu      sync.Mutex
-		ops     []porcupine.Operation
 		next    = int64(1) // the last value written: every write is unique
 		alive   = make([]bool, len(procs))
 		stop    = make(chan struct{})
@@ -103,8 +160,9 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 	for i := range alive {
 		alive[i] = true
 	}
-	begin := time.Now()
-	now := func() int64 { return int64(time.Since(begin)) }
+	var stopOnce sync.Once
+	stopClients := func() { stopOnce.Do(func() { close(stop); clients.Wait() }) }
+	defer stopClients() // a fault loop that fails the test stops them too
 	pick := func(rng *rand.Rand) *proc {
 		mu.Lock()
 		defer mu.Unlock()
@@ -118,7 +176,7 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 		clients.Add(1)
 		go func() {
 			defer clients.Done()
-			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+			rng := rand.New(rand.NewPCG(uint64(c), seed))
 			for n := 0; n < 400; n++ {
 				select {
 				case <-stop:
@@ -126,38 +184,38 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 				default:
 				}
 				p := pick(rng)
-				op := porcupine.Operation{ClientId: c, Call: now()}
+				r := linRecord{op: porcupine.Operation{ClientId: c, Call: h.now()}, node: p.id}
 				if rng.IntN(2) == 0 {
 					mu.Lock()
 					next++
 					v := next
 					mu.Unlock()
-					op.Input = linInput{write: true, value: v}
-					ver, err := putRate(hc, p.http, v)
-					op.Return = now()
-					op.Output = linOutput{version: ver}
-					if err != nil {
-						op.Output, op.Return = linOutput{unknown: true}, math.MaxInt64
-						time.Sleep(100 * time.Millisecond) // no leader yet, most likely: pace the retries
+					r.op.Input = linInput{write: true, value: v}
+					var ver uint64
+					ver, r.err = putRate(hc, p.http, v)
+					r.op.Return, r.op.Output = h.now(), linOutput{version: ver}
+					if r.err != nil {
+						r.op.Output, r.op.Return = linOutput{unknown: true}, math.MaxInt64
 					}
 				} else {
-					op.Input = linInput{}
+					r.op.Input = linInput{}
 					ver, v, err := getRate(hc, p.http)
-					if err != nil {
-						continue // a failed read changed nothing
-					}
-					op.Return = now()
-					op.Output = linOutput{version: ver, value: v}
+					r.op.Return, r.op.Output, r.err = h.now(), linOutput{version: ver, value: v}, err
 				}
-				mu.Lock()
-				ops = append(ops, op)
-				mu.Unlock()
+				h.add(r)
+				if r.err != nil && r.op.Input.(linInput).write {
+					time.Sleep(100 * time.Millisecond) // no leader yet, most likely: pace the retries
+				}
 				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // pace
 			}
 		}()
 	}
 	// The faults: SIGKILL the leader, restart it 0.5 s later; three times.
-	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	// Each kill waits for the cluster to have come back from the one
+	// before (a leader, every node ready): on a loaded machine elections
+	// take seconds, and a kill before one ends tests nothing and leaves
+	// too few answered operations to check.
+	rng := rand.New(rand.NewPCG(7, seed))
 	kills := 0
 	for kills < 3 {
 		time.Sleep(time.Second + time.Duration(rng.IntN(500))*time.Millisecond)
@@ -168,57 +226,141 @@ func TestRulesLinearizableUnderLeaderKills(t *testing.T) {
 		mu.Lock()
 		alive[i] = false
 		mu.Unlock()
+		h.fault("SIGKILL %s (the leader)", procs[i].id)
 		procs[i].stop(syscall.SIGKILL)
 		time.Sleep(500 * time.Millisecond)
 		startProc(t, procs[i], procs[(i+1)%len(procs)].gossip, 3)
+		h.fault("restarted %s", procs[i].id)
+		testwait.For(t, 30*time.Second, "a leader and every node ready after the kill", func() error { return procsReady(procs) })
+		h.fault("a leader and every node ready")
 		mu.Lock()
 		alive[i] = true
 		mu.Unlock()
 		kills++
 	}
 	time.Sleep(2 * time.Second)
-	close(stop)
-	clients.Wait()
+	stopClients()
+	checkRuleHistory(t, model, h, procs, seed)
+}
 
-	// An unanswered write whose value no read saw can always be placed
-	// at the very end of the history (its return is "never"), where
-	// nothing observes it: leaving it out changes no verdict and keeps
-	// the search small.
-	seen := map[int64]bool{}
-	for _, op := range ops {
-		if !op.Input.(linInput).write {
-			seen[op.Output.(linOutput).value] = true
-		}
-	}
-	writes, unknown, dropped := 0, 0, 0
-	kept := ops[:0]
-	for _, op := range ops {
-		if i := op.Input.(linInput); i.write {
-			writes++
-			if op.Output.(linOutput).unknown {
-				unknown++
-				if !seen[i.value] {
-					dropped++
-					continue
-				}
-			}
-		}
-		kept = append(kept, op)
-	}
-	ops = kept
-	t.Logf("%d operations (%d writes, %d of them unanswered, %d of those seen by a read), %d leader kills", len(ops)+dropped, writes, unknown, unknown-dropped, kills)
-	if writes-unknown < 10 || len(ops)-writes < 10 {
-		t.Fatalf("too few answered operations to check: %d writes, %d reads", writes-unknown, len(ops)-writes)
+// checkRuleHistory checks h against model; a history that is not
+// linearizable (or that the checker could not decide) is written out
+// first, with the visualization and the processes' output, to a directory
+// the failure names.
+func checkRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs []*proc, seed uint64) {
+	t.Helper()
+	ops, n := linOps(h.recs)
+	t.Logf("%d operations: %d writes (%d of them unanswered, %d of those seen by a read), %d reads (%d failed); %d faults",
+		len(h.recs), n.writes, n.unknown, n.unknown-n.dropped, n.reads, n.failedReads, len(h.faults))
+	if n.writes-n.unknown < 10 || n.reads-n.failedReads < 10 {
+		dir := keepRuleHistory(t, model, h, procs, seed, nil)
+		t.Fatalf("too few answered operations to check: %d writes, %d reads (seed %d); history and process output in %s", n.writes-n.unknown, n.reads-n.failedReads, seed, dir)
 	}
 	res, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
-	if res != porcupine.Ok {
-		path := t.TempDir() + "/history.html"
-		if res == porcupine.Illegal {
-			if err := porcupine.VisualizePath(model, info, path); err == nil {
-				t.Logf("visualization: %s", path)
-			}
+	if res == porcupine.Ok {
+		return
+	}
+	dir := keepRuleHistory(t, model, h, procs, seed, &info)
+	t.Fatalf("rule history is not linearizable: %v (seed %d, WEIR_LIN_SEED=%d to rerun); history, visualization and process output in %s", res, seed, seed, dir)
+}
+
+// keepRuleHistory writes the history (every operation tried and the
+// faults), porcupine's visualization when info is not nil, and each
+// process's output to a directory named for the test and the seed under
+// the system's temporary directory (t.TempDir is removed after the test),
+// and returns its path.
+func keepRuleHistory(t *testing.T, model porcupine.Model, h *linHistory, procs []*proc, seed uint64, info *porcupine.LinearizationInfo) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("keeping the history: %v", err)
+		return dir
+	}
+	var b strings.Builder
+	writeLinHistory(&b, model, h)
+	files := map[string]string{"history.txt": b.String()}
+	for _, p := range procs {
+		if p.out != nil {
+			files[p.id+".log"] = p.out.String()
 		}
-		t.Fatalf("rule history is not linearizable: %v", res)
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Errorf("keeping %s: %v", name, err)
+		}
+	}
+	if info != nil {
+		if err := porcupine.VisualizePath(model, *info, filepath.Join(dir, "history.html")); err != nil {
+			t.Errorf("visualization: %v", err)
+		}
+	}
+	return dir
+}
+
+// linCounts counts a run's operations by kind.
+type linCounts struct {
+	writes, unknown, dropped int // writes; unanswered; unanswered and left out
+	reads, failedReads       int
+}
+
+// linOps returns the operations to check: failed reads (which changed
+// nothing) are left out, and so are unanswered writes whose value no read
+// saw: such a write can always be placed at the very end of the history
+// (its return is "never"), where nothing observes it, so leaving it out
+// changes no verdict and keeps the search small.
+func linOps(recs []linRecord) ([]porcupine.Operation, linCounts) {
+	seen := map[int64]bool{}
+	for _, r := range recs {
+		if !r.op.Input.(linInput).write && r.err == nil {
+			seen[r.op.Output.(linOutput).value] = true
+		}
+	}
+	var ops []porcupine.Operation
+	var n linCounts
+	for _, r := range recs {
+		i := r.op.Input.(linInput)
+		switch {
+		case !i.write:
+			n.reads++
+			if r.err != nil {
+				n.failedReads++
+				continue
+			}
+		case r.op.Output.(linOutput).unknown:
+			n.writes++
+			n.unknown++
+			if !seen[i.value] {
+				n.dropped++
+				continue
+			}
+		default:
+			n.writes++
+		}
+		ops = append(ops, r.op)
+	}
+	return ops, n
+}
+
+// writeLinHistory writes every operation tried (failed ones too) and the
+// faults, in the order they began, one a line.
+func writeLinHistory(w io.Writer, model porcupine.Model, h *linHistory) {
+	recs := slices.Clone(h.recs)
+	slices.SortFunc(recs, func(a, b linRecord) int { return cmp.Compare(a.op.Call, b.op.Call) })
+	secs := func(ns int64) string {
+		if ns == math.MaxInt64 {
+			return "never"
+		}
+		return fmt.Sprintf("%.6fs", time.Duration(ns).Seconds())
+	}
+	for _, f := range h.faults {
+		fmt.Fprintf(w, "fault %s\n", f)
+	}
+	for _, r := range recs {
+		line := fmt.Sprintf("client %d via %s: call %s return %s: %s", r.op.ClientId, r.node, secs(r.op.Call), secs(r.op.Return), model.DescribeOperation(r.op.Input, r.op.Output))
+		if r.err != nil {
+			line += fmt.Sprintf(" (error: %v)", r.err)
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

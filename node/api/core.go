@@ -341,8 +341,9 @@ func (s *Server) deleteOverride(ctx context.Context, a admin, key, rule, author 
 // Store stamps At with the leader's clock); otherwise it forwards cmd to
 // the leader (forward.go). A node that loses leadership during Apply does
 // not forward (the outcome is unknown, and a retry could apply twice): the
-// caller gets limit.ErrNotLeader (not_leader) and retries. cmd.Author
-// empty means the caller's default author.
+// caller gets rulesraft.ErrOutcomeUnknown (503 unavailable, which the CLI
+// does not send again); not_leader means nothing entered the log.
+// cmd.Author empty means the caller's default author.
 func (s *Server) write(ctx context.Context, a admin, cmd rulesraft.Command) (written, error) {
 	if cmd.Author == "" {
 		cmd.Author = a.author

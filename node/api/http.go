@@ -34,11 +34,17 @@ const AuthorHeader = "X-Weir-Author"
 // handlerFunc is an HTTP handler whose error becomes the JSON error body.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// checkPattern is the check API's route: the one request a gateway
+// without gRPC sends per request it guards.
+const checkPattern = "POST /v1/limits/check"
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h handlerFunc) {
 		mux.Handle(pattern, s.instrument(pattern, h))
 	}
+	check := s.instrument(checkPattern, accepts(s.checkHTTP, jsonTypes...))
+	mux.Handle(checkPattern, check)
 	handle("GET /v1/rules", s.getRules)
 	handle("GET /v1/rules/history", s.getHistory)
 	handle("GET /v1/rules/{id}", s.getRuleHTTP)
@@ -49,7 +55,6 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/overrides", s.getOverrides)
 	handle("PUT /v1/overrides", accepts(s.putOverride, jsonTypes...))
 	handle("DELETE /v1/overrides", s.deleteOverrideHTTP)
-	handle("POST /v1/limits/check", accepts(s.checkHTTP, jsonTypes...))
 	handle("POST /v1/limits/release", accepts(s.releaseHTTP, jsonTypes...))
 	handle("GET /v1/limits/{key...}", s.getLimitsHTTP)
 	handle("GET /v1/cluster", s.getCluster)
@@ -87,7 +92,16 @@ func (s *Server) routes() http.Handler {
 		}
 		return limit.Errorf(limit.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
-	return mux
+	// The check goes straight to its handler, as the mux would send it,
+	// without the mux's lookup (its wildcard patterns cost allocations).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/limits/check" && r.URL.RawPath == "" {
+			r.Pattern = checkPattern
+			check.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // CodeMethodNotAllowed is the error code of a 405 answer.

@@ -236,6 +236,11 @@ func (e *Engine) send(ctx context.Context, s *shard, r *request) error {
 }
 
 func (e *Engine) wait(ctx context.Context, r *request) error {
+	select { // decided inline, the usual case: ctx.Done would make a channel per request
+	case <-r.done:
+		return r.err
+	default:
+	}
 	select {
 	case <-r.done:
 		return r.err
