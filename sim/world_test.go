@@ -123,7 +123,9 @@ func readCase(t *testing.T, path string) sim.Case {
 
 func runCase(t *testing.T, c sim.Case) {
 	t.Helper()
-	out := sim.Run(c.Options())
+	o := c.Options()
+	ringOverride(t, &o)
+	out := sim.Run(o)
 	if got := out.Verdict(); got != c.Expect {
 		t.Errorf("%s: got %s, want %s\n%s", c.Name, got, c.Expect, out)
 	}
