@@ -39,11 +39,13 @@ SEEDS ?=
 NODES ?=
 SEED  ?=
 BUG   ?=
+CASE  ?=
+RING  ?=
 sim: SHELL := /bin/bash
-sim: ## the whole-cluster simulator (sim/): the CI mix; SEEDS=N NODES=n a search; SEED=S [NODES=n] replays one seed with its trace; BUG=name a bug switch (-tags weirbugs)
-	@set -o pipefail; echo "WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) go test $(if $(BUG),-tags weirbugs) -run '^TestSimSearch$$' -v ./sim"; \
-	  WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_BUG=$(BUG) \
-	  $(GO) test $(if $(BUG),-tags weirbugs) -count=1 -timeout 60m -run '^TestSimSearch$$' -v ./sim \
+sim: ## the whole-cluster simulator (sim/): the CI mix; SEEDS=N NODES=n a search; SEED=S [NODES=n] replays one seed with its trace, CASE=path a kept case; RING="P V layout" another ring shape; BUG=name a bug switch (-tags weirbugs)
+	@set -o pipefail; echo "WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_CASE=$(CASE) WEIR_SIM_RING='$(RING)' WEIR_SIM_BUG=$(BUG) go test $(if $(BUG),-tags weirbugs) -run '^(TestSimSearch|TestSim64Nodes)$$' -v ./sim"; \
+	  WEIR_SIM=1 WEIR_SIM_SEEDS=$(SEEDS) WEIR_SIM_NODES=$(NODES) WEIR_SIM_SEED=$(SEED) WEIR_SIM_CASE=$(if $(CASE),$(abspath $(CASE))) WEIR_SIM_RING='$(RING)' WEIR_SIM_BUG=$(BUG) \
+	  $(GO) test $(if $(BUG),-tags weirbugs) -count=1 -timeout 60m -run '^(TestSimSearch|TestSim64Nodes)$$' -v ./sim \
 	  | grep -v -e '^=== RUN' -e '^--- ' -e '^PASS$$' -e '^FAIL$$' -e '^ok ' -e '^FAIL\s'
 
 sim-find: ## seeds-to-find of one bug switch: make sim-find BUG=name [NODES=n] (20 seed streams, at most 100 seeds each)

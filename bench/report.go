@@ -65,6 +65,9 @@ func WriteTable(w io.Writer, results []*Result) error {
 		if r.ItemsPerRPC > 0 {
 			fmt.Fprintf(w, "%s/%s coalescing: %.1f checks per request (stream message or RPC)\n", r.Target, r.Scenario, r.ItemsPerRPC)
 		}
+		if r.ForwardMsgs > 0 {
+			fmt.Fprintf(w, "%s/%s forwards: %.3f forward messages per check, %.2f items per forward message\n", r.Target, r.Scenario, r.ForwardMsgs, r.ItemsPerForward)
+		}
 		if r.LeaseHits+r.BlockedHits+r.AutoLeases > 0 && r.Checks > 0 {
 			fmt.Fprintf(w, "%s/%s served at the gateway: %.1f%% from leases, %.1f%% by the blocked-until cache; %d automatic leases granted\n",
 				r.Target, r.Scenario, 100*float64(r.LeaseHits)/float64(r.Checks), 100*float64(r.BlockedHits)/float64(r.Checks), r.AutoLeases)

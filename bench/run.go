@@ -52,6 +52,9 @@ type Config struct {
 	// Procs are the processes besides this one whose CPU the result
 	// reports per check (Result.CPU), by role.
 	Procs Procs
+	// Forwards, when set, reads the nodes' forwarding so far: the result
+	// then reports forward messages per check (Result.ForwardMsgs).
+	Forwards func(ctx context.Context) (Forwards, error)
 }
 
 // Result is the outcome of one run. It marshals to the JSON line.
@@ -80,6 +83,11 @@ type Result struct {
 	// ItemsPerRPC is the mean checks per request (stream message or RPC) of a coalescing target during
 	// the measured run (0: not reported).
 	ItemsPerRPC float64 `json:"items_per_rpc,omitempty"`
+	// ForwardMsgs is the forward messages the nodes wrote to owners per
+	// answered check, and ItemsPerForward the items such a message
+	// carried on average (0: not measured, or nothing forwarded).
+	ForwardMsgs     float64 `json:"forward_msgs_per_check,omitempty"`
+	ItemsPerForward float64 `json:"items_per_forward,omitempty"`
 	// LeaseHits and BlockedHits are the checks the SDK served from a
 	// lease or its blocked-until cache during the run, AutoLeases the
 	// automatic leases owners granted it (0: none, or not the SDK).
@@ -364,6 +372,7 @@ func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*R
 	rpcs0, items0 := batching(targets)
 	lease0, blocked0, auto0 := local(targets)
 	meter := newCPUMeter(cfg.Procs, targets)
+	fwd0, fwdErr := readForwards(ctx, cfg)
 	cpu0 := meter.sample()
 	s := newRunState(cfg, sc, time.Now())
 	callers := make([]*caller, cfg.Callers)
@@ -389,6 +398,8 @@ func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*R
 	wg.Wait()
 	elapsed := time.Since(s.start)
 	cpu1 := meter.sample()
+	fwd1, err := readForwards(ctx, cfg)
+	fwdErr = errors.Join(fwdErr, err)
 	if midErr != nil {
 		return nil, fmt.Errorf("bench: mid-run event: %w", midErr)
 	}
@@ -407,12 +418,24 @@ func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*R
 	if rpcs, items := batching(targets); rpcs > rpcs0 {
 		r.ItemsPerRPC = float64(items-items0) / float64(rpcs-rpcs0)
 	}
+	if cfg.Forwards != nil && fwdErr == nil && r.Checks > 0 && fwd1.Msgs > fwd0.Msgs {
+		r.ForwardMsgs = (fwd1.Msgs - fwd0.Msgs) / float64(r.Checks)
+		r.ItemsPerForward = (fwd1.Items - fwd0.Items) / (fwd1.Msgs - fwd0.Msgs)
+	}
 	lease, blocked, auto := local(targets)
 	r.LeaseHits, r.BlockedHits, r.AutoLeases = lease-lease0, blocked-blocked0, auto-auto0
 	if r.CPU = meter.perCheck(cpu0, cpu1, r.Checks); r.CPU != nil {
 		r.CPUAvail = float64(runtime.NumCPU()) * float64(elapsed/time.Microsecond) / float64(r.Checks)
 	}
 	return r, nil
+}
+
+// readForwards reads cfg.Forwards (zero when unset).
+func readForwards(ctx context.Context, cfg Config) (Forwards, error) {
+	if cfg.Forwards == nil {
+		return Forwards{}, nil
+	}
+	return cfg.Forwards(ctx)
 }
 
 // drive is one caller's loop: check, record, until runCtx ends or the

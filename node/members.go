@@ -62,7 +62,8 @@ func (p memberParts) IsLeader() bool                       { return p.n.store.Is
 func (p memberParts) Reconcile(ctx context.Context, alive []rulesraft.Server, left []string) error {
 	return p.n.store.Reconcile(ctx, alive, left)
 }
-func (p memberParts) Leader() (string, string) { return p.n.store.Leader() }
+func (p memberParts) Leader() (string, string)       { return p.n.store.Leader() }
+func (p memberParts) LeaderChanged() <-chan struct{} { return p.n.store.LeaderChanged() }
 func (p memberParts) Configuration() ([]rulesraft.ServerInfo, error) {
 	return p.n.store.Configuration()
 }

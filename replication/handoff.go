@@ -46,6 +46,10 @@ func missing(from, in []string) []string {
 type Source struct {
 	Partition uint32
 	From      []string
+	// Gone, for a take-back, is the puller the partition was handed to,
+	// gone since with its counters: copies it sent this node are the
+	// freshest there are, so they are promoted rather than From asked.
+	Gone string
 }
 
 // PlanHandoff decides, for the node self, what a ring change means. It is

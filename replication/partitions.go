@@ -206,8 +206,8 @@ type Effect interface{ isEffect() }
 //
 // Held lists gained partitions whose counters this node still holds
 // (released, never pulled): when no live node holds them, the copies
-// found are imported over those counters instead of replacing them, so a
-// key neither a holder nor a copy knows keeps what this node decided.
+// found replace those counters key by key, and a key no holder or copy
+// knows keeps what this node decided.
 type Pull struct {
 	Gain []Source
 	Keep bool
@@ -544,10 +544,15 @@ func (m *Partitions) tick(now int64) []Effect {
 			*pt = partition{state: PartReady}
 		case pt.state == PartMoved && pt.back && pt.since+m.settle < now && m.departed[pt.peer]:
 			// A puller that came back and went again before this node's
-			// gossip heard of it: the mark is stale after all.
+			// gossip heard of it: the mark is stale after all. Its
+			// counters are gone with it; the copies it made went to the
+			// replicas of its ring, so they are asked for as a dropped
+			// mark's are (not this node's own copies alone: it handed
+			// its counters to the puller and has none newer).
+			peer := pt.peer
 			*pt = partition{}
 			if m.Owner(uint32(p)) == m.self {
-				reclaim = append(reclaim, Source{Partition: uint32(p)})
+				reclaim = append(reclaim, Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), peer), Gone: peer})
 				m.parts[p] = partition{state: PartPending}
 			}
 		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
@@ -581,6 +586,17 @@ func (m *Partitions) tick(now int64) []Effect {
 		out = append(out, Pull{Gain: reclaim})
 	}
 	return out
+}
+
+// takeBackFrom is where a partition this node owns is taken back from
+// when its puller (peer) is gone: the copies the other live replicas of
+// this ring hold (a partition none of them has is asked of every live
+// member). This node's own copies are older than the counters it handed
+// to the puller, unless the puller sent them (Source.Gone).
+func (m *Partitions) takeBackFrom(p uint32, peer string) []string {
+	others := slices.DeleteFunc(slices.Clone(m.place[p].Replicas), func(id string) bool { return id == m.self })
+	alive := func(id string) bool { return m.members[id] && !m.departed[id] }
+	return sources(m.self, Move{Partition: p, OldOwner: peer, NewOwner: m.self, OldReplicas: others}, alive)
 }
 
 // Diff lists the partitions whose owner or replicas differ between two

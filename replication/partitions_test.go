@@ -159,6 +159,9 @@ func formatEffect(e Effect) string {
 		var s []string
 		for _, g := range e.Gain {
 			s = append(s, fmt.Sprintf("p%d<-%v", g.Partition, g.From))
+			if g.Gone != "" {
+				s[len(s)-1] += " gone=" + g.Gone
+			}
 		}
 		if e.Keep {
 			s = append(s, "keep")

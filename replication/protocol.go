@@ -193,23 +193,55 @@ type request struct {
 }
 
 // Routes is one published state of every partition, immutable. Changed is
-// closed when a newer Routes is published.
+// closed when a newer Routes is published. It is held in chunks of
+// routeChunkLen partitions that a newer Routes shares while none of
+// theirs changed (copy on write), so publishing after an event costs the
+// chunks it touched, not every partition (2039 by default).
 type Routes struct {
-	state   []PartState
-	peer    []string
-	owner   []string
-	ready   []chan struct{} // non-nil while pending; closed on leaving pending
+	chunks  []*routeChunk
 	live    map[string]string
 	pending int
 	changed chan struct{}
 }
 
+// routeChunkLen partitions make a chunk of Routes.
+const routeChunkLen = 64
+
+// routeChunk is the state of routeChunkLen partitions (fewer in the last).
+type routeChunk struct {
+	state [routeChunkLen]PartState
+	peer  [routeChunkLen]string
+	owner [routeChunkLen]string
+	ready [routeChunkLen]chan struct{} // non-nil while pending; closed on leaving pending
+	// pending is how many of its partitions are.
+	pending int
+}
+
+func (r *Routes) at(p uint32) (*routeChunk, uint32) {
+	return r.chunks[p/routeChunkLen], p % routeChunkLen
+}
+
 // State returns p's state and peer (pending: the previous holder or "";
 // moved: the puller).
-func (r *Routes) State(p uint32) (PartState, string) { return r.state[p], r.peer[p] }
+func (r *Routes) State(p uint32) (PartState, string) {
+	c, i := r.at(p)
+	return c.state[i], c.peer[i]
+}
+
+// ownedReady: self owns p by the last ring and holds it ready.
+func (r *Routes) ownedReady(p uint32, self string) bool {
+	c, i := r.at(p)
+	return c.owner[i] == self && c.state[i] == PartReady
+}
+
+// owner is p's owner by the last ring.
+func (r *Routes) owner(p uint32) string { c, i := r.at(p); return c.owner[i] }
 
 // Ready is closed once p is no longer pending (nil when it is not).
-func (r *Routes) Ready(p uint32) <-chan struct{} { return r.ready[p] }
+func (r *Routes) Ready(p uint32) <-chan struct{} {
+	c, i := r.at(p)
+	return c.ready[i]
+}
 
 // Pending is how many partitions wait for their counters.
 func (r *Routes) Pending() int { return r.pending }
@@ -356,54 +388,85 @@ func (h *Handoff) apply(ctx context.Context, ev Event, start func(func())) Reply
 // logTransitions logs, at debug level, each partition whose state, peer
 // or owner ev changed: the trail to read when a counter went astray.
 func (h *Handoff) logTransitions(ctx context.Context, ev Event, old, now *Routes) {
-	if !h.cfg.Logger.Enabled(ctx, slog.LevelDebug) || old == nil || len(old.state) != len(now.state) {
+	if !h.cfg.Logger.Enabled(ctx, slog.LevelDebug) || old == nil || len(old.chunks) != len(now.chunks) {
 		return
 	}
-	for p := range now.state {
-		if old.state[p] != now.state[p] || old.peer[p] != now.peer[p] || old.owner[p] != now.owner[p] {
-			h.cfg.Logger.Debug("partition", "p", p, "event", fmt.Sprintf("%T", ev),
-				"from", fmt.Sprintf("%s/%s/%s", old.state[p], old.peer[p], old.owner[p]),
-				"to", fmt.Sprintf("%s/%s/%s", now.state[p], now.peer[p], now.owner[p]))
+	for i, c := range now.chunks {
+		if c == old.chunks[i] {
+			continue
+		}
+		for j := range uint32(h.m.Len() - i*routeChunkLen) {
+			if j == routeChunkLen {
+				break
+			}
+			p := uint32(i*routeChunkLen) + j
+			o := old.chunks[i]
+			if o.state[j] != c.state[j] || o.peer[j] != c.peer[j] || o.owner[j] != c.owner[j] {
+				h.cfg.Logger.Debug("partition", "p", p, "event", fmt.Sprintf("%T", ev),
+					"from", fmt.Sprintf("%s/%s/%s", o.state[j], o.peer[j], o.owner[j]),
+					"to", fmt.Sprintf("%s/%s/%s", c.state[j], c.peer[j], c.owner[j]))
+			}
 		}
 	}
 }
 
-// snapshot builds the Routes of the machine's state now. Ready channels
-// carry over while a partition stays pending.
+// snapshot builds the Routes of the machine's state now, sharing old's
+// chunks whose partitions did not change. Ready channels carry over while
+// a partition stays pending.
 func (h *Handoff) snapshot(old *Routes, live map[string]string) *Routes {
 	n := h.m.Len()
 	r := &Routes{
-		state:   make([]PartState, n),
-		peer:    make([]string, n),
-		owner:   make([]string, n),
-		ready:   make([]chan struct{}, n),
+		chunks:  make([]*routeChunk, (n+routeChunkLen-1)/routeChunkLen),
 		changed: make(chan struct{}),
 		live:    live,
 	}
 	if live == nil && old != nil {
 		r.live = old.live
 	}
-	for i := range n {
-		p := uint32(i)
-		r.state[p], r.peer[p] = h.m.State(p)
-		r.owner[p] = h.m.Owner(p)
-		var was chan struct{}
+	for i := range r.chunks {
+		var was *routeChunk
 		if old != nil {
-			was = old.ready[p]
+			was = old.chunks[i]
 		}
-		switch {
-		case r.state[p] == PartPending && was != nil:
-			r.ready[p] = was
-		case r.state[p] == PartPending:
-			r.ready[p] = make(chan struct{})
-		case was != nil:
-			close(was)
-		}
-		if r.state[p] == PartPending {
-			r.pending++
-		}
+		r.chunks[i] = h.chunk(uint32(i*routeChunkLen), min(routeChunkLen, n-i*routeChunkLen), was)
+		r.pending += r.chunks[i].pending
 	}
 	return r
+}
+
+// chunk is the state of the k partitions from first on: was itself if
+// none of them changed, else a new chunk (was nil: none before).
+func (h *Handoff) chunk(first uint32, k int, was *routeChunk) *routeChunk {
+	same := was != nil
+	for j := 0; same && j < k; j++ {
+		st, peer := h.m.State(first + uint32(j))
+		same = st == was.state[j] && peer == was.peer[j] && h.m.Owner(first+uint32(j)) == was.owner[j]
+	}
+	if same {
+		return was
+	}
+	c := &routeChunk{}
+	for j := range k {
+		p := first + uint32(j)
+		c.state[j], c.peer[j] = h.m.State(p)
+		c.owner[j] = h.m.Owner(p)
+		var ready chan struct{}
+		if was != nil {
+			ready = was.ready[j]
+		}
+		switch {
+		case c.state[j] == PartPending && ready != nil:
+			c.ready[j] = ready
+		case c.state[j] == PartPending:
+			c.ready[j] = make(chan struct{})
+		case ready != nil:
+			close(ready)
+		}
+		if c.state[j] == PartPending {
+			c.pending++
+		}
+	}
+	return c
 }
 
 // step hands ev to Run and waits until it was applied (an Inline
@@ -581,7 +644,7 @@ func (h *Handoff) waitsFor(req HandoffRequest) (ready, asks <-chan struct{}) {
 	defer h.asks.Unlock()
 	for _, p := range req.Parts {
 		ch := r.Ready(p)
-		if ch == nil || (h.asks.on[p] == req.To && r.owner[p] != req.To) {
+		if ch == nil || (h.asks.on[p] == req.To && r.owner(p) != req.To) {
 			continue
 		}
 		return ch, h.asks.changed
@@ -628,6 +691,9 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	var local []uint32
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
+		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
+			src = "" // this node has the gone puller's copies
+		}
 		if src == "" {
 			local = append(local, g.Partition)
 			continue
@@ -673,7 +739,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		copied := slices.DeleteFunc(slices.Clone(got), func(p uint32) bool { return f.held[p] })
 		h.arrived(ctx, got, copied, func() error {
 			h.replicas.Drop(got)
-			return h.install(ctx, pl.replaced(parts, f.held), states)
+			return h.installPulled(ctx, pl, parts, f.held, states)
 		})
 		local = append(local, orphans...)
 	}
@@ -686,7 +752,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
-		h.arrived(ctx, local, local, func() error { return h.install(ctx, pl.replaced(local, nil), states) })
+		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
 	}
 }
 
@@ -696,13 +762,26 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 // pull has landed (see waitsFor).
 func (pl Pull) hasCounters(p uint32) bool { return pl.Keep || slices.Contains(pl.Held, p) }
 
-// replaced lists the partitions of parts whose counters here the pulled
-// states replace: all but those pl.Held lists that no holder handed over
-// (copies are imported over what this node decided for them).
-func (pl Pull) replaced(parts []uint32, handed map[uint32]bool) []uint32 {
-	return slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool {
-		return slices.Contains(pl.Held, p) && !handed[p]
-	})
+// installPulled installs what was pulled for parts. The counters of those
+// pl.Held lists that no holder handed over (this node's leftovers, see
+// Pull.Held) stay only for the keys the pulled copies do not carry:
+// Import keeps a counter it finds, so they are exported and imported
+// again after the copies. (They were kept whole, so a released side's
+// stale leftovers won over the dead owner's fresher copies: the
+// simulator, sim/testdata/fixed-held-leftovers.txt.)
+func (h *Handoff) installPulled(ctx context.Context, pl Pull, parts []uint32, handed map[uint32]bool, states []State) error {
+	kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !slices.Contains(pl.Held, p) || handed[p] })
+	var left []State
+	if len(kept) > 0 {
+		var err error
+		if left, err = h.counters.Export(ctx, kept); err != nil {
+			return err
+		}
+	}
+	if err := h.install(ctx, parts, states); err != nil || len(left) == 0 {
+		return err
+	}
+	return h.counters.Import(ctx, left)
 }
 
 // arrived installs what was pulled for parts (when install is not nil;
@@ -870,7 +949,7 @@ func (h *Handoff) resyncReplicas(ctx context.Context, parts []uint32) {
 	total := 0
 	for _, p := range parts {
 		for attempt := 0; ; attempt++ {
-			if r := h.Routes(); r.owner[p] != h.cfg.Self || r.state[p] != PartReady {
+			if r := h.Routes(); !r.ownedReady(p, h.cfg.Self) {
 				break
 			}
 			rctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)

@@ -34,11 +34,14 @@ func (c *memCounters) Export(_ context.Context, parts []uint32) ([]State, error)
 	return out, nil
 }
 
+// Import keeps a counter it already has, as the shard engine does.
 func (c *memCounters) Import(_ context.Context, states []State) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range states {
-		c.parts[s.Partition] = append(c.parts[s.Partition], s)
+		if !slices.ContainsFunc(c.parts[s.Partition], func(x State) bool { return x.ID == s.ID }) {
+			c.parts[s.Partition] = append(c.parts[s.Partition], s)
+		}
 	}
 	return nil
 }
@@ -340,7 +343,6 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 	for _, served := range []bool{false, true} {
 		name := map[bool]string{false: "flap", true: "settled"}[served]
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
 			peers := &directPeers{nodes: map[string]*Handoff{}}
 			ca, cb := newMemCounters(), newMemCounters()
 			// A fake clock: the settle time passes when the test says so.
@@ -353,13 +355,7 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 			peers.nodes["a"], peers.nodes["b"] = a, b
 			ring := func(h *Handoff, place []Assignment, base []Assignment, ids ...string) {
 				t.Helper()
-				live := map[string]string{}
-				for _, id := range ids {
-					live[id] = id
-				}
-				if err := h.ChangeRing(ctx, RingChanged{Place: place, Members: ids, Live: live, Base: base}); err != nil {
-					t.Fatal(err)
-				}
+				changeRing(t, h, RingChanged{Place: place, Base: base}, ids...)
 			}
 			r3 := []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}
 			r2 := []Assignment{{Owner: "c", Replicas: []string{"c", "b"}}}
@@ -402,5 +398,52 @@ func TestFlapLeftoversPassOnlyAsCopies(t *testing.T) {
 				t.Fatalf("b kept p0's counters after passing them: %v", got)
 			}
 		})
+	}
+}
+
+// A partition gained back while this node still holds it released (its
+// leftovers, nobody pulled them) and no live node holds it: the copies
+// replace the leftovers key by key, and a key no copy carries keeps the
+// leftover. Import keeps a counter it finds, so the leftovers used to win
+// whole (sim/testdata/fixed-held-leftovers.txt).
+func TestHeldLeftoversGiveWayToCopies(t *testing.T) {
+	cb, store := newMemCounters(), NewStore()
+	b := startQuick(t, "b", 1, cb, &directPeers{nodes: map[string]*Handoff{}}, store, func() int64 { return 1 })
+	ring := func(place []Assignment, departed []string, ids ...string) {
+		t.Helper()
+		changeRing(t, b, RingChanged{Place: place, Departed: departed}, ids...)
+	}
+	ring([]Assignment{{Owner: "b", Replicas: []string{"b"}}}, nil, "b")
+	waitState(t, b, 0, PartReady)
+	stale, kept := State{ID: 7, Partition: 0, A: 1, B: 1}, State{ID: 8, Partition: 0, A: 1, B: 2}
+	cb.parts[0] = []State{stale, kept}
+	// c takes p0 over and never pulls it; its copies reach b.
+	ring([]Assignment{{Owner: "c", Replicas: []string{"c", "b"}}}, nil, "b", "c")
+	waitState(t, b, 0, PartReleased)
+	fresh := State{ID: 7, Partition: 0, A: 1, B: 9}
+	if err := store.Apply("c", []State{fresh}); err != nil {
+		t.Fatal(err)
+	}
+	// c dies: b owns p0 again, from its copies over its leftovers.
+	ring([]Assignment{{Owner: "b", Replicas: []string{"b"}}}, []string{"c"}, "b")
+	waitState(t, b, 0, PartReady)
+	got := map[uint64]State{}
+	for _, st := range cb.get(0) {
+		got[st.ID] = st
+	}
+	if got[7].B != fresh.B || got[8].B != kept.B || len(got) != 2 {
+		t.Fatalf("counters %v, want the copy of 7 (%v) and the leftover of 8 (%v)", cb.get(0), fresh, kept)
+	}
+}
+
+// changeRing gives h the ring e with ids as its members, all alive.
+func changeRing(t *testing.T, h *Handoff, e RingChanged, ids ...string) {
+	t.Helper()
+	e.Members, e.Live = ids, map[string]string{}
+	for _, id := range ids {
+		e.Live[id] = id
+	}
+	if err := h.ChangeRing(context.Background(), e); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,6 +76,14 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is Raft's: how long the leader, with nothing new to
+	// send, waits (randomized to twice this) before an empty AppendEntries
+	// that tells a follower the commit index. 0 is HeartbeatTimeout/2
+	// (250 ms by default; hashicorp's own is 50 ms). It does not delay a
+	// write reaching the followers: Apply sends the commit index on at
+	// once (nudge). It bounds how long a follower that missed an
+	// AppendEntries waits for the next attempt.
+	CommitTimeout time.Duration
 	// SnapshotThreshold is how many log entries trigger a snapshot, checked
 	// every SnapshotInterval; TrailingLogs entries stay after one.
 	SnapshotThreshold uint64
@@ -130,6 +138,8 @@ func (c Config) Validate() error {
 		return bad("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
 	case c.LeaderLeaseTimeout < 5*time.Millisecond || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
 		return bad("LeaderLeaseTimeout %s must be between 5ms and HeartbeatTimeout", c.LeaderLeaseTimeout)
+	case c.CommitTimeout < 0 || c.CommitTimeout > 0 && c.CommitTimeout < time.Millisecond:
+		return bad("CommitTimeout %s must be 0 (HeartbeatTimeout/2) or at least 1ms", c.CommitTimeout)
 	case c.SnapshotThreshold < 1:
 		return bad("SnapshotThreshold must be at least 1")
 	case c.SnapshotInterval < 5*time.Millisecond:

@@ -1,6 +1,7 @@
 package rulesraft
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ type Store struct {
 	snaps *raft.FileSnapshotStore
 
 	watchers atomic.Int64
+	// leaderChanged gets a signal (coalesced) each time the leader this
+	// member knows changes (LeaderChanged).
+	leaderChanged chan struct{}
 
 	// caughtUp is the last term in which this member, leading, saw a
 	// Barrier through (see leaderCaughtUp).
@@ -83,13 +87,14 @@ func Open(cfg Config) (*Store, error) {
 		clock = time.Now
 	}
 	s := &Store{
-		cfg:          cfg,
-		log:          logger,
-		clock:        clock,
-		fsm:          NewFSM(cfg.HistoryLimit),
-		stop:         make(chan struct{}),
-		done:         make(chan struct{}),
-		missingSince: make(map[string]time.Time),
+		cfg:           cfg,
+		log:           logger,
+		clock:         clock,
+		fsm:           NewFSM(cfg.HistoryLimit),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+		missingSince:  make(map[string]time.Time),
+		leaderChanged: make(chan struct{}, 1),
 	}
 	hc := newHCLogger("raft", logger)
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
@@ -138,6 +143,7 @@ func Open(cfg Config) (*Store, error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cmp.Or(cfg.CommitTimeout, cfg.HeartbeatTimeout/2)
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
@@ -151,8 +157,28 @@ func Open(cfg Config) (*Store, error) {
 	if layer.rpc != nil {
 		layer.rpc.raft.Store(refOf(s.raft))
 	}
+	s.raft.RegisterObserver(raft.NewObserver(nil, false, s.observeLeader))
 	return s, nil
 }
+
+// observeLeader is Raft's observer filter: it runs on Raft's goroutine
+// for every observation and turns a leader change into a signal on
+// leaderChanged without blocking. It keeps none (no channel to send to).
+func (s *Store) observeLeader(o *raft.Observation) bool {
+	if _, ok := o.Data.(raft.LeaderObservation); ok {
+		select {
+		case s.leaderChanged <- struct{}{}:
+		default: // one signal pending already says the same
+		}
+	}
+	return false
+}
+
+// LeaderChanged receives a signal after the leader this member knows
+// (Leader) changed, to unknown included; signals coalesce, so read Leader
+// again after each. A loop that needs the leader only when it changes
+// waits here instead of polling.
+func (s *Store) LeaderChanged() <-chan struct{} { return s.leaderChanged }
 
 // Addr returns the address peers reach this member at (with the real port
 // when BindAddr used port 0).
@@ -237,11 +263,29 @@ func (s *Store) Apply(ctx context.Context, cmd Command) (uint64, error) {
 		}
 		return 0, err
 	}
+	s.nudge()
 	res, ok := f.Response().(Result)
 	if !ok {
 		return 0, fmt.Errorf("rules store: unexpected FSM response %T", f.Response())
 	}
 	return res.Version, res.Err
+}
+
+// nudge tells the followers at once that what the leader just
+// acknowledged is committed. Raft sends a follower the commit index only
+// with its next AppendEntries: the next entry, or an empty one each
+// CommitTimeout; that timer is slowed (Config.CommitTimeout) so an idle
+// leader does not wake every follower 10 to 20 times a second, and this
+// entry takes its place after a write. A Barrier is such an entry (no
+// command, never applied to the FSM, but it takes a log index, so the
+// next version is two further on); nobody waits for it. A group of one
+// has nobody to tell.
+func (s *Store) nudge() {
+	f := s.raft.GetConfiguration() // answered at once, from Raft's copy
+	if f.Error() != nil || len(f.Configuration().Servers) < 2 {
+		return
+	}
+	s.raft.Barrier(s.cfg.ApplyTimeout)
 }
 
 // wait waits for a Raft future within ctx and maps Raft's errors to ours.

@@ -881,6 +881,19 @@ func TestRefusedWriteUsesNoVersion(t *testing.T) {
 	}
 }
 
+// A follower learns that a write is committed from the nudge that Apply
+// sends after it, not from Raft's commit timer: with the timer at an hour,
+// every member still applies each write (and a read-your-writes read on a
+// follower, which waits for that, still answers).
+func TestFollowersApplyAWriteWithoutTheCommitTimer(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = time.Hour })
+	c.leader()
+	for i := range 3 {
+		v := c.mustApply(Command{Op: OpApply, Rules: []rules.Rule{rule(fmt.Sprintf("r%d", i), 5)}})
+		c.waitVersion(v)
+	}
+}
+
 // A new leader's read index covers the writes its predecessor acknowledged
 // even while its FSM has not applied them yet. hashicorp's AppliedIndex
 // counts the entries handed to the FSM goroutine, not the ones it applied,

@@ -30,15 +30,14 @@ type Config struct {
 	Tick time.Duration
 }
 
-// DefaultConfig is a small ring (64 partitions, 2 replicas), 2 shards a
-// node and a 1 s step.
+// DefaultConfig is production's ring (ring.DefaultConfig: 2039
+// partitions, 100 virtual nodes, the balanced layout, 2 replicas), as the
+// world's (shape.go), 2 shards a node and a 1 s step.
 func DefaultConfig() Config {
-	rc := ring.LegacyConfig() // as the world's (world.go)
-	rc.PartitionCount = 64
 	return Config{
 		Seed:   1,
 		Start:  time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
-		Ring:   rc,
+		Ring:   ring.DefaultConfig(),
 		Shards: 2,
 		Tick:   time.Second,
 	}

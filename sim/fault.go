@@ -217,9 +217,11 @@ const targetedShare = 400
 // excess. The sequences:
 //
 //   - recut: a node killed, restarted after it was declared dead, and
-//     killed again 1.5–4 s after its restart (its pulls done, its restart
-//     seen), one to three times, the last time maybe for good: a moved
-//     mark to a puller that died (dropped-moved-mark, double-pull);
+//     killed again 0.2–1 s (before the holders it pulled from saw it
+//     back) or 1.5–4 s (its pulls done, its restart seen) after its
+//     restart, one to three times, the last time maybe for good: a moved
+//     mark to a puller that died (dropped-moved-mark, takeback-unreachable,
+//     double-pull; see recut);
 //   - join-kill: a new node joins and is killed (or leaves) 1.5–5 s
 //     later, after its pulls: the same marks from a joiner;
 //   - two-rings (with twoRings only): a restart and a join 0–600 ms
@@ -247,17 +249,9 @@ func targeted(seed uint64, n int, end time.Duration, twoRings bool) []Fault {
 		}
 		switch r.IntN(kinds) {
 		case 0: // recut
-			x := pick()
-			for range 1 + r.IntN(3) {
-				f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: restart()}
-				out = append(out, f)
-				at += f.For + dur(1500*time.Millisecond, 4*time.Second)
-			}
-			if budget > 0 && r.IntN(3) == 0 {
-				budget--
-				out = append(out, Fault{At: at, Kind: "kill", Nodes: []string{x}})
-				at = end // the last fault
-			}
+			var f []Fault
+			f, at = recut(r, pick(), at, &budget, end)
+			out = append(out, f...)
 		case 1: // join-kill
 			n++
 			y := nodeID(n)
@@ -292,6 +286,34 @@ func targeted(seed uint64, n int, end time.Duration, twoRings bool) []Fault {
 		}
 	}
 	return out
+}
+
+// recut draws a recut of x from at: x killed, restarted after it was
+// declared dead, and killed again, one to three times, the last time
+// maybe for good (then the schedule's last fault: at becomes end).
+// Each kill after a restart comes 0.2–1 s after it in one case of three
+// (the restart not yet seen by every holder x pulled from: the holder
+// marks the partition moved to a puller its gossip still has dead, and
+// must take it back; dropped-moved-mark, takeback-unreachable), 1.5–4 s
+// after it otherwise (its pulls done, its restart seen: double-pull).
+func recut(r *rand.Rand, x string, at time.Duration, budget *int, end time.Duration) ([]Fault, time.Duration) {
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	var out []Fault
+	for range 1 + r.IntN(3) {
+		f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3500*time.Millisecond, 7*time.Second)}
+		out = append(out, f)
+		if r.IntN(3) == 0 {
+			at += f.For + dur(200*time.Millisecond, time.Second)
+		} else {
+			at += f.For + dur(1500*time.Millisecond, 4*time.Second)
+		}
+	}
+	if *budget > 0 && r.IntN(3) == 0 {
+		*budget--
+		out = append(out, Fault{At: at, Kind: "kill", Nodes: []string{x}})
+		at = end // the last fault
+	}
+	return out, at
 }
 
 // apply schedules f on w.

@@ -242,7 +242,7 @@ func (o *oracle) killed(h *host) {
 // (sim/testdata/known-restart-leave.txt, known-restart-kill.txt).
 func (o *oracle) spreadRace(h *host) {
 	w := o.w
-	if w.opt.Strict || !w.spreading() {
+	if w.opt.Strict || !w.spreading(h) {
 		return
 	}
 	v := h.node.view.Load()
@@ -315,8 +315,10 @@ const copyRace = 10 * time.Second
 
 // spreading: some running host has not yet seen another running host's
 // current incarnation although gossip between them gets through (a
-// restart or a join still spreading).
-func (w *World) spreading() bool {
+// restart or a join still spreading), other than h's own: a node stopped
+// while only its own restart spreads is judged by the measured grants
+// (its pulls' holders take the partitions back; a recut).
+func (w *World) spreading(h *host) bool {
 	for _, yid := range w.order {
 		y := w.hosts[yid]
 		if !y.up {
@@ -324,7 +326,7 @@ func (w *World) spreading() bool {
 		}
 		for _, xid := range w.order {
 			x := w.hosts[xid]
-			if x == y || !x.up || !w.reachable(y, x) || y.override != nil {
+			if x == y || x == h || !x.up || !w.reachable(y, x) || y.override != nil {
 				continue
 			}
 			if have, had := y.seen[x.id]; !had || have.Boot != x.boot {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weirlimit/weir/ring"
 )
 
 // Outcome is what one run found.
@@ -183,7 +185,8 @@ type Case struct {
 	Nodes  int
 	For    time.Duration
 	Expect string
-	Strict bool // judge the known limits as violations
+	Strict bool        // judge the known limits as violations
+	Ring   ring.Config // zero: production's shape (a `ring` line: shape.go)
 	Faults []Fault
 	Note   []string
 }
@@ -196,11 +199,13 @@ func (c Case) Options() Options {
 	}
 	o.Faults = append([]Fault{}, c.Faults...)
 	o.Strict = c.Strict
+	o.Ring = c.Ring
 	return o
 }
 
 // ParseCase reads a case file: `# notes`, then `seed S`, `nodes N`,
-// `duration D`, `expect VERDICT` and `fault ...` lines.
+// `duration D`, `expect VERDICT`, `ring SHAPE` (ParseRing; none:
+// production's shape) and `fault ...` lines.
 func ParseCase(name string, r io.Reader) (Case, error) {
 	c := Case{Name: name, Faults: []Fault{}}
 	sc := bufio.NewScanner(r)
@@ -226,6 +231,8 @@ func ParseCase(name string, r io.Reader) (Case, error) {
 			c.Expect = v
 		case "strict":
 			c.Strict = true
+		case "ring":
+			c.Ring, err = ParseRing(v, c.Nodes)
 		case "fault":
 			var f Fault
 			if f, err = ParseFault(v); err == nil {
@@ -257,6 +264,9 @@ func (c Case) Format() string {
 	fmt.Fprintf(&b, "expect %s\n", c.Expect)
 	if c.Strict {
 		b.WriteString("strict\n")
+	}
+	if r := formatRing(c.Ring); r != "" {
+		fmt.Fprintf(&b, "ring %s\n", r)
 	}
 	for _, f := range c.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)

@@ -69,9 +69,10 @@ func search(jobs []job, opts func(job) sim.Options) []result {
 }
 
 // TestSimSearch is make sim: WEIR_SIM_SEED=S replays one seed with its
-// readable trace; WEIR_SIM_SEEDS=N (WEIR_SIM_NODES=n, default 3) searches
+// readable trace, WEIR_SIM_CASE=path a kept case (make sim CASE=path); WEIR_SIM_SEEDS=N (WEIR_SIM_NODES=n, default 3) searches
 // N seeds from WEIR_SIM_FIRST (default 1); neither runs the CI mix.
-// WEIR_SIM_SHRINK=1 shrinks the first failure's schedule; WEIR_SIM_STRICT=1
+// WEIR_SIM_SHRINK=1 shrinks the first failure's schedule; WEIR_SIM_RING
+// runs another ring shape than production's (ringOverride); WEIR_SIM_STRICT=1
 // judges the known limits as violations (Options.Strict). It runs only
 // with WEIR_SIM=1 (go test ./sim runs TestSimSeeds instead).
 func TestSimSearch(t *testing.T) {
@@ -79,12 +80,18 @@ func TestSimSearch(t *testing.T) {
 		t.Skip("make sim runs this (WEIR_SIM=1)")
 	}
 	nodes := envInt(t, "WEIR_SIM_NODES")
+	if path := os.Getenv("WEIR_SIM_CASE"); path != "" {
+		c := readCase(t, path)
+		fmt.Printf("case %s: expect %s\n", c.Name, c.Expect)
+		replay(t, c.Options())
+		return
+	}
 	if seed := os.Getenv("WEIR_SIM_SEED"); seed != "" {
 		s, err := strconv.ParseUint(seed, 10, 64)
 		if err != nil {
 			t.Fatalf("WEIR_SIM_SEED=%q: %v", seed, err)
 		}
-		replay(t, s, max(nodes, 3))
+		replay(t, sim.DefaultOptions(s, max(nodes, 3)))
 		return
 	}
 	var jobs []job
@@ -104,6 +111,7 @@ func TestSimSearch(t *testing.T) {
 	opts := func(j job) sim.Options {
 		o := sim.DefaultOptions(j.seed, j.nodes)
 		o.Strict, o.TwoRings = strict, twoRings()
+		ringOverride(t, &o)
 		return o
 	}
 	start := time.Now()
@@ -131,7 +139,7 @@ func TestSimSearch(t *testing.T) {
 	fmt.Printf("wall %s on %d cores\n", wall.Round(time.Second), runtime.GOMAXPROCS(0))
 	if firstFail != nil && os.Getenv("WEIR_SIM_SHRINK") != "" {
 		faults, o := sim.Shrink(opts(firstFail.job), 200)
-		c := sim.Case{Seed: firstFail.seed, Nodes: firstFail.nodes, Expect: o.Verdict(), Faults: faults, Strict: strict,
+		c := sim.Case{Seed: firstFail.seed, Nodes: firstFail.nodes, Expect: o.Verdict(), Faults: faults, Strict: strict, Ring: opts(firstFail.job).Ring,
 			Note: []string{fmt.Sprintf("# shrunk from seed %d (%d faults to %d)", firstFail.seed, len(firstFail.out.Faults), len(faults))}}
 		fmt.Printf("shrunk (sim/testdata case):\n%s", c.Format())
 	}
@@ -145,12 +153,27 @@ func TestSimSearch(t *testing.T) {
 // aimed schedules (sim.Options.TwoRings).
 func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "" }
 
-// replay runs one seed with its readable trace.
-func replay(t *testing.T, seed uint64, nodes int) {
-	o := sim.DefaultOptions(seed, nodes)
+// ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
+// ("PARTITIONS VNODES LAYOUT" or "legacy": sim.ParseRing); without it a
+// run keeps the shape it has (production's, or a case's `ring` line).
+func ringOverride(t *testing.T, o *sim.Options) {
+	s := os.Getenv("WEIR_SIM_RING")
+	if s == "" {
+		return
+	}
+	r, err := sim.ParseRing(s, o.Nodes)
+	if err != nil {
+		t.Fatalf("WEIR_SIM_RING=%q: %v", s, err)
+	}
+	o.Ring = r
+}
+
+// replay runs one seed (or a case) with its readable trace.
+func replay(t *testing.T, o sim.Options) {
 	o.Verbose, o.TwoRings = true, twoRings()
+	ringOverride(t, &o)
 	out := sim.Run(o)
-	fmt.Printf("seed %d, %d nodes; faults:\n", seed, nodes)
+	fmt.Printf("seed %d, %d nodes, ring %s; faults:\n", o.Seed, o.Nodes, sim.RingShape(o))
 	for _, f := range out.Faults {
 		fmt.Printf("  %s\n", f)
 	}

@@ -56,6 +56,8 @@ type Options struct {
 	// targeted): a search's option (WEIR_SIM_TWO_RINGS=1), not the CI
 	// mix's yet (docs/design.md, "Simulator bounds").
 	TwoRings bool
+	// Ring is the ring's shape (shape.go); zero: production's default.
+	Ring ring.Config
 }
 
 // DefaultOptions: 60 s, 60 checks/s over 4 hot and 100 cold keys.
@@ -98,8 +100,7 @@ type World struct {
 	workEnd time.Duration // the workload stops here
 
 	rpcAllowance bool
-	deciding     bool                  // an engine.Check runs (its changes are decisions, not installs)
-	ringMemo     map[string]*ring.Ring // one ring per member set
+	deciding     bool // an engine.Check runs (its changes are decisions, not installs)
 
 	keys   []keyInfo
 	keyOf  map[uint64]int // counter id -> key
@@ -174,13 +175,7 @@ func newWorld(opt Options) *World {
 	w := &World{opt: opt, hosts: map[string]*host{}, voters: map[string]bool{}, group: map[string]int{}, keyOf: map[uint64]int{}}
 	w.loop = newLoop(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), opt.Verbose)
 	w.ctx = context.Background()
-	// The legacy layout: the kept cases in testdata were recorded on it, and
-	// a seed's schedule depends on where partitions land.
-	w.ring = ring.LegacyConfig()
-	w.ring.PartitionCount = 64
-	if opt.Nodes > 16 {
-		w.ring.PartitionCount = 256
-	}
+	w.ring = opt.ringConfig()
 	w.rnd.fault = rand.New(rand.NewPCG(opt.Seed, 1))
 	w.rnd.net = rand.New(rand.NewPCG(opt.Seed, 2))
 	w.rnd.work = rand.New(rand.NewPCG(opt.Seed, 3))
@@ -234,7 +229,7 @@ func (w *World) boot(h *host) {
 	h.quorum = clusterview.Quorum{}
 	h.knows, h.sampling, h.regained, h.flushing, h.ticking, h.syncing = false, false, false, false, false, false
 	h.leave = nil
-	h.viewFaulted = false
+	h.override, h.viewFaulted = nil, false // a new process's gossip view is its own: a view fault ends with the incarnation
 	h.restartUnseen = false
 	if h.inc > 1 {
 		for _, o := range w.hosts {
@@ -282,7 +277,7 @@ func (w *World) boot(h *host) {
 			w.scheduleFlush(h)
 		},
 		logger: w.logger(h),
-		rings:  w.rings,
+		rings:  memoRing,
 	})
 	if err != nil {
 		w.fail(err)
@@ -1106,22 +1101,3 @@ func (t traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return t
 }
 func (t traceHandler) WithGroup(string) slog.Handler { return t }
-
-// rings memoizes the rings of the run per member set: every node builds
-// the same ring from the same members, so one is built and shared
-// (rings are immutable).
-func (w *World) rings(members []string, cfg ring.Config) (*ring.Ring, error) {
-	ms := slices.Sorted(slices.Values(members))
-	key := strings.Join(ms, ",")
-	if r, ok := w.ringMemo[key]; ok {
-		return r, nil
-	}
-	r, err := ring.New(members, cfg)
-	if err == nil {
-		if w.ringMemo == nil {
-			w.ringMemo = map[string]*ring.Ring{}
-		}
-		w.ringMemo[key] = r
-	}
-	return r, err
-}

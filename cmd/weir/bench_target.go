@@ -63,6 +63,9 @@ func (wb weirBench) do(ctx context.Context, seeds []string, spawn int) ([]*bench
 	cfg := wb.cfg
 	cfg.KeyPrefix = wb.run + ":" + wb.target + ":"
 	cfg.Procs = srv.procs
+	if srv.sp != nil {
+		cfg.Forwards = srv.sp.Forwards
+	}
 	factory, done, err := wb.factory(ctx, srv, &cfg)
 	if err != nil {
 		return nil, err

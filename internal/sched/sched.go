@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -57,7 +58,17 @@ func (Real) Uint64() uint64 { return rand.Uint64() }
 
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
-func (Real) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+// NewTicker fires every d. A period of whole seconds ticks at the wall
+// clock's multiples of it (untilNext), so a process's loops of one or two
+// seconds (cluster, hand-off, sweeps, persistence, ops, rejoin) wake it
+// once together instead of each at its own phase; its first tick comes
+// within d, never later. Shorter periods start d from now.
+func (Real) NewTicker(d time.Duration) Ticker {
+	if d%time.Second != 0 {
+		return realTicker{time.NewTicker(d)}
+	}
+	return newAligned(d)
+}
 
 func (Real) WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, d)
@@ -72,6 +83,52 @@ type realTicker struct{ t *time.Ticker }
 
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
+
+// alignedTicker is Real's ticker of whole seconds: a timer re-armed at
+// each tick for the next multiple of d.
+type alignedTicker struct {
+	c       chan time.Time // one tick kept for a slow reader, as time.Ticker
+	d       time.Duration
+	mu      sync.Mutex // orders Stop against fire's re-arm
+	t       *time.Timer
+	stopped bool
+}
+
+func newAligned(d time.Duration) *alignedTicker {
+	a := &alignedTicker{c: make(chan time.Time, 1), d: d}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.t = time.AfterFunc(untilNext(time.Now(), d), a.fire)
+	return a
+}
+
+func (a *alignedTicker) fire() {
+	now := time.Now()
+	select {
+	case a.c <- now:
+	default: // the reader has not taken the last tick: drop this one
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.stopped {
+		a.t.Reset(untilNext(now, a.d))
+	}
+}
+
+func (a *alignedTicker) C() <-chan time.Time { return a.c }
+
+func (a *alignedTicker) Stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = true
+	a.t.Stop()
+}
+
+// untilNext is how long from now to the next multiple of d since the Unix
+// epoch (d itself when now is one).
+func untilNext(now time.Time, d time.Duration) time.Duration {
+	return d - time.Duration(now.UnixNano()%int64(d))
+}
 
 // Every calls f every d on s's ticker until f reports done or ctx ends.
 func Every(ctx context.Context, s Sched, d time.Duration, f func() (done bool)) {

@@ -101,6 +101,8 @@ type RaftGroup interface {
 	IsLeader() bool
 	Reconcile(ctx context.Context, alive []rulesraft.Server, left []string) error
 	Leader() (id, addr string)
+	// LeaderChanged signals (coalesced) each change of Leader.
+	LeaderChanged() <-chan struct{}
 	Configuration() ([]rulesraft.ServerInfo, error)
 }
 

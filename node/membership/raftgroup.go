@@ -5,8 +5,8 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"time"
 
-	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/rulesraft"
 )
@@ -103,19 +103,45 @@ func isAlreadyBootstrapped(err error) bool { return errors.Is(err, rulesraft.Err
 // off: it then marks the quorum regained (Cluster.regained) and wakes the
 // cluster loop. The probes of the peers it asks for (after
 // clusterview.QuorumLostAfter without a leader) run here, one at a time.
+// While a leader is known a sample only resets the Quorum, so the watch
+// sleeps until Raft reports a change of leader and samples from one
+// QuorumSample after it (the same samples as a ticker that never
+// stopped): an idle node is not woken ten times a second for nothing.
 func (c *Cluster) watchQuorum(ctx context.Context) {
 	var q clusterview.Quorum
-	sched.Every(ctx, sched.Real{}, clusterview.QuorumSample, func() bool {
-		id, _ := c.deps.Raft.Leader()
-		probe, regained := q.Tick(id != "")
-		c.leaderlessFor.Store(int64(q.LeaderlessFor()))
-		if probe {
-			regained = q.Answered(c.peerAnswers(ctx))
+	tick := time.NewTicker(clusterview.QuorumSample)
+	defer tick.Stop()
+	changed := c.deps.Raft.LeaderChanged()
+	for {
+		if c.sampleQuorum(ctx, &q) {
+			tick.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			tick.Reset(clusterview.QuorumSample)
 		}
-		if regained {
-			c.regained.Store(true)
-			c.Refresh()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
-		return false
-	})
+	}
+}
+
+// sampleQuorum takes one sample for watchQuorum; it reports whether this
+// node knows a leader.
+func (c *Cluster) sampleQuorum(ctx context.Context, q *clusterview.Quorum) (leader bool) {
+	id, _ := c.deps.Raft.Leader()
+	probe, regained := q.Tick(id != "")
+	c.leaderlessFor.Store(int64(q.LeaderlessFor()))
+	if probe {
+		regained = q.Answered(c.peerAnswers(ctx))
+	}
+	if regained {
+		c.regained.Store(true)
+		c.Refresh()
+	}
+	return id != ""
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/clusterview"
 	"github.com/weirlimit/weir/replication"
@@ -62,7 +63,7 @@ func (v *View) Addr(id string) (string, bool) {
 // clusterLoop owns ring changes and Raft group management. It re-reads the
 // member list on every signal and on a timer.
 func (c *Cluster) clusterLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := sched.Real{}.NewTicker(time.Second) // aligned with the other 1 s loops
 	defer t.Stop()
 	policy := &clusterview.Policy{Self: c.cfg.ID, Ring: c.cfg.Ring, Departures: c.gossiped, Leader: raftLeadership{c}}
 	var settle *clusterview.Settle
@@ -86,7 +87,7 @@ func (c *Cluster) clusterLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-c.changed:
-		case <-t.C:
+		case <-t.C():
 		case <-soon:
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/weirlimit/weir/internal/sched"
 	"github.com/weirlimit/weir/limit"
 	"github.com/weirlimit/weir/node/api"
 	"github.com/weirlimit/weir/node/events"
@@ -238,13 +239,13 @@ func (o *Ops) hotAdd(rule, key string) {
 // Run steps the per-rule rates every RateStep and rotates the hot-key
 // windows, until ctx ends.
 func (o *Ops) Run(ctx context.Context) {
-	t := time.NewTicker(RateStep)
+	t := sched.Real{}.NewTicker(RateStep) // aligned with the other 1 s loops
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
 			o.step(now)
 		}
 	}

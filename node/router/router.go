@@ -213,19 +213,19 @@ func (r *Router) check(ctx context.Context, items []limit.Item, res []limit.Resu
 	clear(res)
 	sc := scratchPool.Get().(*checkScratch)
 	defer sc.release()
-	remote := r.plan(sc, &rt, rg, rv, items, res, forwarded)
+	r.plan(sc, &rt, rg, rv, items, res, forwarded)
 	if err := r.waitReady(ctx, routes, sc.waits); err != nil {
 		return err
 	}
-	remote = sc.pin(r.cfg.Handoff, &rt, rg.PartitionCount(), items, res, forwarded, remote)
+	sc.pin(r.cfg.Handoff, &rt, rg.PartitionCount(), items, res, forwarded)
 	defer sc.unpin(r.cfg.Handoff) // on early returns; unpinned after the local decision
 
 	// Queue the remote parts first so they travel while the local part is
 	// decided, then decide locally, then collect the remote answers.
-	var calls []remoteCall
-	for _, dest := range sortedDests(remote) {
-		idx := remote[dest]
-		calls = append(calls, remoteCall{dest: dest, idx: idx, p: r.cfg.Forward.Start(ctx, dest, items, idx, rv.Version, forwarded)})
+	calls := sc.sortedRemote()
+	for j := range calls {
+		rc := &calls[j]
+		rc.p = r.cfg.Forward.Start(ctx, rc.dest, items, rc.idx, rv.Version, forwarded)
 	}
 	if err := r.decideLocal(ctx, sc, rv, items, res); err != nil {
 		return err
@@ -268,12 +268,11 @@ func (r *Router) rulesFor(ctx context.Context, items []limit.Item) *RuleView {
 }
 
 // plan resolves every item's rule and limit and routes it: answered here
-// (unknown rule, blocked, ...), forwarded (the map it returns, by
-// destination), or decided locally (sc.local, sc.idx; sc.waits for the
-// partitions whose counters are on their way).
-func (r *Router) plan(sc *checkScratch, rt *replication.Router, rg *ring.Ring, rv *RuleView, items []limit.Item, res []limit.Result, forwarded bool) map[string][]int {
+// (unknown rule, blocked, ...), forwarded (sc.remote, by destination), or
+// decided locally (sc.local, sc.idx; sc.waits for the partitions whose
+// counters are on their way).
+func (r *Router) plan(sc *checkScratch, rt *replication.Router, rg *ring.Ring, rv *RuleView, items []limit.Item, res []limit.Result, forwarded bool) {
 	now := time.Unix(0, r.cfg.Now())
-	var remote map[string][]int // by destination; sent in the order of their names
 	for i := range items {
 		it := &items[i]
 		cr, lim, ok := resolve(rv, it, &res[i], forwarded, now)
@@ -283,7 +282,7 @@ func (r *Router) plan(sc *checkScratch, rt *replication.Router, rg *ring.Ring, r
 		p := rg.Partition(it.Key)
 		switch to := rt.Route(p, replication.Via{Forwarded: forwarded, Hops: it.Hops}); to.Do {
 		case replication.Forward:
-			remote = addRemote(remote, to.To, i)
+			sc.addRemote(to.To, i)
 			continue
 		case replication.Unavailable:
 			res[i].Code, res[i].Err = limit.CodeUnavailable, to.Why
@@ -294,7 +293,6 @@ func (r *Router) plan(sc *checkScratch, rt *replication.Router, rg *ring.Ring, r
 		sc.local = append(sc.local, r.shardItem(cr, it, p, lim))
 		sc.idx = append(sc.idx, i)
 	}
-	return remote
 }
 
 // resolve finds it's rule and limit in rv, filling what res reports of

@@ -247,9 +247,9 @@ func TestPinReroutesPartitionsHandedOff(t *testing.T) {
 		local: []shard.Item{{Partition: lost}, {Partition: kept}, {Partition: lost}, {Partition: kept}},
 		idx:   []int{0, 1, 2, 3},
 	}
-	remote := sc.pin(h, &rt, r.PartitionCount(), items, res, true, nil)
-	if got := remote["c"]; len(remote) != 1 || !slices.Equal(got, []int{0}) {
-		t.Errorf("forwarded %v, want item 0 to c", remote)
+	sc.pin(h, &rt, r.PartitionCount(), items, res, true)
+	if rem := sc.sortedRemote(); len(rem) != 1 || rem[0].dest != "c" || !slices.Equal(rem[0].idx, []int{0}) {
+		t.Errorf("forwarded %+v, want item 0 to c", rem)
 	}
 	if res[2].Code != limit.CodeUnavailable || res[2].Err == "" {
 		t.Errorf("item at the hop limit: %+v, want unavailable", res[2])
@@ -435,5 +435,30 @@ func TestLimitsPeeks(t *testing.T) {
 	}
 	if items, _, _ := f.r.Limits(context.Background(), "user:p"); len(items) != 0 {
 		t.Errorf("a key type no rule limits: %+v", items)
+	}
+}
+
+// The forwarded parts are grouped by destination, listed in the order of
+// the destinations' names, and a reused scratch starts empty (its parts'
+// buffers are kept, their contents are not).
+func TestScratchRemoteParts(t *testing.T) {
+	sc := &checkScratch{}
+	for round := range 2 {
+		for _, a := range []struct {
+			dest string
+			i    int
+		}{{"n2", 0}, {"n1", 1}, {"n2", 2}, {"n3", 4}} {
+			sc.addRemote(a.dest, a.i+round)
+		}
+		got := sc.sortedRemote()
+		want := []remoteCall{{dest: "n1", idx: []int{1 + round}}, {dest: "n2", idx: []int{round, 2 + round}}, {dest: "n3", idx: []int{4 + round}}}
+		if !slices.EqualFunc(got, want, func(a, b remoteCall) bool { return a.dest == b.dest && slices.Equal(a.idx, b.idx) }) {
+			t.Fatalf("round %d: parts %+v, want %+v", round, got, want)
+		}
+		sc.release()
+		sc = scratchPool.Get().(*checkScratch)
+		if len(sc.remote) != 0 {
+			t.Fatalf("round %d: a released scratch keeps %d parts", round, len(sc.remote))
+		}
 	}
 }

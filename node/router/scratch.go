@@ -2,7 +2,6 @@ package router
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"sync"
 
@@ -21,6 +20,9 @@ type checkScratch struct {
 	pinned []uint32 // partitions pinned for the local part
 	waits  []uint32 // partitions to wait for (replication.Wait)
 	seen   []uint8  // by partition: pinSeen, pinLost (reset by unpin)
+	// remote holds the forwarded parts, one per destination; its entries
+	// (and their idx buffers) are kept for the next check.
+	remote []remoteCall
 }
 
 const (
@@ -34,13 +36,13 @@ const (
 // routed go where the router says (Router.Reroute: after its counters),
 // none of them decided here, so one key's rules are not split between
 // this node and the new holder.
-func (sc *checkScratch) pin(h Handoff, rt *replication.Router, partitions int, items []limit.Item, res []limit.Result, forwarded bool, remote map[string][]int) map[string][]int {
+func (sc *checkScratch) pin(h Handoff, rt *replication.Router, partitions int, items []limit.Item, res []limit.Result, forwarded bool) {
 	if len(sc.local) == 0 {
-		return remote
+		return
 	}
 	lost := sc.pinParts(h, partitions)
 	if lost == nil {
-		return remote
+		return
 	}
 	k := 0
 	for j, it := range sc.local {
@@ -53,7 +55,7 @@ func (sc *checkScratch) pin(h Handoff, rt *replication.Router, partitions int, i
 		at, _ := slices.BinarySearchFunc(lost, it.Partition, func(m movedTo, p uint32) int { return cmp.Compare(m.p, p) })
 		switch to := rt.Reroute(it.Partition, lost[at].to, replication.Via{Forwarded: forwarded, Hops: items[i].Hops}); to.Do {
 		case replication.Forward:
-			remote = addRemote(remote, to.To, i)
+			sc.addRemote(to.To, i)
 		default: // a moved partition is never decided here
 			res[i].Code, res[i].Err = limit.CodeUnavailable, to.Why
 		}
@@ -62,7 +64,6 @@ func (sc *checkScratch) pin(h Handoff, rt *replication.Router, partitions int, i
 	for _, m := range lost {
 		sc.seen[m.p] = 0
 	}
-	return remote
 }
 
 // pinParts pins the distinct partitions of the local part in ascending
@@ -107,22 +108,28 @@ func (sc *checkScratch) unpin(h Handoff) {
 	sc.pinned = sc.pinned[:0]
 }
 
-// sortedDests lists remote's destinations in order (nil for none, without
-// allocating), so forwards are queued in the same order every time.
-func sortedDests(remote map[string][]int) []string {
-	if len(remote) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(remote))
+// sortedRemote returns the forwarded parts in the order of their
+// destinations' names, so forwards are queued in the same order every time.
+func (sc *checkScratch) sortedRemote() []remoteCall {
+	slices.SortFunc(sc.remote, func(a, b remoteCall) int { return cmp.Compare(a.dest, b.dest) })
+	return sc.remote
 }
 
-// addRemote adds item i to the part of a check forwarded to dest.
-func addRemote(remote map[string][]int, dest string, i int) map[string][]int {
-	if remote == nil {
-		remote = map[string][]int{}
+// addRemote adds item i to the part of a check forwarded to dest (a check
+// has few destinations: a scan finds its part).
+func (sc *checkScratch) addRemote(dest string, i int) {
+	for j := range sc.remote {
+		if sc.remote[j].dest == dest {
+			sc.remote[j].idx = append(sc.remote[j].idx, i)
+			return
+		}
 	}
-	remote[dest] = append(remote[dest], i)
-	return remote
+	if n := len(sc.remote); n < cap(sc.remote) {
+		sc.remote = sc.remote[:n+1]
+		sc.remote[n].dest, sc.remote[n].idx = dest, append(sc.remote[n].idx[:0], i)
+		return
+	}
+	sc.remote = append(sc.remote, remoteCall{dest: dest, idx: []int{i}})
 }
 
 // scratchPool recycles checkScratch values. It carries no state between
@@ -137,6 +144,15 @@ func (sc *checkScratch) release() {
 	if cap(sc.local) > maxPooledItems {
 		return
 	}
+	for _, rc := range sc.remote {
+		if cap(rc.idx) > maxPooledItems {
+			return
+		}
+	}
 	sc.local, sc.idx, sc.out, sc.parts, sc.pinned, sc.waits = sc.local[:0], sc.idx[:0], sc.out[:0], sc.parts[:0], sc.pinned[:0], sc.waits[:0]
+	for j := range sc.remote {
+		sc.remote[j].dest, sc.remote[j].p = "", nil
+	}
+	sc.remote = sc.remote[:0]
 	scratchPool.Put(sc)
 }
