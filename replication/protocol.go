@@ -167,6 +167,15 @@ type Handoff struct {
 	life context.Context
 	end  context.CancelFunc
 
+	// The pulls' asks in flight: asks.on[p] is the member whose answer
+	// the pull of p waits for (and has not got p's counters from a holder
+	// yet); asks.changed is closed on each change (see waitsFor).
+	asks struct {
+		sync.Mutex
+		on      map[uint32]string
+		changed chan struct{}
+	}
+
 	handedOff, promoted, resynced, unreached atomic.Uint64
 }
 
@@ -225,6 +234,9 @@ func (r *Routes) ownedReady(p uint32, self string) bool {
 	return c.owner[i] == self && c.state[i] == PartReady
 }
 
+// owner is p's owner by the last ring.
+func (r *Routes) owner(p uint32) string { c, i := r.at(p); return c.owner[i] }
+
 // Ready is closed once p is no longer pending (nil when it is not).
 func (r *Routes) Ready(p uint32) <-chan struct{} {
 	c, i := r.at(p)
@@ -266,6 +278,7 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 	if cfg.Inline {
 		h.life, h.end = context.WithCancel(context.Background())
 	}
+	h.asks.on, h.asks.changed = map[uint32]string{}, make(chan struct{})
 	h.routes.Store(h.snapshot(nil, nil))
 	return h, nil
 }
@@ -535,7 +548,8 @@ func (h *Handoff) ChangeRing(ctx context.Context, ev RingChanged) error {
 // the counters on (later items are forwarded to req.To) and drops them;
 // for one it handed on earlier it says to whom, so the puller follows the
 // counters there. Replica copies of the asked partitions go along. A
-// partition this node is itself still pulling is answered once it arrived.
+// partition this node is itself still pulling is answered once it arrived,
+// unless its pull waits on the asker (see waitsFor).
 func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, error) {
 	if req.To == "" || req.To == h.cfg.Self {
 		return HandoffReply{}, fmt.Errorf("%w: puller %q", ErrBadRequest, req.To)
@@ -545,15 +559,18 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, fmt.Errorf("%w: partition %d out of range (%d partitions)", ErrBadRequest, p, h.cfg.Partitions)
 		}
 	}
-	for _, p := range req.Parts {
-		if ch := h.Routes().Ready(p); ch != nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return HandoffReply{}, ctx.Err()
-			case <-h.stopped:
-				return HandoffReply{}, ErrClosed
-			}
+	for {
+		ready, asks := h.waitsFor(req)
+		if ready == nil {
+			break
+		}
+		select {
+		case <-ready:
+		case <-asks:
+		case <-ctx.Done():
+			return HandoffReply{}, ctx.Err()
+		case <-h.stopped:
+			return HandoffReply{}, ErrClosed
 		}
 	}
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
@@ -590,6 +607,67 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	return out, nil
 }
 
+// Waits reports whether Serve would wait before it answers req now: for
+// a partition this node is itself still pulling (see waitsFor). A
+// simulation serves an ask once this is false.
+func (h *Handoff) Waits(req HandoffRequest) bool {
+	ready, _ := h.waitsFor(req)
+	return ready != nil
+}
+
+// waitsFor returns the ready channel of a partition of req that Serve
+// waits for (nil: it answers now), and a channel closed when a pull's
+// asks change (the answer may change then).
+//
+// A partition this node is still pulling has (mostly) no counters here
+// yet: the holder's are on their way, and Serve waits for them so that it
+// hands them on. But two pullers may ask each other (a restart and a join
+// under delay: the one pulling a partition the other's ring took from
+// it is asked by the new owner, while its own pull asks the new owner,
+// where a mark or the broadcast sends it), and each waiting for its own
+// pull, both asks time out. So a partition whose pull waits on the
+// asker's answer, that has got nothing from a holder yet and had no
+// counters here when the pull began (Pull.hasCounters), is answered at
+// once unless the asker owns it by this node's ring: nothing of it is
+// here or on its way here but what the asker itself will answer, so the
+// reply names nothing and passes nothing (replica copies only), marks
+// nothing, and the pull goes on as it was. The asker settles first (with
+// the holder's counters if its pull finds them), then answers this
+// node's pull, which waited for it: the counters go one way, to the
+// owner when both rings agree on it, and none goes twice. Two pullers
+// that each take the other for the owner both wait (as before, until
+// the ask's deadline); two that each take neither for it both answer at
+// once, and each settles from what its other asks find.
+func (h *Handoff) waitsFor(req HandoffRequest) (ready, asks <-chan struct{}) {
+	r := h.Routes()
+	h.asks.Lock()
+	defer h.asks.Unlock()
+	for _, p := range req.Parts {
+		ch := r.Ready(p)
+		if ch == nil || (h.asks.on[p] == req.To && r.owner(p) != req.To) {
+			continue
+		}
+		return ch, h.asks.changed
+	}
+	return nil, h.asks.changed
+}
+
+// asking records that the pull of parts waits on member id's answer (""
+// when it has it): see waitsFor.
+func (h *Handoff) asking(parts []uint32, id string) {
+	h.asks.Lock()
+	defer h.asks.Unlock()
+	for _, p := range parts {
+		if id == "" {
+			delete(h.asks.on, p)
+		} else {
+			h.asks.on[p] = id
+		}
+	}
+	close(h.asks.changed)
+	h.asks.changed = make(chan struct{})
+}
+
 // exportHeld exports and drops the counters of partitions just handed
 // off, once the checks that pinned them here are decided.
 func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, error) {
@@ -624,7 +702,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	}
 	for _, src := range slices.Sorted(maps.Keys(bySource)) { // a fixed order of asks
 		parts := bySource[src]
-		f := h.fetch(ctx, src, parts)
+		f := h.fetch(ctx, src, parts, pl.hasCounters)
 		if h.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 			h.cfg.Logger.Debug("pulled", "source", src, "back", pl.Back, "keep", pl.Keep, "parts", parts,
 				"held", slices.Sorted(maps.Keys(f.held)), "orphans", f.orphans(parts), "reached", slices.Sorted(maps.Keys(f.reached)))
@@ -677,6 +755,12 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
 	}
 }
+
+// hasCounters reports whether this node may have counters of p while it
+// pulls it: ones it still held (Held), or its own coming back from a
+// split (Keep). Serve never answers for such a partition before its
+// pull has landed (see waitsFor).
+func (pl Pull) hasCounters(p uint32) bool { return pl.Keep || slices.Contains(pl.Held, p) }
 
 // installPulled installs what was pulled for parts. The counters of those
 // pl.Held lists that no holder handed over (this node's leftovers, see
@@ -761,7 +845,7 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 // when this node's ring skipped one of them). A partition nobody named is
 // asked of every other live member. Replica copies of the asked
 // partitions come along, for those no live node holds.
-func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched {
+func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
@@ -776,7 +860,10 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32) fetched
 			for _, p := range ps {
 				asked[p] = append(asked[p], dest)
 			}
+			waiting := slices.DeleteFunc(slices.Clone(ps), func(p uint32) bool { return held[p] || here(p) })
+			h.asking(waiting, dest)
 			resp, err := h.askPeer(ctx, dest, ps)
+			h.asking(waiting, "")
 			if err != nil {
 				h.cfg.Logger.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
 				unnamed = append(unnamed, ps...)

@@ -314,8 +314,10 @@ func (p peers) Handoff(ctx context.Context, addr string, req replication.Handoff
 	}
 	// Serve waits for partitions the holder is still pulling; on the
 	// driver's goroutine that wait is running the queued work.
-	if err := p.c.runUntilReady(n.handoff, req.Parts...); err != nil {
-		return replication.HandoffReply{}, err
+	for n.handoff.Waits(req) {
+		if !p.c.Clock.RunNext() {
+			return replication.HandoffReply{}, fmt.Errorf("%w: partitions %v are pending and no work is queued to fetch them", ErrSim, req.Parts)
+		}
 	}
 	return n.handoff.Serve(ctx, req)
 }

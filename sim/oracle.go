@@ -257,11 +257,13 @@ func (o *oracle) spreadRace(h *host) {
 
 // waitedOut grants b + r·(Grace + Settle) for each key of parts, asked of
 // holder b by a puller a whose deadline passed while b waited for its own
-// pull of one of them (a known limit, docs/design.md "Simulator bounds"):
-// two pullers asking each other, each served only once its own pull
-// arrived, both time out, and each settles from the copies it has while
-// the other holds the counters, released, deciding what a stale mark
-// sends it until Grace (sim/testdata/known-wait-cycle.txt).
+// pull of one of them, or whose reply, served after such a wait, arrived
+// past it (a known limit, docs/design.md "Simulator bounds"): three
+// pullers asking each other in a ring, or a pull slower than the ask
+// deadline. The asker settles from the copies it has while the holder
+// keeps the counters, released, deciding what a stale mark sends it
+// until Grace (sim/testdata/known-wait-three.txt, known-slow-pull.txt;
+// two pullers asking each other no longer wait: fixed-wait-cycle.txt).
 func (o *oracle) waitedOut(a, b *host, parts []uint32) {
 	w := o.w
 	v := b.node.view.Load()

@@ -63,7 +63,7 @@ func (o Outcome) String() string {
 // quiescence and judges the quiet window and the final state.
 func Run(opt Options) Outcome {
 	if opt.Faults == nil {
-		opt.Faults = Generate(opt.Seed, opt.Nodes, opt.Duration)
+		opt.Faults = generate(opt.Seed, opt.Nodes, opt.Duration, opt.TwoRings)
 	}
 	w := newWorld(opt)
 	w.rpcAllowance = !opt.Strict

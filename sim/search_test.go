@@ -110,7 +110,7 @@ func TestSimSearch(t *testing.T) {
 	strict := os.Getenv("WEIR_SIM_STRICT") != ""
 	opts := func(j job) sim.Options {
 		o := sim.DefaultOptions(j.seed, j.nodes)
-		o.Strict = strict
+		o.Strict, o.TwoRings = strict, twoRings()
 		ringOverride(t, &o)
 		return o
 	}
@@ -149,6 +149,10 @@ func TestSimSearch(t *testing.T) {
 	}
 }
 
+// twoRings: WEIR_SIM_TWO_RINGS=1 adds the two-rings sequence to the
+// aimed schedules (sim.Options.TwoRings).
+func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "" }
+
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
 // ("PARTITIONS VNODES LAYOUT" or "legacy": sim.ParseRing); without it a
 // run keeps the shape it has (production's, or a case's `ring` line).
@@ -166,7 +170,7 @@ func ringOverride(t *testing.T, o *sim.Options) {
 
 // replay runs one seed (or a case) with its readable trace.
 func replay(t *testing.T, o sim.Options) {
-	o.Verbose = true
+	o.Verbose, o.TwoRings = true, twoRings()
 	ringOverride(t, &o)
 	out := sim.Run(o)
 	fmt.Printf("seed %d, %d nodes, ring %s; faults:\n", o.Seed, o.Nodes, sim.RingShape(o))
@@ -191,7 +195,7 @@ func replay(t *testing.T, o sim.Options) {
 // make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
-// median. It runs only with WEIR_SIM_FIND=1.
+// median. WEIR_SIM_TWO_RINGS=1 adds the two-rings schedules. It runs only with WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {
 		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
@@ -215,7 +219,9 @@ func TestSimSeedsToFind(t *testing.T) {
 			for s := range next {
 				found[s] = limit + 1
 				for i := 1; i <= limit; i++ {
-					out := sim.Run(sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes))
+					o := sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes)
+					o.TwoRings = twoRings()
+					out := sim.Run(o)
 					if out.Failed() {
 						found[s], verdicts[s] = i, out.Verdict()
 						break

@@ -52,6 +52,10 @@ type Options struct {
 	// on no counters, decisions on released counters fed to the
 	// reference, replicas whose view flapped compared.
 	Strict bool
+	// TwoRings adds the two-rings sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_TWO_RINGS=1), not the CI
+	// mix's yet (docs/design.md, "Simulator bounds").
+	TwoRings bool
 	// Ring is the ring's shape (shape.go); zero: production's default.
 	Ring ring.Config
 }
@@ -797,12 +801,10 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					}
 					return // the asker gave up: nothing is handed over
 				}
-				for _, part := range req.Parts {
-					if b.node.handoff.Routes().Ready(part) != nil {
-						waited = true
-						w.loop.after(pollEvery, serve)
-						return
-					}
+				if b.node.handoff.Waits(req) {
+					waited = true
+					w.loop.after(pollEvery, serve)
+					return
 				}
 				sctx, cancel := w.loop.clock.WithTimeout(w.ctx, dl.Sub(w.loop.clock.Now()))
 				reply, err := b.node.handoff.Serve(sctx, req)
@@ -815,11 +817,19 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					delivered = true
 					answer(reply, err)
 				})
-				if !delivered && len(reply.Held) > 0 {
+				if !delivered && (len(reply.Held) > 0 || waited) {
 					// Checked when the asker's deadline passes: a reply
-					// that never arrived took the holder's counters along.
+					// that never arrived took the holder's counters along;
+					// one served after a wait for the holder's own pull
+					// timed out all the same.
 					w.loop.after(dl.Sub(w.loop.clock.Now()), func() {
-						if !delivered {
+						if delivered {
+							return
+						}
+						if waited && !w.opt.Strict {
+							w.oracle.waitedOut(a, b, req.Parts)
+						}
+						if len(reply.Held) > 0 {
 							w.oracle.lostHandoff(b, reply.Held, reply.States)
 						}
 					})
