@@ -170,7 +170,9 @@ func startNode(t testing.TB, o nodeOpts) *testNode {
 		if err := st.Bootstrap(nil); err != nil {
 			t.Fatalf("bootstrap: %v", err)
 		}
-		testwait.Until(t, "leadership", st.IsLeader)
+		// Raft sets its state to leader before it records itself as the
+		// leader (LeaderWithID): wait for both, as GET /v1/cluster reads both.
+		testwait.Until(t, "leadership", func() bool { id, _ := st.Leader(); return st.IsLeader() && id != "" })
 	}
 	b := &testBackend{store: st, now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), counters: map[string]bucket.State{}}
 	srv, err := New(Config{AdminToken: o.token, MaxBodyBytes: o.maxBody, MaxWait: 5 * time.Second,

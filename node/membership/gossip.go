@@ -202,6 +202,7 @@ func (c *Cluster) Listen(meta Meta, advertiseIP string) error {
 		return fmt.Errorf("membership: gossip: %w", err)
 	}
 	c.ml = ml
+	c.mlAddr = ml.LocalNode().FullAddress().Addr
 	return nil
 }
 

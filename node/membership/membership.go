@@ -138,6 +138,7 @@ type Cluster struct {
 	log  *slog.Logger
 
 	ml       *memberlist.Memberlist
+	mlAddr   string // ml's advertised address, read once: UpdateNode rewrites LocalNode's fields
 	meta     Meta
 	changed  chan struct{} // non-blocking "members changed" signal
 	view     atomic.Pointer[View]
@@ -198,7 +199,7 @@ func (c *Cluster) Leaving() bool { return c.leaving.Load() }
 func (c *Cluster) Meta() Meta { return c.meta }
 
 // GossipAddr is the advertised memberlist address.
-func (c *Cluster) GossipAddr() string { return c.ml.LocalNode().FullAddress().Addr }
+func (c *Cluster) GossipAddr() string { return c.mlAddr }
 
 // UpdateMeta gossips this node's metadata again (a new gateway count, a
 // proof signed with a new primary key), waiting up to timeout.
