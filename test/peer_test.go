@@ -21,7 +21,12 @@ import (
 // gives its replica copies. The callers here are stand-ins ("ghost-*") for
 // new owners, so the test sees each answer as a puller would.
 func TestHandoffHolderNamesWhereCountersWent(t *testing.T) {
-	c := newCluster(t, 2)
+	// One node, then a second that joins and pulls its partitions from
+	// the first: two nodes started together take one first ring and hold
+	// their partitions provisionally for Settle (handed on as copies).
+	c := newCluster(t, 1)
+	c.Add()
+	c.WaitStable(2)
 	c.ApplyRules(exactRules)
 	const key = "apikey:handoff"
 	owner := c.Nodes[c.ownerOf(key)]
