@@ -89,14 +89,7 @@ func fullRestart(t *testing.T, damage bool) {
 	startAll := func() { start("--persist-interval", interval.String(), "--log-level", "info") }
 	startAll()
 	waitReady := func() {
-		testwait.For(t, 60*time.Second, "the nodes ready", func() error {
-			for _, p := range procs {
-				if err := ready(p.http); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		testwait.For(t, 60*time.Second, "the nodes ready", func() error { return allReady(procs) })
 	}
 	waitReady()
 	file := filepath.Join(t.TempDir(), "rules.yaml")

@@ -498,12 +498,7 @@ func procsReady(procs []*proc) error {
 	if leaderIndex(procs) < 0 {
 		return errors.New("no leader")
 	}
-	for _, p := range procs {
-		if err := ready(p.http); err != nil {
-			return err
-		}
-	}
-	return nil
+	return allReady(procs)
 }
 
 func tail(s string, n int) string {

@@ -144,6 +144,17 @@ func clusterInfo(addr string) (clusterJSON, error) {
 	return c, err
 }
 
+// allReady is nil once every node of ps answers /readyz 200, else the
+// first one's reason.
+func allReady(ps []*proc) error {
+	for _, p := range ps {
+		if err := ready(p.http); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func ready(addr string) error {
 	resp, err := http.Get("http://" + addr + "/readyz")
 	if err != nil {
@@ -174,10 +185,8 @@ func TestProcessesThroughCLI(t *testing.T) {
 		// member list settled (clusterview.Settle); the reason a node
 		// gives for not being ready is in the error.
 		testwait.For(t, 30*time.Second, "the nodes", func() error {
-			for _, p := range ps {
-				if err := ready(p.http); err != nil {
-					return err
-				}
+			if err := allReady(ps); err != nil {
+				return err
 			}
 			var err error
 			info, err = clusterInfo(ps[0].http)

@@ -24,14 +24,7 @@ func TestLateNodeWithBootstrapExpect(t *testing.T) {
 	weirBin(t)
 	procs, startAll := newProcs(t, "b", 3)
 	startAll()
-	testwait.For(t, 30*time.Second, "the three nodes", func() error {
-		for _, p := range procs {
-			if err := ready(p.http); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	testwait.For(t, 30*time.Second, "the three nodes", func() error { return allReady(procs) })
 	late := &proc{id: "a1", dir: t.TempDir(), http: freeAddr(t), grpc: freeAddr(t), raft: freeAddr(t), gossip: freeAddr(t)}
 	t.Cleanup(func() { late.stop(syscall.SIGKILL) })
 	startProc(t, late, procs[0].gossip, 3)
