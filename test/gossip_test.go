@@ -75,7 +75,7 @@ func inRing(n *node.Node, id string) bool {
 // out of the others' rings: the control that the packet is a working
 // forgery.
 func TestForgedGossipDeadIgnoredWithKey(t *testing.T) {
-	const cluster = "weir" // testcluster's PKI: the cluster name, and the gossip label
+	cluster := testcluster.Name // the cluster name, and the gossip label
 	attack := func(c *testcluster.Cluster) {
 		sendUDP(t, forgedDead(t, cluster, "n2"), c.Nodes[0], c.Nodes[2])
 	}
@@ -121,7 +121,7 @@ func TestForgedGossipDeadIgnoredWithKey(t *testing.T) {
 // gossip key, refuses to start and says how to make one; on loopback it
 // starts.
 func TestGossipBeyondLoopbackNeedsKey(t *testing.T) {
-	pki := testcluster.NewPKI(t, "weir")
+	pki := testcluster.NewPKI(t, testcluster.Name)
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
 		cfg := testcluster.Config(t, "n1")
 		cfg.TLS = pki.Files(tlsconf.RoleNode, "n1", time.Hour)
@@ -215,7 +215,7 @@ func TestKeylessTLSClusterMovesOntoKey(t *testing.T) {
 
 // --gossip-upgrade takes plain or encrypt, needs TLS, and needs the key.
 func TestGossipUpgradeConfig(t *testing.T) {
-	pki := testcluster.NewPKI(t, "weir")
+	pki := testcluster.NewPKI(t, testcluster.Name)
 	for _, tc := range []struct {
 		name, mode string
 		tls, key   bool

@@ -223,7 +223,7 @@ func TestIdentityNonMemberKeyProof(t *testing.T) {
 	c := wrapCluster(t, testcluster.NewWith(t, 3, testcluster.Options{Config: withKeys(k1)}))
 	c.ApplyRules(exactRules)
 	spent := c.checkOnce(c.Nodes[0], "apikey:victim", "exact", 40).Remaining
-	auth := peerauth.New("weir", keyring(t, k1))
+	auth := peerauth.New(testcluster.Name, keyring(t, k1))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, n := range c.Nodes {

@@ -79,8 +79,8 @@ func TestGossipKeyKeepsOutsidersOut(t *testing.T) {
 		id, cluster string
 		keys        [][]byte
 	}{
-		{"nokey", "weir", nil},
-		{"wrongkey", "weir", [][]byte{peerauth.GenerateKey()}},
+		{"nokey", testcluster.Name, nil},
+		{"wrongkey", testcluster.Name, [][]byte{peerauth.GenerateKey()}},
 		{"othercluster", "other", [][]byte{k1}},
 	} {
 		cfg := testcluster.Config(t, o.id)
@@ -169,11 +169,11 @@ func TestPeerServiceRefusesOutsiders(t *testing.T) {
 	const victim = "apikey:victim"
 	spent := c.checkOnce(c.Nodes[0], victim, "exact", 40).Remaining
 
-	stale := peerauth.New("weir", keyring(t, k1))
+	stale := peerauth.New(testcluster.Name, keyring(t, k1))
 	stale.Now = func() time.Time { return time.Now().Add(-2 * peerauth.DefaultWindow) }
 	outsiders := map[string][]grpc.DialOption{
 		"no proof":      nil,
-		"another key":   {grpc.WithPerRPCCredentials(peerauth.New("weir", keyring(t, peerauth.GenerateKey())).Credentials("evil"))},
+		"another key":   {grpc.WithPerRPCCredentials(peerauth.New(testcluster.Name, keyring(t, peerauth.GenerateKey())).Credentials("evil"))},
 		"other cluster": {grpc.WithPerRPCCredentials(peerauth.New("other", keyring(t, k1)).Credentials("evil"))},
 		"stale proof":   {grpc.WithPerRPCCredentials(stale.Credentials("evil"))},
 	}
@@ -221,7 +221,7 @@ func TestPeerServiceRefusesOutsiders(t *testing.T) {
 	}
 
 	// A node's proof passes; the partition range check stands behind it.
-	member := outsiderPeer(t, c.Nodes[0].GRPCAddr(), grpc.WithPerRPCCredentials(peerauth.New("weir", keyring(t, k1)).Credentials("n2")))
+	member := outsiderPeer(t, c.Nodes[0].GRPCAddr(), grpc.WithPerRPCCredentials(peerauth.New(testcluster.Name, keyring(t, k1)).Credentials("n2")))
 	_, err := member.Replicate(ctx, &weirv1.ReplicateRequest{From: "n2", States: []*weirv1.CounterState{{Partition: 1 << 20, Id: 7, A: 1}}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Replicate of partition 1<<20 with a valid proof: %v, want InvalidArgument", err)
@@ -432,7 +432,7 @@ func TestMemberWithoutProofIgnored(t *testing.T) {
 	} {
 		mc := memberlist.DefaultLANConfig()
 		mc.Name, mc.BindAddr, mc.BindPort, mc.AdvertisePort = name, "127.0.0.1", 0, 0
-		mc.Label, mc.Keyring = "weir", keyring(t, k1)
+		mc.Label, mc.Keyring = testcluster.Name, keyring(t, k1)
 		mc.Delegate = rawMeta{[]byte(meta)}
 		mc.LogOutput = io.Discard
 		ml, err := memberlist.Create(mc)

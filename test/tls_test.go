@@ -67,7 +67,7 @@ func TestTLSRefusesPlaintextAndForeignCA(t *testing.T) {
 		}
 	}})
 	n := c.Live()[0]
-	foreign := testcluster.NewPKI(t, "weir") // same cluster name, another CA
+	foreign := testcluster.NewPKI(t, testcluster.Name) // same cluster name, another CA
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

@@ -17,12 +17,23 @@ import (
 	"github.com/weirlimit/weir/node"
 )
 
+// Name is the cluster name (the gossip label, the certificates' trust
+// domain) of every node this process starts, unique to the process.
+// memberlist gossips to a dead member's address for 30 s, so once a test
+// kills a node, its port may be taken by a node of a test in another
+// package running at the same time; with a shared label that node
+// learned the other cluster's members (names n1, n2, n3 alike) and a
+// forward went to their addresses (TestMixedVersionWriteRefused, stop 36:
+// "dial ... connection refused" 1.5 s into the test).
+var Name = fmt.Sprintf("weirtest%d", os.Getpid())
+
 // Config is a node config for tests: loopback, port 0, a temporary data
 // dir, two shards, and gossip and Raft timing loose enough that -race on a
 // loaded 2-core machine does not suspect live nodes (a false death moves
 // partitions). WEIR_TEST_LOG=1 turns on debug logs.
 func Config(t testing.TB, id string) node.Config {
 	cfg := node.DefaultConfig(id)
+	cfg.ClusterName = Name
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPAddr, cfg.GRPCAddr, cfg.RaftAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Shards = 2

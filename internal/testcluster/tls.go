@@ -91,7 +91,7 @@ func NewWith(t testing.TB, n int, opts Options) *Cluster {
 	}
 	c := &Cluster{T: t, Faults: f, opts: opts}
 	if opts.TLS {
-		c.PKI = NewPKI(t, "weir")
+		c.PKI = NewPKI(t, Name)
 	}
 	t.Cleanup(c.Close)
 	for i := 0; i < n; i++ {
