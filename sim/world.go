@@ -239,6 +239,7 @@ func (w *World) boot(h *host) {
 		}
 	}
 	h.deadSeenBy = map[string]bool{}
+	w.oracle.deathRace(h)
 	if h.restartUnseen && !w.opt.Strict {
 		// Known limit (docs/design.md): restarted before it was declared
 		// dead, it settles what it owned from the base owners' copies,
@@ -921,6 +922,10 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 			st, _ := h.node.handoff.Routes().State(p)
 			k := w.keys[c.key]
 			out := make([]shard.Result, 1)
+			var pre stateWords
+			if !w.oracle.inQuiet(w.loop.now) {
+				pre = w.oracle.counter(h, c.key, p)
+			}
 			w.deciding = true
 			err := h.node.engine.Check(w.ctx, []shard.Item{{ID: k.id, Partition: p, Limit: k.lim, Cost: 1}}, out)
 			w.deciding = false
@@ -929,7 +934,7 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 				w.fail(fmt.Errorf("decide at %s: %w", h.id, err))
 				return
 			}
-			w.oracle.decided(h, c, p, st, out[0].Allowed, out[0].Remaining, hops)
+			w.oracle.decided(h, c, p, st, out[0].Allowed, out[0].Remaining, hops, pre)
 			w.answer(h, c, true, "")
 			return
 		}
