@@ -56,7 +56,10 @@ type oracle struct {
 	// was decided.
 	lineage map[stateWords]lineage
 	admAt   [][]time.Duration
-	quiet    []*check
+	// admReleased: the admission was decided on counters held released
+	// (a stale moved mark led there: a known limit, granted if lost).
+	admReleased [][]bool
+	quiet       []*check
 	// knownFlapCopies counts replicas InvReplicasMatch skipped: their
 	// view flapped (a known limit).
 	knownFlapCopies int
@@ -95,7 +98,7 @@ func (o *oracle) init(w *World) {
 	o.allow, o.last, o.ahead, o.lastSkew = make([]float64, n), make([]string, n), make([]time.Duration, n), make([]time.Duration, n)
 	o.quietFrom = 1<<63 - 1
 	o.twoHolders = make([]bool, n)
-	o.lineage, o.admAt = map[stateWords]lineage{}, make([][]time.Duration, n)
+	o.lineage, o.admAt, o.admReleased = map[stateWords]lineage{}, make([][]time.Duration, n), make([][]bool, n)
 }
 
 func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
@@ -142,7 +145,7 @@ func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, 
 	k := c.key
 	w := o.w
 	if !o.inQuiet(w.loop.now) {
-		o.descend(h, k, p, pre, allowed)
+		o.descend(h, k, p, pre, allowed, st == replication.PartReleased)
 	}
 	a := int64(0)
 	if allowed {
@@ -583,17 +586,21 @@ func (o *oracle) counter(h *host, k int, p uint32) stateWords {
 
 // descend records the lineage of the counter a decision of key k at h
 // left: the one it was decided on (pre), and the admission if allowed.
-func (o *oracle) descend(h *host, k int, p uint32, pre stateWords, allowed bool) {
+func (o *oracle) descend(h *host, k int, p uint32, pre stateWords, allowed, released bool) {
 	post := o.counter(h, k, p)
 	bits := o.lineage[pre].saw
 	if allowed {
 		n := len(o.admAt[k])
 		o.admAt[k] = append(o.admAt[k], o.w.loop.now)
+		o.admReleased[k] = append(o.admReleased[k], released)
 		bits = slices.Clone(bits)
 		for len(bits) <= n/64 {
 			bits = append(bits, 0)
 		}
 		bits[n/64] |= 1 << (n % 64)
+	}
+	if dbgKey == o.w.keys[k].name {
+		fmt.Printf("DBG %s descend at %s (skew %s) allowed %t pre %+v post %+v bits %v\n", o.w.loop.now, h.id, h.skew, allowed, pre, post, bits)
 	}
 	if _, ok := o.lineage[post]; !ok && post != (stateWords{}) {
 		o.lineage[post] = lineage{saw: bits, parent: pre, at: o.w.loop.now}
@@ -602,10 +609,12 @@ func (o *oracle) descend(h *host, k int, p uint32, pre stateWords, allowed bool)
 
 // episodeGrant is InvSplitAllowance for key k whose owner's counter at
 // quiescence is last: each admission that counter did not see counts
-// once against an episode whose window holds the time it was decided
-// (a side that gave way decided it) or the time the counter's line next
-// decided without it (a side went on from counters that lack it: its
-// own, copies, or none), up to b + r·(d + D) an episode.
+// once against an episode whose window meets the time from its decision
+// to the next decision of the counter's line without it, or to now if
+// there was none (a side that gave way decided it, or a side went on
+// from counters that lack it: its own, copies, or none), up to
+// b + r·(d + D) an episode. A lost admission decided on counters held
+// released (a stale moved mark, known-released.txt) counts whole.
 func (o *oracle) episodeGrant(k int, last stateWords) float64 {
 	var steps []time.Duration // when the owner's counter's line was decided, oldest first
 	for x := last; x != (stateWords{}); {
@@ -625,16 +634,20 @@ func (o *oracle) episodeGrant(k int, last stateWords) float64 {
 		if n/64 < len(saw) && saw[n/64]&(1<<(n%64)) != 0 {
 			continue
 		}
-		next := time.Duration(-1)
+		next := o.w.loop.now // the line never decided since: lost by now
 		if i, _ := slices.BinarySearch(steps, at+1); i < len(steps) {
 			next = steps[i]
 		}
-		if debugKey == o.w.keys[k].name {
-			fmt.Printf("lost adm %d at %s next %s steps %v episodes %v\n", n, at, next, steps, o.episodes)
+		if dbgKey == o.w.keys[k].name {
+			fmt.Printf("DBG lost adm %d at %s next %s steps %v\n", n, at, next, steps)
+		}
+		if o.admReleased[k][n] && !o.w.opt.Strict {
+			grant++ // decided on released counters (known-released.txt)
+			continue
 		}
 		need := 1.0
 		for i, e := range o.episodes {
-			if need > 0 && (e.holds(at) || e.holds(next)) {
+			if need > 0 && e.from <= next && e.to >= at {
 				g := max(0, min(need, b+o.rate(k)*(e.d+D).Seconds()-used[i]))
 				used[i] += g
 				grant += g
@@ -644,8 +657,6 @@ func (o *oracle) episodeGrant(k int, last stateWords) float64 {
 	}
 	return grant
 }
-
-func (e episode) holds(t time.Duration) bool { return t >= e.from && t <= e.to }
 
 // lineage is what the oracle knows of one counter state.
 type lineage struct {
@@ -716,9 +727,6 @@ func (o *oracle) rebase() {
 		}
 		_, ref := bucket.Decide(o.ref[k], key.lim, 0, w.loop.clock.Now().Add(ahead).UnixNano())
 		latent := max(0, got.Remaining-ref.Remaining)
-		if probeHook != nil {
-			probeHook(o.w.opt.Seed, key.name, o.excess[k], latent, o.allow[k], o.allowance(k, last)-o.allow[k])
-		}
 		if a := o.allowance(k, last); float64(o.excess[k]+latent) > a+1e-9 {
 			o.violate("InvAdmissible", "%s: %d admitted beyond the reference bucket and %d more its owner %s would admit at quiescence, allowance %.1f",
 				key.name, o.excess[k], latent, owner.id, a)
@@ -731,9 +739,7 @@ func (o *oracle) rebase() {
 	}
 }
 
-var debugKey = os.Getenv("DEBUG_KEY")
-
-var probeHook func(seed uint64, key string, excess, latent int64, allow, episode float64)
+var dbgKey = os.Getenv("DBG_KEY")
 
 // final checks the invariants judged at the run's end.
 func (o *oracle) final() {
