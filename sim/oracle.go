@@ -59,7 +59,9 @@ type oracle struct {
 	// admReleased: the admission was decided on counters held released
 	// (a stale moved mark led there: a known limit, granted if lost).
 	admReleased [][]bool
-	quiet       []*check
+	// unansweredAt: per key, when a pull ask for it went unanswered.
+	unansweredAt [][]time.Duration
+	quiet        []*check
 	// knownFlapCopies counts replicas InvReplicasMatch skipped: their
 	// view flapped (a known limit).
 	knownFlapCopies int
@@ -99,6 +101,7 @@ func (o *oracle) init(w *World) {
 	o.quietFrom = 1<<63 - 1
 	o.twoHolders = make([]bool, n)
 	o.lineage, o.admAt, o.admReleased = map[stateWords]lineage{}, make([][]time.Duration, n), make([][]bool, n)
+	o.unansweredAt = make([][]time.Duration, n)
 }
 
 func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
@@ -551,6 +554,9 @@ func (o *oracle) acked(h *host, k int) int64 {
 type episode struct {
 	from, to time.Duration
 	d        time.Duration
+	// pulls: RPC down or message loss, which cost only the keys of a
+	// pull ask that went unanswered in the window (unanswered).
+	pulls bool
 }
 
 // episodeBefore: admissions decided this long before an episode may not
@@ -561,6 +567,33 @@ const episodeBefore = time.Second
 func (o *oracle) episode(d time.Duration) {
 	now := o.w.loop.now
 	o.episodes = append(o.episodes, episode{from: now - episodeBefore, to: now + d + D, d: d})
+}
+
+// pullEpisode is an RPC-down or message-loss episode: the known limit
+// is a pull whose asks go unanswered and that settles from the copies
+// it has while the holder keeps the counters (known-rpc-pull.txt,
+// known-lost-asks.txt), so it grants only the keys of such asks.
+func (o *oracle) pullEpisode(d time.Duration) {
+	o.episode(d)
+	o.episodes[len(o.episodes)-1].pulls = true
+}
+
+// unanswered records that a's pull ask of a live holder for parts got
+// no answer in time: pullEpisode grants their keys. The caller leaves
+// out take-backs (pending with their puller named): one waits for a
+// holder that does not answer (takeback-unreachable is the defect of
+// settling without it).
+func (o *oracle) unanswered(a *host, parts []uint32) {
+	w := o.w
+	v := a.node.view.Load()
+	if v == nil || len(parts) == 0 {
+		return
+	}
+	for k, key := range w.keys {
+		if slices.Contains(parts, v.ring.Partition(key.name)) {
+			o.unansweredAt[k] = append(o.unansweredAt[k], w.loop.now)
+		}
+	}
 }
 
 // stateWords names a counter state by its words; 0 words: no counter.
@@ -647,6 +680,9 @@ func (o *oracle) episodeGrant(k int, last stateWords) float64 {
 		}
 		need := 1.0
 		for i, e := range o.episodes {
+			if e.pulls && !slices.ContainsFunc(o.unansweredAt[k], func(t time.Duration) bool { return t >= e.from && t <= e.to }) {
+				continue
+			}
 			if need > 0 && e.from <= next && e.to >= at {
 				g := max(0, min(need, b+o.rate(k)*(e.d+D).Seconds()-used[i]))
 				used[i] += g

@@ -159,6 +159,9 @@ type host struct {
 	// this host a copy of it and the tokens that copy gives (copiesArrived).
 	copyAt     map[uint64]time.Duration
 	copyTokens map[uint64]int64
+	// movedTo: per partition, the puller this incarnation handed its
+	// counters to (a take-back later asks it: unanswered).
+	movedTo map[uint32]string
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -256,6 +259,7 @@ func (w *World) boot(h *host) {
 	h.ver, h.importVer = make([]int64, len(w.keys)), make([]int64, len(w.keys))
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
 	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
+	h.movedTo = map[uint32]string{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -791,6 +795,12 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		return replication.HandoffReply{}, fmt.Errorf("%w: no node %s", ErrSim, addr)
 	}
 	dl, _ := ctx.Deadline()
+	var pulls []uint32 // the asked partitions that are not take-backs
+	for _, p := range req.Parts {
+		if a.movedTo[p] != b.id {
+			pulls = append(pulls, p)
+		}
+	}
 	v, err := w.loop.await(ctx, func(answer func(any, error)) {
 		w.send(a, b, false, func() {
 			var serve func()
@@ -810,6 +820,9 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 				sctx, cancel := w.loop.clock.WithTimeout(w.ctx, dl.Sub(w.loop.clock.Now()))
 				reply, err := b.node.handoff.Serve(sctx, req)
 				cancel()
+				for _, p := range reply.Held {
+					b.movedTo[p] = a.id
+				}
 				w.loop.rec('H', idx(b.id), idx(a.id), int64(len(reply.Held)), func() string {
 					return fmt.Sprintf("%s serves %s parts %v: held %v moved %d err %v", b.id, a.id, req.Parts, reply.Held, len(reply.Moved), err)
 				})
@@ -840,9 +853,15 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		})
 	})
 	if err != nil {
+		if b.up && a.up && !w.opt.Strict {
+			w.oracle.unanswered(a, pulls)
+		}
 		return replication.HandoffReply{}, err
 	}
 	reply := v.(replication.HandoffReply)
+	for _, p := range req.Parts {
+		delete(a.movedTo, p) // answered: a holds it again, or learns where it is
+	}
 	if !w.opt.Strict {
 		w.oracle.copiesArrived(a, reply.Copies)
 	}
