@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -262,11 +261,10 @@ func (o *oracle) flappedCopies(h *host) {
 		return
 	}
 	for k, key := range w.keys {
-		p := v.ring.Partition(key.name)
-		if h.adm[k] == 0 && v.ring.PartitionOwner(p) != h.id {
+		if !o.heldBy(h, k) {
 			continue
 		}
-		for _, id := range v.ring.PartitionReplicas(p) {
+		for _, id := range v.ring.PartitionReplicas(v.ring.Partition(key.name)) {
 			if r := w.hosts[id]; r != nil && r != h && r.up && r.viewFaulted {
 				o.allow[k] += float64(key.lim.Capacity())
 				o.knownFlapCopies++
@@ -292,10 +290,9 @@ func (o *oracle) spreadRace(h *host) {
 	if w.opt.Strict || !w.spreading(h) {
 		return
 	}
-	v := h.node.view.Load()
 	o.knownSpread++
 	for k, key := range w.keys {
-		if h.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(key.name)) == h.id) {
+		if o.heldBy(h, k) {
 			o.allow[k] += float64(key.lim.Capacity())
 		}
 	}
@@ -319,14 +316,19 @@ func (o *oracle) deathRace(x *host) {
 		if d == x || d.up || d.left || d.node == nil || !o.undetected(d, x) {
 			continue
 		}
-		v := d.node.view.Load()
 		o.knownSpread++
 		for k, key := range w.keys {
-			if d.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(key.name)) == d.id) {
+			if o.heldBy(d, k) {
 				o.allow[k] += float64(key.lim.Capacity())
 			}
 		}
 	}
+}
+
+// heldBy: h decided key k in this incarnation, or owns it by its ring.
+func (o *oracle) heldBy(h *host, k int) bool {
+	v := h.node.view.Load()
+	return h.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(o.w.keys[k].name)) == h.id)
 }
 
 // undetected: some running node other than x still has d alive.
@@ -632,9 +634,6 @@ func (o *oracle) descend(h *host, k int, p uint32, pre stateWords, allowed, rele
 		}
 		bits[n/64] |= 1 << (n % 64)
 	}
-	if dbgKey == o.w.keys[k].name {
-		fmt.Printf("DBG %s descend at %s (skew %s) allowed %t pre %+v post %+v bits %v\n", o.w.loop.now, h.id, h.skew, allowed, pre, post, bits)
-	}
 	if _, ok := o.lineage[post]; !ok && post != (stateWords{}) {
 		o.lineage[post] = lineage{saw: bits, parent: pre, at: o.w.loop.now}
 	}
@@ -670,9 +669,6 @@ func (o *oracle) episodeGrant(k int, last stateWords) float64 {
 		next := o.w.loop.now // the line never decided since: lost by now
 		if i, _ := slices.BinarySearch(steps, at+1); i < len(steps) {
 			next = steps[i]
-		}
-		if dbgKey == o.w.keys[k].name {
-			fmt.Printf("DBG lost adm %d at %s next %s steps %v\n", n, at, next, steps)
 		}
 		if o.admReleased[k][n] && !o.w.opt.Strict {
 			grant++ // decided on released counters (known-released.txt)
@@ -774,8 +770,6 @@ func (o *oracle) rebase() {
 		o.last[k], o.lastSkew[k] = owner.id, owner.skew
 	}
 }
-
-var dbgKey = os.Getenv("DBG_KEY")
 
 // final checks the invariants judged at the run's end.
 func (o *oracle) final() {
