@@ -118,8 +118,17 @@ func (r *Replicator) Run(ctx context.Context) error {
 			}
 		case ev := <-r.events:
 			r.handle(ctx, ev)
-			if timer != nil && r.next() == quiet {
+			switch r.next() {
+			case quiet:
 				disarm() // the last acknowledgement came: nothing to wait for
+			case shipAgain: // a failed stream's states wait again
+				if timer == nil || due != r.cfg.Interval {
+					arm(r.cfg.Interval)
+				}
+			case awaitAcks:
+				if timer == nil {
+					arm(r.cfg.AckInterval)
+				}
 			}
 		}
 	}

@@ -138,7 +138,13 @@ func TestClusterSoloCountersReachLaterReplicas(t *testing.T) {
 	c.WaitStable(2)
 	c.Add()
 	c.WaitStable(3)
-	testwait.For(t, 10*time.Second, "replication drained on n1", func() error {
+	// The full copies n1 sends its new replicas (the hand-off queues them
+	// after the ring change) arrive and leave nothing pending.
+	testwait.For(t, 20*time.Second, "n1's counters copied to its replicas", func() error {
+		held := metric(t, c.Nodes[1], "weir_replica_counters") + metric(t, c.Nodes[2], "weir_replica_counters")
+		if held < float64(len(keys)) {
+			return fmt.Errorf("%v replica copies held, want %d", held, len(keys))
+		}
 		if p := metric(t, c.Nodes[0], "weir_replication_pending"); p != 0 {
 			return fmt.Errorf("%v states pending", p)
 		}
