@@ -56,9 +56,10 @@ type event struct {
 
 // Run ships pending changes until ctx is done, then closes its streams,
 // joins their readers, puts what was not acknowledged back in the queues
-// (counted in Failed) and returns nil. It ships every Interval while
-// there is something to ship (or as soon as MaxBatch changes are pending)
-// and sleeps otherwise. A slow or dead destination delays only itself;
+// (counted in Failed) and returns nil. It ships Interval after a change
+// wakes it, again every Interval while changes wait (or as soon as
+// MaxBatch changes are pending), and sleeps otherwise (see above). A slow
+// or dead destination delays only itself;
 // states it refuses are retried at the next tick, replaced by any newer
 // change to the same counter. Only one Run may be active at a time, and
 // none on an Inline replicator (ErrRunning otherwise).
