@@ -580,8 +580,9 @@ func (o *oracle) pullEpisode(d time.Duration) {
 	o.episodes[len(o.episodes)-1].pulls = true
 }
 
-// unanswered records that a's pull ask of a live holder for parts got
-// no answer in time: pullEpisode grants their keys. The caller leaves
+// unanswered records that a's pull ask for parts got no answer in time
+// (the holder may have left meanwhile: seed 651 of 3 nodes, a leave
+// under RPC down): pullEpisode grants their keys. The caller leaves
 // out take-backs (pending with their puller named): one waits for a
 // holder that does not answer (takeback-unreachable is the defect of
 // settling without it).

@@ -159,8 +159,9 @@ type host struct {
 	// this host a copy of it and the tokens that copy gives (copiesArrived).
 	copyAt     map[uint64]time.Duration
 	copyTokens map[uint64]int64
-	// movedTo: per partition, the puller this incarnation handed its
-	// counters to (a take-back later asks it: unanswered).
+	// movedTo: per partition this incarnation owned by its ring, the
+	// puller it handed the counters to anyway (a take-back later asks
+	// it: unanswered).
 	movedTo map[uint32]string
 }
 
@@ -820,8 +821,16 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 				sctx, cancel := w.loop.clock.WithTimeout(w.ctx, dl.Sub(w.loop.clock.Now()))
 				reply, err := b.node.handoff.Serve(sctx, req)
 				cancel()
-				for _, p := range reply.Held {
-					b.movedTo[p] = a.id
+				if v := b.node.view.Load(); v != nil {
+					for _, p := range reply.Held {
+						// Handed to a on a's ring while b's own still has b
+						// the owner: b will take it back (Partitions.tick).
+						if v.ring.PartitionOwner(p) == b.id {
+							b.movedTo[p] = a.id
+						} else {
+							delete(b.movedTo, p)
+						}
+					}
 				}
 				w.loop.rec('H', idx(b.id), idx(a.id), int64(len(reply.Held)), func() string {
 					return fmt.Sprintf("%s serves %s parts %v: held %v moved %d err %v", b.id, a.id, req.Parts, reply.Held, len(reply.Moved), err)
@@ -853,7 +862,7 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		})
 	})
 	if err != nil {
-		if b.up && a.up && !w.opt.Strict {
+		if a.up && !w.opt.Strict {
 			w.oracle.unanswered(a, pulls)
 		}
 		return replication.HandoffReply{}, err
