@@ -845,8 +845,15 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 // when this node's ring skipped one of them). A partition nobody named is
 // asked of every other live member. Replica copies of the asked
 // partitions come along, for those no live node holds.
+//
+// A node asked already is not asked again for the partition (two marks
+// pointing at each other would send the asks round), unless it answered
+// nothing for it and a mark names it since: it has pulled the partition
+// after it answered (it had not yet seen the ring that gave it the
+// partition), so it holds the counters now.
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
+	empty := map[uint32][]string{} // who answered nothing for the partition
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
 	var states, copies []State
@@ -875,14 +882,21 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 			}
 			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
-			named := map[uint32]bool{}
+			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
-				if m.To != h.cfg.Self && !slices.Contains(asked[m.Partition], m.To) && len(asked[m.Partition]) < h.cfg.MaxAsks {
-					next[m.To] = append(next[m.To], m.Partition)
-					named[m.Partition] = true
+				p := m.Partition
+				moved[p] = true
+				again := slices.Contains(empty[p], m.To) // it pulled p since
+				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {
+					next[m.To] = append(next[m.To], p)
+					named[p] = true
+					empty[p] = slices.DeleteFunc(empty[p], func(id string) bool { return id == m.To })
 				}
 			}
 			for _, p := range ps {
+				if !held[p] && !moved[p] {
+					empty[p] = append(empty[p], dest)
+				}
 				if !held[p] && !named[p] {
 					unnamed = append(unnamed, p)
 				}
