@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // heldPeers is directPeers whose asks by one puller of one node wait for
@@ -79,4 +80,44 @@ func TestPullReasksNodeThatPulledSince(t *testing.T) {
 	if got := cb.get(0); len(got) != 0 {
 		t.Errorf("b kept p0's counters after handing them to a: %v", got)
 	}
+}
+
+// The simulator's two-rings seed 420 of 5 nodes: a joiner a pulls p0
+// from b, which holds it released and replicates its decisions to a (a
+// replica by b's ring). b dies before a's ask reaches it, so a settles
+// from copies: c's, kept past its placement and older, won over the
+// copies b itself had sent a (hot0 from a nearly full bucket). Copies
+// from the source asked first come first now.
+func TestPullPrefersCopiesFromItsSource(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	ca := newMemCounters()
+	storeA, storeC := NewStore(), NewStore()
+	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
+	older := State{ID: 7, Partition: 0, A: 1, B: 9}
+	if err := storeA.Apply("b", []State{spent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := storeC.Apply("d", []State{older}); err != nil {
+		t.Fatal(err)
+	}
+	a := runHandoff(t, quickAsks(DefaultHandoffConfig("a", 1)), ca, direct, storeA)
+	c := runHandoff(t, quickAsks(DefaultHandoffConfig("c", 1)), newMemCounters(), direct, storeC)
+	direct.nodes["a"], direct.nodes["c"] = a, c // b is dead: its asks fail
+	live := map[string]string{"a": "a", "b": "b", "c": "c"}
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}, Members: []string{"a", "b", "c"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}, Members: []string{"a", "b", "c"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
+		t.Errorf("a's p0: %v, want b's own last state %v", got, spent)
+	}
+}
+
+func quickAsks(cfg HandoffConfig) HandoffConfig {
+	cfg.AskTimeout = time.Second
+	return cfg
 }
