@@ -149,9 +149,9 @@ func TestSimSearch(t *testing.T) {
 	}
 }
 
-// twoRings: WEIR_SIM_TWO_RINGS=1 adds the two-rings sequence to the
-// aimed schedules (sim.Options.TwoRings).
-func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "" }
+// twoRings: the two-rings sequence is among the aimed schedules
+// (sim.Options.TwoRings) unless WEIR_SIM_TWO_RINGS=0.
+func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "0" }
 
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
 // ("PARTITIONS VNODES LAYOUT" or "legacy": sim.ParseRing); without it a
@@ -195,7 +195,7 @@ func replay(t *testing.T, o sim.Options) {
 // make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
-// median. WEIR_SIM_TWO_RINGS=1 adds the two-rings schedules. It runs only with WEIR_SIM_FIND=1.
+// median. WEIR_SIM_TWO_RINGS=0 leaves the two-rings schedules out. It runs only with WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {
 		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
