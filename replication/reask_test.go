@@ -3,7 +3,6 @@ package replication
 import (
 	"context"
 	"testing"
-	"time"
 )
 
 // heldPeers is directPeers whose asks by one puller of one node wait for
@@ -101,8 +100,8 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	if err := storeC.Apply("d", []State{older}); err != nil {
 		t.Fatal(err)
 	}
-	a := runHandoff(t, quickAsks(DefaultHandoffConfig("a", 1)), ca, direct, storeA)
-	c := runHandoff(t, quickAsks(DefaultHandoffConfig("c", 1)), newMemCounters(), direct, storeC)
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, storeA)
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), newMemCounters(), direct, storeC)
 	direct.nodes["a"], direct.nodes["c"] = a, c // b is dead: its asks fail
 	live := map[string]string{"a": "a", "b": "b", "c": "c"}
 	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}, Members: []string{"a", "b", "c"}, Live: live}); err != nil {
@@ -115,9 +114,4 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
 		t.Errorf("a's p0: %v, want b's own last state %v", got, spent)
 	}
-}
-
-func quickAsks(cfg HandoffConfig) HandoffConfig {
-	cfg.AskTimeout = time.Second
-	return cfg
 }
