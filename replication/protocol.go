@@ -738,12 +738,15 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
 		copied := slices.DeleteFunc(slices.Clone(got), func(p uint32) bool { return f.held[p] })
 		// Copies src itself sent this node are the freshest there are
-		// when src handed nothing over (it died or let go of them since
-		// the pull began): they come first, as Import keeps the first
-		// state of a counter. Others' copies may be kept past their
-		// placement, older.
-		mine := slices.DeleteFunc(slices.Clone(copied), func(p uint32) bool { from, ok := h.replicas.From(p); return !ok || from != src })
-		states = append(h.replicas.Peek(mine), states...)
+		// when src did not answer (it died since the pull began): they
+		// come first, as Import keeps the first state of a counter.
+		// Others' copies may be kept past their placement, older. (An
+		// answering src's own counters, provisional ones passed as
+		// copies, are fresher than what it sent before.)
+		if !f.reached[src] {
+			mine := slices.DeleteFunc(slices.Clone(copied), func(p uint32) bool { from, ok := h.replicas.From(p); return !ok || from != src })
+			states = append(h.replicas.Peek(mine), states...)
+		}
 		h.arrived(ctx, got, copied, func() error {
 			h.replicas.Drop(got)
 			return h.installPulled(ctx, pl, parts, f.held, states)
