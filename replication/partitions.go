@@ -610,7 +610,8 @@ func (m *Partitions) tick(now int64) []Effect {
 }
 
 // takeBackFrom is where a partition this node owns is taken back from
-// when its puller (peer) is gone (the puller first while alive): the copies the other live replicas of
+// when its puller (peer) is gone or out of the ring: the puller first
+// while alive says it is, then the copies the other live replicas of
 // this ring hold (a partition none of them has is asked of every live
 // member). This node's own copies are older than the counters it handed
 // to the puller, unless the puller sent them (Source.Gone).
