@@ -110,7 +110,8 @@ func TestSimSearch(t *testing.T) {
 	strict := os.Getenv("WEIR_SIM_STRICT") != ""
 	opts := func(j job) sim.Options {
 		o := sim.DefaultOptions(j.seed, j.nodes)
-		o.Strict, o.TwoRings = strict, twoRings()
+		o.Strict = strict
+		aimed(&o)
 		ringOverride(t, &o)
 		return o
 	}
@@ -149,9 +150,13 @@ func TestSimSearch(t *testing.T) {
 	}
 }
 
-// twoRings: WEIR_SIM_TWO_RINGS=1 adds the two-rings sequence to the
-// aimed schedules (sim.Options.TwoRings).
-func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "" }
+// aimed adds the aimed sequences the CI mix leaves out to o:
+// WEIR_SIM_TWO_RINGS=1 the two-rings sequence (sim.Options.TwoRings),
+// WEIR_SIM_JOIN_LEAVE=1 the join-leave one (sim.Options.JoinLeave).
+func aimed(o *sim.Options) {
+	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != ""
+	o.JoinLeave = os.Getenv("WEIR_SIM_JOIN_LEAVE") != ""
+}
 
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
 // ("PARTITIONS VNODES LAYOUT" or "legacy": sim.ParseRing); without it a
@@ -170,7 +175,8 @@ func ringOverride(t *testing.T, o *sim.Options) {
 
 // replay runs one seed (or a case) with its readable trace.
 func replay(t *testing.T, o sim.Options) {
-	o.Verbose, o.TwoRings = true, twoRings()
+	o.Verbose = true
+	aimed(&o)
 	ringOverride(t, &o)
 	out := sim.Run(o)
 	fmt.Printf("seed %d, %d nodes, ring %s; faults:\n", o.Seed, o.Nodes, sim.RingShape(o))
@@ -195,7 +201,8 @@ func replay(t *testing.T, o sim.Options) {
 // make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
-// median. WEIR_SIM_TWO_RINGS=1 adds the two-rings schedules. It runs only with WEIR_SIM_FIND=1.
+// median. WEIR_SIM_TWO_RINGS=1 and WEIR_SIM_JOIN_LEAVE=1 add their
+// sequences (aimed). It runs only with WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {
 		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
@@ -220,7 +227,7 @@ func TestSimSeedsToFind(t *testing.T) {
 				found[s] = limit + 1
 				for i := 1; i <= limit; i++ {
 					o := sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes)
-					o.TwoRings = twoRings()
+					aimed(&o)
 					out := sim.Run(o)
 					if out.Failed() {
 						found[s], verdicts[s] = i, out.Verdict()
