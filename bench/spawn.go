@@ -244,33 +244,29 @@ func spawnOnce(ctx context.Context, bin string, n int, logw io.Writer, opts Spaw
 			return nil, fmt.Errorf("%w: certificates: %v", ErrSpawn, err)
 		}
 	}
-	// Up to spawnAtOnce nodes start together; more join one at a time, each
-	// once the cluster before it is stable (sixteen started at once spend
-	// minutes chasing each other's hand-offs).
-	first := min(n, spawnAtOnce)
-	for i := 0; i < first; i++ {
-		if _, err := s.start(first); err != nil {
+	// Every node starts at once (their first rings wait for the member list
+	// to settle: clusterview.Settle). Up to bootstrapAtMost bootstrap Raft
+	// together; the others join it, as test/scale_test.go starts sixteen.
+	expect := min(n, bootstrapAtMost)
+	for i := 0; i < n; i++ {
+		if i == bootstrapAtMost {
+			expect = 0
+		}
+		if _, err := s.start(expect); err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
-	for size := first; ; size++ {
-		if err := s.WaitStable(ctx, size, 60*time.Second); err != nil {
-			s.Close()
-			return nil, err
-		}
-		if size == n {
-			return s, nil
-		}
-		if _, err := s.start(0); err != nil {
-			s.Close()
-			return nil, err
-		}
+	if err := s.WaitStable(ctx, n, 60*time.Second); err != nil {
+		s.Close()
+		return nil, err
 	}
+	return s, nil
 }
 
-// spawnAtOnce is how many spawned nodes start together.
-const spawnAtOnce = 8
+// bootstrapAtMost is how many spawned nodes bootstrap Raft together
+// (--bootstrap-expect); more start beside them and join.
+const bootstrapAtMost = 8
 
 // port picks an address with pick that no node of this cluster was given
 // yet; s.mu is held.

@@ -86,7 +86,10 @@
 // rounded up (at least 1) and {"error", "retry_after_ms"}. Matching a
 // request to rules and keys is client/reqmatch, shared with the nodes'
 // /v1/forward-auth.
-// RetryTransport is the matching http.RoundTripper for callers.
+// RetryTransport is the matching http.RoundTripper for callers: it waits
+// out a 429 and tries again; a 503 only for an idempotent request (by
+// method, or with an Idempotency-Key header), since a 503 may come after
+// the server acted.
 //
 // # TLS
 //

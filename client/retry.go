@@ -11,8 +11,14 @@ import (
 )
 
 // RetryTransport is an http.RoundTripper for callers of a Weir-protected
-// API. On 429 or 503 it waits and tries again, at most MaxRetries times,
-// for requests whose body can be replayed (no body, or GetBody set). The
+// API. On 429 it waits and tries again, at most MaxRetries times, for
+// requests whose body can be replayed (no body, or GetBody set); on 503
+// only if the request is also idempotent: its method is (RFC 9110: GET,
+// HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries an Idempotency-Key
+// header. A 429 says the request was not served; a 503 may come after
+// the server acted on it (Weir's admin API answers 503 "outcome unknown"
+// when a leader lost leadership after appending a write, which the next
+// leader may still commit), so a POST is not sent twice on a guess. The
 // wait is the larger of the server's Retry-After and a capped exponential
 // backoff with jitter (BaseDelay×2^attempt, halved-to-full random, at most
 // MaxDelay). A Retry-After longer than MaxDelay is not waited for: the
@@ -60,8 +66,7 @@ func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Body = body
 		}
 		resp, err := base.RoundTrip(r)
-		if err != nil || !replayable || attempt >= maxRetries ||
-			(resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
+		if err != nil || !replayable || attempt >= maxRetries || !retryable(req, resp.StatusCode) {
 			return resp, err
 		}
 		backoff := min(maxDelay, baseDelay<<min(attempt, 30))
@@ -78,6 +83,21 @@ func (t *RetryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+}
+
+// retryable says whether an answer with status to req may be sent again.
+func retryable(req *http.Request, status int) bool {
+	switch status {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusServiceUnavailable:
+		switch req.Method {
+		case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+			return true
+		}
+		return req.Header.Get("Idempotency-Key") != ""
+	}
+	return false
 }
 
 func (t *RetryTransport) rand() float64 {

@@ -38,6 +38,7 @@ func TestRetryTransport(t *testing.T) {
 	rt := &RetryTransport{Base: base, BaseDelay: time.Second, MaxDelay: 8 * time.Second, Rand: func() float64 { return 0.5 },
 		Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
 	req, _ := http.NewRequest("POST", "http://x/", bytes.NewBufferString("payload"))
+	req.Header.Set("Idempotency-Key", "k1") // a POST is retried on 503 only with one
 	resp, err := rt.RoundTrip(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", resp, err)
@@ -78,6 +79,21 @@ func TestRetryTransport(t *testing.T) {
 	req.GetBody = nil
 	if resp, _ = rt.RoundTrip(req); resp.StatusCode != 429 {
 		t.Errorf("non-replayable: status %d", resp.StatusCode)
+	}
+	// A 503 to a POST without an Idempotency-Key may have been acted on
+	// (Weir's "outcome unknown"): returned, not sent again. A 429 is.
+	for _, tc := range []struct {
+		method string
+		status int
+		sends  int
+	}{{"POST", 503, 1}, {"PATCH", 503, 1}, {"POST", 429, 2}, {"PUT", 503, 2}, {"DELETE", 503, 2}} {
+		base = &scripted{statuses: []int{tc.status, 200}}
+		rt = &RetryTransport{Base: base, Sleep: func(context.Context, time.Duration) error { return nil }}
+		req, _ = http.NewRequest(tc.method, "http://x/", bytes.NewBufferString("body"))
+		resp, _ = rt.RoundTrip(req)
+		if len(base.bodies) != tc.sends {
+			t.Errorf("%s answered %d: sent %d times, want %d (final status %d)", tc.method, tc.status, len(base.bodies), tc.sends, resp.StatusCode)
+		}
 	}
 	// A Retry-After beyond MaxDelay is returned, not waited for.
 	base = &scripted{statuses: []int{503, 200}, after: "3600"}

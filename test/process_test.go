@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/weirlimit/weir/internal/testbin"
+	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testlog"
 	"github.com/weirlimit/weir/internal/testwait"
 )
@@ -52,7 +53,8 @@ type proc struct {
 func startProc(t *testing.T, p *proc, join string, expect int, extra ...string) {
 	t.Helper()
 	args := []string{"node", "--id", p.id, "--data-dir", p.dir, "--http", p.http, "--grpc", p.grpc,
-		"--raft", p.raft, "--gossip", p.gossip, "--bootstrap-expect", fmt.Sprint(expect), "--log-level", "warn"}
+		"--raft", p.raft, "--gossip", p.gossip, "--bootstrap-expect", fmt.Sprint(expect), "--log-level", "warn",
+		"--cluster-name", testcluster.Name} // gossip apart from other packages' test clusters
 	if join != "" {
 		args = append(args, "--join", join)
 	}

@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weirlimit/weir/internal/testcluster"
 	"github.com/weirlimit/weir/internal/testwait"
+	"github.com/weirlimit/weir/node"
 )
 
 // A node started late with --bootstrap-expect 3 into a running cluster
@@ -69,4 +73,62 @@ func TestLateNodeWithBootstrapExpect(t *testing.T) {
 			t.Fatalf("%s bootstrapped a Raft group of its own:\n%s", late.id, line)
 		}
 	}
+}
+
+// Six nodes started at once with --bootstrap-expect 3: n6, then n1..n5
+// together, each joining n6. Each takes the first three ids it sees, and
+// those differ while the nodes find each other (n5 may see n4, n5, n6
+// first, n3 n2, n3, n6). Bootstrapped as they were found, they made
+// several Raft groups; the bootstrap now waits, as the first ring does,
+// for the member list to settle, so all take one group: one leader named
+// by every node, one configuration, and a rule written through one node
+// reaches all.
+func TestNodesStartedTogetherBootstrapOneGroup(t *testing.T) {
+	c := &testcluster.Cluster{T: t}
+	t.Cleanup(c.Close)
+	config := func(i int) node.Config {
+		cfg := testcluster.Config(t, fmt.Sprintf("n%d", i))
+		cfg.BootstrapExpect = 3
+		// Slow gossip: the nodes learn late that others bootstrapped
+		// (InGroup), as nodes of a larger cluster do.
+		cfg.GossipInterval = 200 * time.Millisecond
+		return cfg
+	}
+	first := c.Start(config(6))
+	nodes := make([]*node.Node, 5)
+	errs := make([]error, 5)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		cfg := config(i + 1)
+		cfg.Join = []string{first.GossipAddr()}
+		n, err := node.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		nodes[i] = n
+		wg.Go(func() { errs[i] = n.Start() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start n%d: %v", i+1, err)
+		}
+	}
+	c.Nodes = append(c.Nodes, nodes...)
+	c.WaitStable(6)
+	testwait.For(t, 10*time.Second, "one leader and one configuration", func() error {
+		leader, _ := first.Store().Leader()
+		conf := raftIDs(t, first)
+		for _, n := range c.Nodes {
+			if l, _ := n.Store().Leader(); l != leader || l == "" {
+				return fmt.Errorf("%s names leader %q, %s names %q", n.ID(), l, first.ID(), leader)
+			}
+			if ids := raftIDs(t, n); !slices.Equal(ids, conf) {
+				return fmt.Errorf("%s has configuration %v, %s %v", n.ID(), ids, first.ID(), conf)
+			}
+		}
+		return nil
+	})
+	wrapCluster(t, c).ApplyRules(exactRules) // on every node, or it fails the test
 }

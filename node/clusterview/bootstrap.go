@@ -6,7 +6,7 @@ import (
 )
 
 // Bootstrap decides, for node self started with --bootstrap-expect expect,
-// from the admitted live members: the members to bootstrap the Raft group
+// from the admitted live members (once they settled: Settle): the members to bootstrap the Raft group
 // with now (the first expect by id that have a Raft address; nil: not
 // enough yet), or formed when another member gossips that it is in the
 // group's configuration already. A node started late with

@@ -7,15 +7,25 @@ import (
 )
 
 // How long a node that starts with others holds its first ring back: until
-// its live members stayed the same for FirstRingQuiet, and no longer than
+// its live members stayed the same for FirstRingQuiet (ten gossip rounds
+// at the default interval; SettleQuiet for another), and no longer than
 // FirstRingWait after it first looked.
 const (
 	FirstRingQuiet = time.Second
 	FirstRingWait  = 10 * time.Second
 )
 
-// Settle holds a node's first ring back while its member list still
-// grows (nodes started together find each other over about a gossip
+// SettleQuiet is the quiet period for a gossip interval: ten rounds
+// (FirstRingQuiet at the default 100 ms), at most FirstRingWait.
+func SettleQuiet(gossipInterval time.Duration) time.Duration {
+	if gossipInterval <= 0 {
+		return FirstRingQuiet
+	}
+	return min(10*gossipInterval, FirstRingWait)
+}
+
+// Settle holds a node's first ring, and its Raft bootstrap, back while
+// its member list still grows (nodes started together find each other over about a gossip
 // round). A first ring taken from a partial list is followed by a ring
 // change per member found later, and nodes that took different first
 // rings pull the same partitions from each other: each pull waits for the
@@ -23,7 +33,10 @@ const (
 // at once were ready after 17 s, 16 not within a minute). Nodes that wait
 // for a quiet member list take the same first ring, and each pulls only
 // from members that hold nothing it owns. Waiting changes no rule of the
-// hand-off: a first ring still comes with its base.
+// hand-off: a first ring still comes with its base. The bootstrap waits
+// too: clusterview.Bootstrap picks the first --bootstrap-expect ids it
+// sees, so nodes that see different members (8 started at once with
+// --bootstrap-expect 3) would bootstrap different groups.
 //
 // Settle is owned by the cluster loop; only times are passed in.
 type Settle struct {

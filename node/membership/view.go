@@ -68,7 +68,7 @@ func (c *Cluster) clusterLoop(ctx context.Context) {
 	policy := &clusterview.Policy{Self: c.cfg.ID, Ring: c.cfg.Ring, Departures: c.gossiped, Leader: raftLeadership{c}}
 	var settle *clusterview.Settle
 	if len(c.cfg.Join) > 0 || c.cfg.BootstrapExpect > 1 { // started with others
-		settle = &clusterview.Settle{Quiet: clusterview.FirstRingQuiet, Wait: clusterview.FirstRingWait}
+		settle = &clusterview.Settle{Quiet: clusterview.SettleQuiet(c.cfg.GossipInterval), Wait: clusterview.FirstRingWait}
 	}
 	var gateways uint32
 	for {
@@ -138,6 +138,12 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	// The settle counts real time, not the policy's clock: gossip finds
 	// members in real time (a test's clock may run 50 times slower).
 	in.Settling = old == nil && !in.Joining && settle != nil && settle.Settling(time.Now().UnixNano(), members)
+	if in.Settling {
+		// Nor is the Raft group bootstrapped from a partial list: nodes
+		// that see different members would bootstrap different groups
+		// (8 started at once with --bootstrap-expect 3).
+		out = nil
+	}
 	ch, ok, err := policy.Step(in)
 	if err != nil {
 		c.log.Error("ring rebuild failed", "err", err)
