@@ -210,8 +210,8 @@ func replay(t *testing.T, o sim.Options) {
 // make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
-// median. A seed that fails with every switch off too is no find: the
-// stream goes on. WEIR_SIM_TWO_RINGS=1, WEIR_SIM_RECUT_JOIN=1 and
+// median (WEIR_SIM_RING: another ring shape, as for make sim). A seed
+// that fails with every switch off too is no find: the stream goes on. WEIR_SIM_TWO_RINGS=1, WEIR_SIM_RECUT_JOIN=1 and
 // WEIR_SIM_JOIN_LEAVE=1 add their sequences (aimed). It runs only with
 // WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
@@ -226,9 +226,12 @@ func TestSimSeedsToFind(t *testing.T) {
 		limit = 100
 	}
 	nodes = max(nodes, 3)
+	shape := sim.DefaultOptions(0, nodes)
+	ringOverride(t, &shape)
 	opts := func(s, i int) sim.Options {
 		o := sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes)
 		aimed(&o)
+		o.Ring = shape.Ring
 		return o
 	}
 	// Rounds: each open stream runs from its next seed with the switches
