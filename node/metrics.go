@@ -10,7 +10,7 @@ import (
 // time (the ring's gauges are node/membership's, the checks' node/ops').
 func registerCounterMetrics(reg *prometheus.Registry, c *counterParts) {
 	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_lag_seconds", Help: "Age of the oldest counter change its replica has not acknowledged yet (acknowledgements are asked for every 25 ms)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_lag_seconds", Help: "Age of the oldest counter change its replica has not acknowledged yet (acknowledgements are asked for every 100 ms, or when a stream is half full)."},
 			func() float64 { return c.repl.Stats().Lag.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_replication_pending", Help: "Counter states waiting to be shipped."},
 			func() float64 { return float64(c.repl.Stats().Pending) }),

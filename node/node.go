@@ -231,7 +231,11 @@ func (n *Node) newCounters() (c counterParts, err error) {
 	sc.AutoLeaseRate, sc.AutoLeaseGateways = cfg.AutoLeaseRate, cfg.AutoLeaseGateways
 	sc.Now = cfg.Now
 	sc.Sched = cfg.Sched
-	sc.OnChange = func(states []replication.State) { n.counters.repl.Enqueue(states) }
+	sc.OnChange = func(states []replication.State) {
+		if n.cluster.Replicated() { // nowhere to ship them on a ring of one
+			n.counters.repl.Enqueue(states)
+		}
+	}
 	if c.engine, err = shard.New(sc); err != nil {
 		return c, fmt.Errorf("node: shards: %w", err)
 	}

@@ -31,8 +31,9 @@ type Config struct {
 	// unacknowledged states are sent again on a new one).
 	SendTimeout time.Duration
 	// AckInterval is how often, at most, a destination is asked to
-	// acknowledge the batches of its stream while they flow (and how long
-	// after the last ask a stream that went quiet is asked once more).
+	// acknowledge the batches of its stream while they flow (besides when
+	// its stream is half full), and how long after the last ship Run asks
+	// once more when only acknowledgements are awaited.
 	// Acknowledgements only free the owner's copies and measure Lag: a
 	// replica applies each batch as it arrives, so the loss bound does not
 	// depend on them.
@@ -56,14 +57,14 @@ type Config struct {
 
 // DefaultConfig returns the defaults: flush every 5ms, at most 4096 states per
 // RPC, 65536 pending ids, 1s send timeout, an acknowledgement asked at most
-// every 25ms. Self must still be set.
+// every 100ms. Self must still be set.
 func DefaultConfig() Config {
 	return Config{
 		Interval:    5 * time.Millisecond,
 		MaxBatch:    4096,
 		QueueLen:    65536,
 		SendTimeout: time.Second,
-		AckInterval: 25 * time.Millisecond,
+		AckInterval: 100 * time.Millisecond,
 		Logger:      slog.New(slog.DiscardHandler),
 		Sched:       sched.Real{},
 	}

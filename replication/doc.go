@@ -11,9 +11,9 @@
 // # Parts
 //
 //   - Replicator (owner side): shard goroutines call Enqueue after each
-//     batch; Run flushes every Config.Interval while there is something to
-//     ship (its ticker stops when there is not, and the next change starts
-//     it), or early once MaxBatch changes are pending, grouping them by
+//     batch; Run flushes Config.Interval after the change that woke it
+//     (then again every Interval while changes wait, and no timer once
+//     nothing does), or early once MaxBatch changes are pending, grouping them by
 //     destination via Placement and writing each group to the
 //     destination's one pipelined Stream (Streams; a Transport without
 //     streams is driven through the same shape, one Replicate call at a

@@ -325,9 +325,14 @@ func TestQuietBetweenChangesAndFewAcks(t *testing.T) {
 	// 100 ticks with a change each.
 	asks0 := c.asks.Load()
 	for i := range 100 {
-		before := sent()
+		before, queued := sent(), sim.Now()
 		r.Enqueue([]State{st(0, 100, int64(i))})
-		testwait.Until(t, "the timer", func() bool { _, ok := sim.Next(); return ok })
+		// The change wakes Run, which ships it Interval later (the timer
+		// may wait for an acknowledgement until Run takes the change).
+		testwait.Until(t, "the timer of the change", func() bool {
+			next, ok := sim.Next()
+			return ok && !next.After(queued.Add(cfg.Interval))
+		})
 		sim.Advance(cfg.Interval)
 		testwait.Until(t, "the batch", func() bool { return sent() == before+1 })
 	}
@@ -339,4 +344,77 @@ func TestQuietBetweenChangesAndFewAcks(t *testing.T) {
 	if s := r.Stats(); s.Sent != 103 || s.Failed != 0 {
 		t.Errorf("stats %+v, want 103 states acknowledged", s)
 	}
+}
+
+// keptStreams is streamCalls that keeps the last stream it opened, so a
+// test can break it.
+type keptStreams struct {
+	streamCalls
+	lastMu sync.Mutex
+	last   *recStream
+}
+
+func (k *keptStreams) OpenStream(ctx context.Context, to string) (Stream, error) {
+	s, err := k.streamCalls.OpenStream(ctx, to)
+	k.lastMu.Lock()
+	k.last = s.(*recStream)
+	k.lastMu.Unlock()
+	return s, err
+}
+
+// A stream that fails while Run waits only for its acknowledgement (its
+// timer set for AckInterval) puts the unacknowledged states back in the
+// queue, and they leave again within Interval on a new stream, not at the
+// acknowledgement's tick.
+func TestFailedStreamRetriedWithinInterval(t *testing.T) {
+	sim := schedtest.New(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sim.SetGo(schedtest.Spawn)
+	cfg := testConfig()
+	cfg.Sched = sim
+	cfg.Interval, cfg.AckInterval = 5*time.Millisecond, time.Hour
+	k := &keptStreams{}
+	p := &places{m: map[uint32][]string{0: {"a"}}}
+	r, err := NewReplicator(cfg, k, p.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, r)
+	sent := func() int { k.mu.Lock(); defer k.mu.Unlock(); return len(k.got) }
+	ship := func(id uint64, want int) {
+		t.Helper()
+		queued := sim.Now()
+		r.Enqueue([]State{st(0, id, 1)})
+		testwait.Until(t, "the change's timer", func() bool {
+			next, ok := sim.Next()
+			return ok && !next.After(queued.Add(cfg.Interval))
+		})
+		sim.Advance(cfg.Interval)
+		testwait.Until(t, "the batch", func() bool { return sent() == want })
+	}
+	ship(1, 1) // the stream's first batch asks, and is acknowledged
+	testwait.Until(t, "the first acknowledgement", func() bool { return r.Stats().Sent == 1 })
+	ship(2, 2) // not asking: the last ask is younger than AckInterval
+	testwait.Until(t, "Run waiting for the acknowledgement", func() bool {
+		next, ok := sim.Next()
+		return ok && next.After(sim.Now().Add(time.Minute))
+	})
+	k.lastMu.Lock()
+	k.last.cancel()
+	k.lastMu.Unlock()
+	testwait.Until(t, "the retry's timer", func() bool {
+		next, ok := sim.Next()
+		return ok && !next.After(sim.Now().Add(cfg.Interval))
+	})
+	sim.Advance(cfg.Interval)
+	testwait.Until(t, "the state sent again", func() bool { return sent() == 3 })
+	if n := k.opens.Load(); n != 2 {
+		t.Errorf("%d streams opened, want 2", n)
+	}
+	k.mu.Lock()
+	got := slices.Clone(k.got)
+	k.mu.Unlock()
+	if want := []string{"a:1", "a:2", "a:2"}; !slices.Equal(got, want) {
+		t.Errorf("sends %v, want %v", got, want)
+	}
+	testwait.Until(t, "the retry acknowledged", func() bool { s := r.Stats(); return s.Sent == 2 && s.Failed == 1 })
 }

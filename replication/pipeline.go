@@ -22,11 +22,18 @@ import (
 // owner is woken by one acknowledgement per AckInterval per destination,
 // not one per send. An ask unanswered for SendTimeout fails the stream.
 //
-// The ticker runs only while there is something to do: changes waiting,
-// batches unacknowledged, a stream being opened. The first change after
-// a quiet spell starts it (Enqueue wakes Run once); a tick that finds
-// nothing to do stops it. A change is shipped at most Interval after it
-// was queued, as with a ticker that never stops.
+// Run's one timer is armed only while there is something to do. A change
+// that finds Run waiting for no change wakes it (Enqueue, once), and Run
+// ships it Interval later; that tick ships everything queued by then. If
+// changes still wait (a stream with no room, a destination failing) the
+// next tick is Interval later; if only acknowledgements are awaited it is
+// AckInterval later (it asks, and checks SendTimeout), and the next change
+// makes it Interval again; with nothing left, no timer. So a change waits
+// at most Interval, as with a ticker that never stops, while a tick ships
+// at least one change (c changes per Interval at random times make
+// 1/(1+1/c) batches per Interval where a ticker makes 1-e^-c: 0.6 against
+// 0.78 at c = 1.5, 0.87 against 1 at c = 6.7), and an owner
+// that goes quiet sleeps after one slow tick and the acknowledgement.
 
 // sentBatch is a batch sent on a destination's stream, kept until it is
 // acknowledged (its states go back to the queue if the stream fails).
@@ -49,9 +56,10 @@ type event struct {
 
 // Run ships pending changes until ctx is done, then closes its streams,
 // joins their readers, puts what was not acknowledged back in the queues
-// (counted in Failed) and returns nil. It ships every Interval while
-// there is something to ship (or as soon as MaxBatch changes are pending)
-// and sleeps otherwise. A slow or dead destination delays only itself;
+// (counted in Failed) and returns nil. It ships Interval after a change
+// wakes it, again every Interval while changes wait (or as soon as
+// MaxBatch changes are pending), and sleeps otherwise (see above). A slow
+// or dead destination delays only itself;
 // states it refuses are retried at the next tick, replaced by any newer
 // change to the same counter. Only one Run may be active at a time, and
 // none on an Inline replicator (ErrRunning otherwise).
@@ -63,20 +71,24 @@ func (r *Replicator) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer r.running.Store(false)
-	var tick sched.Ticker
-	var tickC <-chan time.Time
-	arm := func() {
-		if tick == nil {
-			tick = r.cfg.Sched.NewTicker(r.cfg.Interval)
-			tickC = tick.C()
+	var timer sched.Timer
+	var timerC <-chan time.Time
+	var due time.Duration // what timer was armed for: Interval or AckInterval
+	arm := func(d time.Duration) {
+		if timer != nil {
+			timer.Stop()
 		}
+		timer, due = r.cfg.Sched.NewTimer(d), d
+		timerC = timer.C()
 	}
-	defer func() {
-		if tick != nil {
-			tick.Stop()
+	disarm := func() {
+		if timer != nil {
+			timer.Stop()
 		}
-	}()
-	arm() // a previous Run may have left work; the first tick finds out
+		timer, timerC = nil, nil
+	}
+	defer disarm()
+	arm(r.cfg.Interval) // a previous Run may have left work; the first tick finds out
 	for {
 		select {
 		case <-ctx.Done():
@@ -86,14 +98,19 @@ func (r *Replicator) Run(ctx context.Context) error {
 			}
 			r.publish()
 			return nil
-		case <-tickC:
+		case <-timerC:
+			timer, timerC = nil, nil
 			r.ship(ctx)
-			if r.quiet() {
-				tick.Stop()
-				tick, tickC = nil, nil
+			switch r.next() {
+			case shipAgain:
+				arm(r.cfg.Interval)
+			case awaitAcks:
+				arm(r.cfg.AckInterval)
 			}
 		case <-r.kick:
-			arm()
+			if timer == nil || due != r.cfg.Interval {
+				arm(r.cfg.Interval) // a change waits at most Interval
+			}
 			r.mu.Lock()
 			full := r.cur.n >= r.cfg.MaxBatch
 			r.mu.Unlock()
@@ -102,8 +119,51 @@ func (r *Replicator) Run(ctx context.Context) error {
 			}
 		case ev := <-r.events:
 			r.handle(ctx, ev)
+			switch r.next() {
+			case quiet:
+				disarm() // the last acknowledgement came: nothing to wait for
+			case shipAgain: // a failed stream's states wait again
+				if timer == nil || due != r.cfg.Interval {
+					arm(r.cfg.Interval)
+				}
+			case awaitAcks:
+				if timer == nil {
+					arm(r.cfg.AckInterval)
+				}
+			}
 		}
 	}
+}
+
+// What Run arms its timer for after a tick (next).
+const (
+	quiet     = iota // nothing to do until the next change: no timer
+	shipAgain        // changes wait: ship again in Interval
+	awaitAcks        // only acknowledgements are awaited: ask in AckInterval
+)
+
+// next says what Run waits for. Unless changes wait to be shipped, it
+// clears active, so that the next change wakes Run (which then ships it
+// Interval later: a change waits at most Interval, as with a ticker that
+// never stops).
+func (r *Replicator) next() int {
+	acks := false
+	for _, d := range r.dests {
+		if len(d.pending) > 0 {
+			return shipAgain
+		}
+		acks = acks || len(d.unacked) > 0 || d.opening
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur.n > 0 {
+		return shipAgain
+	}
+	r.active = false
+	if acks {
+		return awaitAcks
+	}
+	return quiet
 }
 
 // ship moves the inbox into the destinations' queues and writes them to
@@ -347,21 +407,4 @@ func (r *Replicator) stop(err error) {
 			r.fail(d, err)
 		}
 	}
-}
-
-// quiet reports whether Run has nothing to do until the next change, and
-// if so clears active so that the next change wakes it.
-func (r *Replicator) quiet() bool {
-	for _, d := range r.dests {
-		if len(d.pending) > 0 || len(d.unacked) > 0 || d.opening {
-			return false
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur.n > 0 {
-		return false
-	}
-	r.active = false
-	return true
 }

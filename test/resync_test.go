@@ -107,3 +107,56 @@ func TestClusterNewReplicaGetsFullState(t *testing.T) {
 		}
 	}
 }
+
+// A node alone in its ring queues no change for the replicator (there is
+// nowhere to ship it); the counters it spent then reach the replicas that
+// later members become by the full copy their owner sends them, so they
+// survive its death.
+func TestClusterSoloCountersReachLaterReplicas(t *testing.T) {
+	c := newCluster(t, 1)
+	c.ApplyRules(exactRules)
+	r3, err := ring.New([]string{"n1", "n2", "n3"}, ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := 0; len(keys) < 20 && k < 100000; k++ {
+		key := fmt.Sprintf("apikey:solo%d", k)
+		if r3.PartitionOwner(r3.Partition(key)) == "n1" {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range keys {
+		if r := c.checkOnce(c.Nodes[0], key, "exact", 100); !r.Allowed {
+			t.Fatalf("spending %s: denied", key)
+		}
+	}
+	if p := metric(t, c.Nodes[0], "weir_replication_pending"); p != 0 {
+		t.Fatalf("alone in its ring, n1 queued %v states for replicas it does not have", p)
+	}
+	c.Add()
+	c.WaitStable(2)
+	c.Add()
+	c.WaitStable(3)
+	// The full copies n1 sends its new replicas (the hand-off queues them
+	// after the ring change) arrive and leave nothing pending.
+	testwait.For(t, 20*time.Second, "n1's counters copied to its replicas", func() error {
+		held := metric(t, c.Nodes[1], "weir_replica_counters") + metric(t, c.Nodes[2], "weir_replica_counters")
+		if held < float64(len(keys)) {
+			return fmt.Errorf("%v replica copies held, want %d", held, len(keys))
+		}
+		if p := metric(t, c.Nodes[0], "weir_replication_pending"); p != 0 {
+			return fmt.Errorf("%v states pending", p)
+		}
+		return nil
+	})
+	c.Kill(0)
+	c.WaitStable(2)
+	for _, n := range c.Live() {
+		for _, key := range keys {
+			if r := c.checkOnce(n, key, "exact", 1); r.Allowed {
+				t.Fatalf("via %s: %s allowed again (remaining %d) after n1 died: its replicas never got the counters it spent alone", n.ID(), key, r.Remaining)
+			}
+		}
+	}
+}

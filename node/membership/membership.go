@@ -137,14 +137,16 @@ type Cluster struct {
 	deps Deps
 	log  *slog.Logger
 
-	ml       *memberlist.Memberlist
-	mlAddr   string // ml's advertised address, read once: UpdateNode rewrites LocalNode's fields
-	meta     Meta
-	changed  chan struct{} // non-blocking "members changed" signal
-	view     atomic.Pointer[View]
-	met      viewMetrics
-	gossiped *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
-	shape    *clusterview.ShapeGuard
+	ml      *memberlist.Memberlist
+	mlAddr  string // ml's advertised address, read once: UpdateNode rewrites LocalNode's fields
+	meta    Meta
+	changed chan struct{} // non-blocking "members changed" signal
+	view    atomic.Pointer[View]
+	// replicated: see Replicated.
+	replicated atomic.Bool
+	met        viewMetrics
+	gossiped   *clusterview.Book // what gossip reported: live, departed, lost, rejoined members
+	shape      *clusterview.ShapeGuard
 
 	leaving atomic.Bool
 	joined  atomic.Bool // gossip join done (when Join is configured)

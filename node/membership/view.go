@@ -51,6 +51,17 @@ func replicaPeers(r *ring.Ring, self string) [][]string {
 	return out
 }
 
+// anyPeers reports whether some partition has a replica other than this
+// node.
+func anyPeers(peers [][]string) bool {
+	for _, to := range peers {
+		if len(to) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Addr is member id's gRPC address.
 func (v *View) Addr(id string) (string, bool) {
 	m, ok := v.Members[id]
@@ -152,6 +163,15 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	if !ok {
 		return out
 	}
+	var peers [][]string
+	if ch.Rebuilt {
+		peers = replicaPeers(ch.Ring, c.cfg.ID)
+		if anyPeers(peers) {
+			// Before the hand-off reads counters for new replicas: from
+			// here on every change is shipped (see Replicated).
+			c.replicated.Store(true)
+		}
+	}
 	switch ch.Base {
 	case clusterview.BaseRegained:
 		c.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", ch.BaseOf)
@@ -169,8 +189,9 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 		return out
 	}
 	r := ch.Ring
-	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: replicaPeers(r, c.cfg.ID)}
+	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: peers}
 	c.view.Store(v)
+	c.replicated.Store(anyPeers(peers))
 	c.met.published(v, c.cfg.ID)
 	if c.deps.Published != nil {
 		c.deps.Published(v)
@@ -220,6 +241,15 @@ func (c *Cluster) Replicas(p uint32) []string {
 	}
 	return nil
 }
+
+// Replicated reports whether a change to this node's counters may have a
+// replica to go to: false while the published ring gives no partition a
+// replica but this node (one member, or a replication factor of 1), so
+// the shards' changes need not be queued for the replicator. It turns
+// true before the hand-off hears of a ring that gives replicas (a new
+// replica's full copy is read after that: PlanResync), and false only
+// once such a ring is published.
+func (c *Cluster) Replicated() bool { return c.replicated.Load() }
 
 // HTTPPeers maps the other members of the published view to their HTTP
 // addresses.
