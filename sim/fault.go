@@ -231,7 +231,8 @@ const targetedShare = 400
 //     0.1–0.3 s after the restart, then a join that changes the holders'
 //     rings after the settle time (dropped-moved-mark; see recutJoin),
 //     three draws in five. Left out of the CI mix: 5 of about 1,600
-//     seeds failed with every switch off (sim/testdata/known-recut-join.txt);
+//     seeds failed with every switch off, since fixed
+//     (sim/testdata/fixed-recut-join.txt; not searched again);
 //   - join-leave (with a.joinLeave only): a restart, then a join 0–300 ms
 //     later that leaves again 100–200 ms after its join, under 30–120 ms
 //     of message delay: the join's ring takes partitions the restarted
