@@ -157,12 +157,13 @@ func TestSimSearch(t *testing.T) {
 	}
 }
 
-// aimed adds the aimed sequences the CI mix leaves out to o:
-// WEIR_SIM_TWO_RINGS=1 the two-rings sequence (sim.Options.TwoRings),
-// WEIR_SIM_RECUT_JOIN=1 the recut-join one (sim.Options.RecutJoin),
-// WEIR_SIM_JOIN_LEAVE=1 the join-leave one (sim.Options.JoinLeave).
+// aimed sets the aimed sequences of o: the two-rings sequence
+// (sim.Options.TwoRings) unless WEIR_SIM_TWO_RINGS=0, and two the CI mix
+// leaves out: WEIR_SIM_RECUT_JOIN=1 the recut-join one
+// (sim.Options.RecutJoin), WEIR_SIM_JOIN_LEAVE=1 the join-leave one
+// (sim.Options.JoinLeave).
 func aimed(o *sim.Options) {
-	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != ""
+	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != "0"
 	o.RecutJoin = os.Getenv("WEIR_SIM_RECUT_JOIN") != ""
 	o.JoinLeave = os.Getenv("WEIR_SIM_JOIN_LEAVE") != ""
 }
@@ -211,9 +212,10 @@ func replay(t *testing.T, o sim.Options) {
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
 // median (WEIR_SIM_RING: another ring shape, as for make sim). A seed
-// that fails with every switch off too is no find: the stream goes on. WEIR_SIM_TWO_RINGS=1, WEIR_SIM_RECUT_JOIN=1 and
-// WEIR_SIM_JOIN_LEAVE=1 add their sequences (aimed). It runs only with
-// WEIR_SIM_FIND=1.
+// that fails with every switch off too is no find: the stream goes on.
+// WEIR_SIM_TWO_RINGS=0 leaves the two-rings sequence out;
+// WEIR_SIM_RECUT_JOIN=1 and WEIR_SIM_JOIN_LEAVE=1 add theirs (aimed). It
+// runs only with WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {
 		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
