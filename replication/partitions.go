@@ -319,10 +319,21 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	reclaim := m.dropStaleMarks(e, oldMembers, newMembers, alive)
 	moves := Diff(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
-	for _, r := range reclaim { // those the ring did not give this node anew
-		if bug.On(bug.DoublePull) || !slices.ContainsFunc(gain, func(g Source) bool { return g.Partition == r.Partition }) {
+	for _, r := range reclaim {
+		// One the ring also gave this node anew is pulled once, from the
+		// take-back's sources first: the ring's old replicas may be only
+		// this node, whose copies are older than what it handed over.
+		i := slices.IndexFunc(gain, func(g Source) bool { return g.Partition == r.Partition })
+		if i < 0 || bug.On(bug.DoublePull) {
 			gain = append(gain, r)
+			continue
 		}
+		for _, id := range gain[i].From {
+			if !slices.Contains(r.From, id) {
+				r.From = append(r.From, id)
+			}
+		}
+		gain[i] = r
 	}
 	var resync []uint32
 	for _, p := range PlanResync(m.self, moves) {
@@ -415,7 +426,9 @@ func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[st
 	// gone or out of the ring before this node took it back) is taken back
 	// at once: this node holds no counters for it, and deciding it here on
 	// none would start every key of it from a full bucket. It is pulled
-	// from the puller if alive, else from the best copies.
+	// from the puller if alive, else from the copies the other replicas of
+	// this ring hold, or this node's own if the gone puller sent them
+	// (takeBackFrom: its own are older than the counters it handed over).
 	var reclaim []Source
 	for p := range m.parts {
 		pt := &m.parts[p]
@@ -429,8 +442,11 @@ func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[st
 		stale := departed[pt.peer] && !(pt.back && e.Now-pt.since < m.settle)
 		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
 			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
-				mv := Move{Partition: uint32(p), OldOwner: pt.peer, NewOwner: m.self, OldReplicas: e.Place[p].Replicas}
-				reclaim = append(reclaim, Source{Partition: uint32(p), From: sources(m.self, mv, alive)})
+				src := Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), pt.peer, alive)}
+				if !alive(pt.peer) {
+					src.Gone = pt.peer
+				}
+				reclaim = append(reclaim, src)
 			}
 			*pt = partition{}
 		}
@@ -459,7 +475,11 @@ func (m *Partitions) startPulls(gain []Source, fresh bool) (pull []Source, held 
 		if fresh && m.parts[g.Partition].state.Holds() {
 			held = append(held, g.Partition)
 		}
-		m.parts[g.Partition] = partition{state: PartPending, peer: firstSource(m.self, g.From)}
+		peer := firstSource(m.self, g.From)
+		if g.Gone != "" {
+			peer = "" // a take-back's sources hold copies at most: items wait here
+		}
+		m.parts[g.Partition] = partition{state: PartPending, peer: peer}
 	}
 	return gain, held
 }
@@ -552,7 +572,8 @@ func (m *Partitions) tick(now int64) []Effect {
 			peer := pt.peer
 			*pt = partition{}
 			if m.Owner(uint32(p)) == m.self {
-				reclaim = append(reclaim, Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), peer), Gone: peer})
+				alive := func(id string) bool { return m.members[id] && !m.departed[id] }
+				reclaim = append(reclaim, Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), peer, alive), Gone: peer})
 				m.parts[p] = partition{state: PartPending}
 			}
 		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
@@ -589,13 +610,13 @@ func (m *Partitions) tick(now int64) []Effect {
 }
 
 // takeBackFrom is where a partition this node owns is taken back from
-// when its puller (peer) is gone: the copies the other live replicas of
+// when its puller (peer) is gone or out of the ring: the puller first
+// while alive says it is, then the copies the other live replicas of
 // this ring hold (a partition none of them has is asked of every live
 // member). This node's own copies are older than the counters it handed
 // to the puller, unless the puller sent them (Source.Gone).
-func (m *Partitions) takeBackFrom(p uint32, peer string) []string {
+func (m *Partitions) takeBackFrom(p uint32, peer string, alive func(string) bool) []string {
 	others := slices.DeleteFunc(slices.Clone(m.place[p].Replicas), func(id string) bool { return id == m.self })
-	alive := func(id string) bool { return m.members[id] && !m.departed[id] }
 	return sources(m.self, Move{Partition: p, OldOwner: peer, NewOwner: m.self, OldReplicas: others}, alive)
 }
 

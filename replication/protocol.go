@@ -737,6 +737,16 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		states, orphans := f.states(), f.orphans(parts)
 		got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return slices.Contains(orphans, p) })
 		copied := slices.DeleteFunc(slices.Clone(got), func(p uint32) bool { return f.held[p] })
+		// Copies src itself sent this node are the freshest there are
+		// when src did not answer (it died since the pull began): they
+		// come first, as Import keeps the first state of a counter.
+		// Others' copies may be kept past their placement, older. (An
+		// answering src's own counters, provisional ones passed as
+		// copies, are fresher than what it sent before.)
+		if !f.reached[src] {
+			mine := slices.DeleteFunc(slices.Clone(copied), func(p uint32) bool { from, ok := h.replicas.From(p); return !ok || from != src })
+			states = append(h.replicas.Peek(mine), states...)
+		}
 		h.arrived(ctx, got, copied, func() error {
 			h.replicas.Drop(got)
 			return h.installPulled(ctx, pl, parts, f.held, states)
@@ -845,8 +855,15 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 // when this node's ring skipped one of them). A partition nobody named is
 // asked of every other live member. Replica copies of the asked
 // partitions come along, for those no live node holds.
+//
+// A node asked already is not asked again for the partition (two marks
+// pointing at each other would send the asks round), unless it answered
+// nothing for it and a mark names it since: it has pulled the partition
+// after it answered (it had not yet seen the ring that gave it the
+// partition), so it holds the counters now.
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
+	empty := map[uint32][]string{} // who answered nothing for the partition
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
 	var states, copies []State
@@ -875,14 +892,21 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 			}
 			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
-			named := map[uint32]bool{}
+			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
-				if m.To != h.cfg.Self && !slices.Contains(asked[m.Partition], m.To) && len(asked[m.Partition]) < h.cfg.MaxAsks {
-					next[m.To] = append(next[m.To], m.Partition)
-					named[m.Partition] = true
+				p := m.Partition
+				moved[p] = true
+				again := slices.Contains(empty[p], m.To) // it pulled p since
+				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {
+					next[m.To] = append(next[m.To], p)
+					named[p] = true
+					empty[p] = slices.DeleteFunc(empty[p], func(id string) bool { return id == m.To })
 				}
 			}
 			for _, p := range ps {
+				if !held[p] && !moved[p] {
+					empty[p] = append(empty[p], dest)
+				}
 				if !held[p] && !named[p] {
 					unnamed = append(unnamed, p)
 				}

@@ -43,10 +43,8 @@ type result struct {
 	wall time.Duration
 }
 
-// search runs jobs on every core, each seed on one goroutine of its own
-// (a run is single-threaded), and returns the outcomes in job order.
-func search(jobs []job, opts func(job) sim.Options) []result {
-	out := make([]result, len(jobs))
+// each runs f(i) for every i in [0, n), on every core.
+func each(n int, f func(int)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -54,17 +52,26 @@ func search(jobs []job, opts func(job) sim.Options) []result {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				start := time.Now()
-				o := sim.Run(opts(jobs[i]))
-				out[i] = result{jobs[i], o, time.Since(start)}
+				f(i)
 			}
 		}()
 	}
-	for i := range jobs {
+	for i := range n {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+}
+
+// search runs jobs on every core, each seed on one goroutine of its own
+// (a run is single-threaded), and returns the outcomes in job order.
+func search(jobs []job, opts func(job) sim.Options) []result {
+	out := make([]result, len(jobs))
+	each(len(jobs), func(i int) {
+		start := time.Now()
+		o := sim.Run(opts(jobs[i]))
+		out[i] = result{jobs[i], o, time.Since(start)}
+	})
 	return out
 }
 
@@ -110,7 +117,8 @@ func TestSimSearch(t *testing.T) {
 	strict := os.Getenv("WEIR_SIM_STRICT") != ""
 	opts := func(j job) sim.Options {
 		o := sim.DefaultOptions(j.seed, j.nodes)
-		o.Strict, o.TwoRings = strict, twoRings()
+		o.Strict = strict
+		aimed(&o)
 		ringOverride(t, &o)
 		return o
 	}
@@ -149,9 +157,16 @@ func TestSimSearch(t *testing.T) {
 	}
 }
 
-// twoRings: WEIR_SIM_TWO_RINGS=1 adds the two-rings sequence to the
-// aimed schedules (sim.Options.TwoRings).
-func twoRings() bool { return os.Getenv("WEIR_SIM_TWO_RINGS") != "" }
+// aimed sets the aimed sequences of o: the two-rings sequence
+// (sim.Options.TwoRings) unless WEIR_SIM_TWO_RINGS=0, and two the CI mix
+// leaves out: WEIR_SIM_RECUT_JOIN=1 the recut-join one
+// (sim.Options.RecutJoin), WEIR_SIM_JOIN_LEAVE=1 the join-leave one
+// (sim.Options.JoinLeave).
+func aimed(o *sim.Options) {
+	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != "0"
+	o.RecutJoin = os.Getenv("WEIR_SIM_RECUT_JOIN") != ""
+	o.JoinLeave = os.Getenv("WEIR_SIM_JOIN_LEAVE") != ""
+}
 
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
 // ("PARTITIONS VNODES LAYOUT" or "legacy": sim.ParseRing); without it a
@@ -170,7 +185,8 @@ func ringOverride(t *testing.T, o *sim.Options) {
 
 // replay runs one seed (or a case) with its readable trace.
 func replay(t *testing.T, o sim.Options) {
-	o.Verbose, o.TwoRings = true, twoRings()
+	o.Verbose = true
+	aimed(&o)
 	ringOverride(t, &o)
 	out := sim.Run(o)
 	fmt.Printf("seed %d, %d nodes, ring %s; faults:\n", o.Seed, o.Nodes, sim.RingShape(o))
@@ -195,7 +211,11 @@ func replay(t *testing.T, o sim.Options) {
 // make sim-find BUG=name), each of WEIR_SIM_STREAMS (default 20)
 // independent seed streams runs seeds until one fails, at most
 // WEIR_SIM_CAP (default 100); it prints each stream's count and the
-// median. WEIR_SIM_TWO_RINGS=1 adds the two-rings schedules. It runs only with WEIR_SIM_FIND=1.
+// median (WEIR_SIM_RING: another ring shape, as for make sim). A seed
+// that fails with every switch off too is no find: the stream goes on.
+// WEIR_SIM_TWO_RINGS=0 leaves the two-rings sequence out;
+// WEIR_SIM_RECUT_JOIN=1 and WEIR_SIM_JOIN_LEAVE=1 add theirs (aimed). It
+// runs only with WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {
 		t.Skip("run with WEIR_SIM_FIND=1 and a bug switch (make sim-find BUG=name)")
@@ -208,33 +228,60 @@ func TestSimSeedsToFind(t *testing.T) {
 		limit = 100
 	}
 	nodes = max(nodes, 3)
-	found := make([]int, streams) // seeds run until the first failure; limit+1: none within the cap
+	shape := sim.DefaultOptions(0, nodes)
+	ringOverride(t, &shape)
+	opts := func(s, i int) sim.Options {
+		o := sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes)
+		aimed(&o)
+		o.Ring = shape.Ring
+		return o
+	}
+	// Rounds: each open stream runs from its next seed with the switches
+	// on until one fails; then each such seed runs again with every
+	// switch off, and one that fails then too is no find (a defect of
+	// its own, counted in noFind): its stream goes on from the next seed.
+	found := make([]int, streams) // the first seed that failed with the switch only; limit+1: none within the cap
 	verdicts := make([]string, streams)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range next {
-				found[s] = limit + 1
-				for i := 1; i <= limit; i++ {
-					o := sim.DefaultOptions(uint64(s+1)*1_000_000+uint64(i), nodes)
-					o.TwoRings = twoRings()
-					out := sim.Run(o)
-					if out.Failed() {
-						found[s], verdicts[s] = i, out.Verdict()
-						break
-					}
+	noFind := make([][]int, streams)
+	from := make([]int, streams)
+	for s := range streams {
+		found[s], from[s] = limit+1, 1
+	}
+	for {
+		var open []int
+		for s := range streams {
+			if found[s] > limit && from[s] <= limit {
+				open = append(open, s)
+			}
+		}
+		if len(open) == 0 {
+			break
+		}
+		failed := make([]int, streams)
+		each(len(open), func(j int) {
+			s := open[j]
+			for i := from[s]; i <= limit; i++ {
+				if out := sim.Run(opts(s, i)); out.Failed() {
+					failed[s], verdicts[s] = i, out.Verdict()
+					return
 				}
 			}
-		}()
+			from[s] = limit + 1
+		})
+		restore := switchesOff()
+		each(len(open), func(j int) {
+			s := open[j]
+			if i := failed[s]; i > 0 {
+				if sim.Run(opts(s, i)).Failed() {
+					noFind[s] = append(noFind[s], i)
+					from[s], verdicts[s] = i+1, ""
+				} else {
+					found[s] = i
+				}
+			}
+		})
+		restore()
 	}
-	for s := range streams {
-		next <- s
-	}
-	close(next)
-	wg.Wait()
 	sorted := slices.Sorted(slices.Values(found))
 	med := sorted[len(sorted)/2]
 	if len(sorted)%2 == 0 {
@@ -242,6 +289,7 @@ func TestSimSeedsToFind(t *testing.T) {
 	}
 	fmt.Printf("bug %q, %d nodes: seeds to find per stream %v (%d = not within %d)\n", os.Getenv("WEIR_SIM_BUG"), nodes, found, limit+1, limit)
 	fmt.Printf("invariants: %v\n", verdicts)
+	fmt.Printf("seeds that failed with every switch off too (not finds): %v\n", noFind)
 	if med > limit {
 		fmt.Printf("median: not found within the cap of %d\n", limit)
 	} else {

@@ -53,9 +53,18 @@ type Options struct {
 	// reference, replicas whose view flapped compared.
 	Strict bool
 	// TwoRings adds the two-rings sequence to the aimed schedules (see
-	// targeted): a search's option (WEIR_SIM_TWO_RINGS=1), not the CI
-	// mix's yet (docs/design.md, "Simulator bounds").
+	// targeted): on in make sim's mix and searches (WEIR_SIM_TWO_RINGS=0
+	// turns it off), off in DefaultOptions (docs/design.md, "Simulator
+	// bounds").
 	TwoRings bool
+	// RecutJoin adds the recut-join sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_RECUT_JOIN=1) for the
+	// dropped-moved-mark switch, not the CI mix's (docs/benchmarks.md).
+	RecutJoin bool
+	// JoinLeave adds the join-leave sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_JOIN_LEAVE=1) for the
+	// two-pulls switch, not the CI mix's (docs/benchmarks.md).
+	JoinLeave bool
 	// Ring is the ring's shape (shape.go); zero: production's default.
 	Ring ring.Config
 }

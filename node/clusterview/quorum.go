@@ -24,8 +24,9 @@ const QuorumSample = 100 * time.Millisecond
 // network split, the side that spent it without a leader had no quorum,
 // and the other side may have served its partitions meanwhile (see
 // Policy). A long election among reachable peers is not a cut: they answer
-// throughout (no probe marks it regained; a leader known again after
-// QuorumLostAfter or more still does, as before: testdata/quorum.txt).
+// throughout, so neither a probe nor the leader known again marks it
+// regained (testdata/quorum.txt). A leader known again counts only after a
+// probe no peer answered.
 //
 // Its time is the samples it is given, one every QuorumSample (Tick), as
 // the node's watch always counted it: a sample a starved process missed
@@ -45,7 +46,7 @@ type Quorum struct {
 // from being cut off.
 func (q *Quorum) Tick(leader bool) (probe, regained bool) {
 	if leader {
-		regained = q.run >= QuorumLostAfter && !q.done
+		regained = q.run >= QuorumLostAfter && q.cut && !q.done
 		q.seen, q.run, q.cut, q.done = true, 0, false, false
 		return false, regained
 	}

@@ -1,0 +1,117 @@
+package replication
+
+import (
+	"context"
+	"testing"
+)
+
+// heldPeers is directPeers whose asks by one puller of one node wait for
+// a gate; asked is closed when that ask arrives.
+type heldPeers struct {
+	*directPeers
+	by, of string
+	asked  chan struct{}
+	gate   chan struct{}
+}
+
+func (g heldPeers) Handoff(ctx context.Context, addr string, req HandoffRequest) (HandoffReply, error) {
+	if addr == g.of && req.To == g.by {
+		close(g.asked)
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return HandoffReply{}, ctx.Err()
+		}
+	}
+	return g.directPeers.Handoff(ctx, addr, req)
+}
+
+// The simulator's two-rings seed 2126 (5 nodes, old ring): a restarted
+// puller a asks b, the owner before it by a's ring, before b has seen the
+// ring that gave b the partition, and b answers nothing. b then pulls the
+// counters from their holder d, whose mark names b when a's broadcast
+// asks d. b was asked already, so a settled from copies (none here: a
+// full bucket) while b held the spent counter. Now a asks a node a mark
+// names again when its earlier answer was nothing: b hands the counter
+// over.
+func TestPullReasksNodeThatPulledSince(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	peers := heldPeers{directPeers: direct, by: "a", of: "d", asked: make(chan struct{}), gate: make(chan struct{})}
+	ca, cb, cd := newMemCounters(), newMemCounters(), newMemCounters()
+	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
+	if err := cd.Import(ctx, []State{spent}); err != nil {
+		t.Fatal(err)
+	}
+	a := startHandoff(t, "a", 1, ca, peers)
+	b := startHandoff(t, "b", 1, cb, peers)
+	d := startHandoff(t, "d", 1, cd, peers)
+	direct.nodes["a"], direct.nodes["b"], direct.nodes["d"] = a, b, d
+	all := map[string]string{"a": "a", "b": "b", "d": "d"}
+	byD := []Assignment{{Owner: "d", Replicas: []string{"d"}}}
+	byB := []Assignment{{Owner: "b", Replicas: []string{"b"}}}
+	byA := []Assignment{{Owner: "a", Replicas: []string{"a"}}}
+	for _, h := range []*Handoff{d, b} {
+		if err := h.ChangeRing(ctx, RingChanged{Place: byD, Members: []string{"b", "d"}, Live: all}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a's ring skipped b's: it pulls p0 from b, which answers nothing,
+	// then asks everyone else: d, whose answer waits.
+	if err := a.ChangeRing(ctx, RingChanged{Place: byA, Members: []string{"a", "b", "d"}, Live: all, Base: byB}); err != nil {
+		t.Fatal(err)
+	}
+	<-peers.asked
+	// b now sees the ring that gave it p0 and pulls it from d.
+	if err := b.ChangeRing(ctx, RingChanged{Place: byB, Members: []string{"b", "d"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, 0, PartReady)
+	waitState(t, d, 0, PartMoved)
+	close(peers.gate) // d answers a: moved to b
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].ID != spent.ID || got[0].B != spent.B {
+		t.Errorf("a's p0: %v, want the spent counter %v", got, spent)
+	}
+	if st, peer := b.Routes().State(0); st != PartMoved || peer != "a" {
+		t.Errorf("b's p0: %s %q, want moved to a", st, peer)
+	}
+	if got := cb.get(0); len(got) != 0 {
+		t.Errorf("b kept p0's counters after handing them to a: %v", got)
+	}
+}
+
+// The simulator's two-rings seed 420 of 5 nodes: a joiner a pulls p0
+// from b, which holds it released and replicates its decisions to a (a
+// replica by b's ring). b dies before a's ask reaches it, so a settles
+// from copies: c's, kept past its placement and older, won over the
+// copies b itself had sent a (hot0 from a nearly full bucket). Copies
+// from the source asked first come first now.
+func TestPullPrefersCopiesFromItsSource(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	ca := newMemCounters()
+	storeA, storeC := NewStore(), NewStore()
+	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
+	older := State{ID: 7, Partition: 0, A: 1, B: 9}
+	if err := storeA.Apply("b", []State{spent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := storeC.Apply("d", []State{older}); err != nil {
+		t.Fatal(err)
+	}
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, storeA)
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), newMemCounters(), direct, storeC)
+	direct.nodes["a"], direct.nodes["c"] = a, c // b is dead: its asks fail
+	live := map[string]string{"a": "a", "b": "b", "c": "c"}
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}, Members: []string{"a", "b", "c"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}, Members: []string{"a", "b", "c"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
+		t.Errorf("a's p0: %v, want b's own last state %v", got, spent)
+	}
+}
