@@ -393,7 +393,7 @@ func (w *World) start(f Fault) {
 		if w.rpcAllowance {
 			// Known limit, as RPC down: a pull whose asks are lost
 			// settles from copies while the holder keeps the counters.
-			w.oracle.episode(f.For)
+			w.oracle.pullEpisode(f.For)
 		}
 		w.later(f.For, func() { w.lossPerMille -= int(f.N) })
 	case "dup":
@@ -410,7 +410,7 @@ func (w *World) start(f Fault) {
 		if len(hs) > 0 && w.rpcAllowance {
 			// Known limit: a pull whose every ask fails settles from
 			// whatever copies this node has (docs/design.md).
-			w.oracle.episode(f.For)
+			w.oracle.pullEpisode(f.For)
 		}
 		w.later(f.For, func() {
 			for _, h := range hs {

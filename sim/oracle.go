@@ -44,11 +44,23 @@ type oracle struct {
 	lastSkew  []time.Duration // the last decider's skew when it decided
 	quietFrom time.Duration
 
-	// Episodes: count and Σ(duration + D) of the faults that may split
-	// the deciding (split, view, flap, pause); Σ of forward clock jumps.
-	episodes int
-	episodeS float64
-	quiet    []*check
+	// episodes: the faults that may split the deciding (split, view,
+	// flap, pause; RPC down and message loss outside Strict), each a
+	// window of admissions it may cost (InvSplitAllowance).
+	episodes []episode
+	// lineage: the admissions (per key, numbered in order) each counter
+	// state carries, by the state's words: a state keeps its words as it
+	// is replicated, handed over or promoted, so the owner's counter at
+	// quiescence names the admissions it saw. admAt: when each admission
+	// was decided.
+	lineage map[stateWords]lineage
+	admAt   [][]time.Duration
+	// admReleased: the admission was decided on counters held released
+	// (a stale moved mark led there: a known limit, granted if lost).
+	admReleased [][]bool
+	// unansweredAt: per key, when a pull ask for it went unanswered.
+	unansweredAt [][]time.Duration
+	quiet        []*check
 	// knownFlapCopies counts replicas InvReplicasMatch skipped: their
 	// view flapped (a known limit).
 	knownFlapCopies int
@@ -87,6 +99,8 @@ func (o *oracle) init(w *World) {
 	o.allow, o.last, o.ahead, o.lastSkew = make([]float64, n), make([]string, n), make([]time.Duration, n), make([]time.Duration, n)
 	o.quietFrom = 1<<63 - 1
 	o.twoHolders = make([]bool, n)
+	o.lineage, o.admAt, o.admReleased = map[stateWords]lineage{}, make([][]time.Duration, n), make([][]bool, n)
+	o.unansweredAt = make([][]time.Duration, n)
 }
 
 func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
@@ -129,9 +143,12 @@ func (o *oracle) violate(inv, format string, args ...any) {
 }
 
 // decided feeds one decision at h to the reference bucket of its key.
-func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, allowed bool, remaining int64, hops int) {
+func (o *oracle) decided(h *host, c *check, p uint32, st replication.PartState, allowed bool, remaining int64, hops int, pre stateWords) {
 	k := c.key
 	w := o.w
+	if !o.inQuiet(w.loop.now) {
+		o.descend(h, k, p, pre, allowed, st == replication.PartReleased)
+	}
 	a := int64(0)
 	if allowed {
 		a = 1
@@ -227,6 +244,34 @@ func (o *oracle) killed(h *host) {
 	}
 	o.lastHolder(h)
 	o.spreadRace(h)
+	o.flappedCopies(h)
+}
+
+// flappedCopies grants a burst for each key h owned (by its ring) or
+// decided, as h is killed, when a running replica of it had its own view
+// flap in this incarnation: that replica promoted its copies while alone
+// and gave them up when its view came back, and nobody resends them
+// (replica copies are not repaired, a known limit: docs/design.md,
+// "Simulator bounds"), so the promotion after h's death may start the
+// key from a full bucket although the acks say the copy was there.
+func (o *oracle) flappedCopies(h *host) {
+	w := o.w
+	v := h.node.view.Load()
+	if w.opt.Strict || v == nil {
+		return
+	}
+	for k, key := range w.keys {
+		if !o.heldBy(h, k) {
+			continue
+		}
+		for _, id := range v.ring.PartitionReplicas(v.ring.Partition(key.name)) {
+			if r := w.hosts[id]; r != nil && r != h && r.up && r.viewFaulted {
+				o.allow[k] += float64(key.lim.Capacity())
+				o.knownFlapCopies++
+				break
+			}
+		}
+	}
 }
 
 // spreadRace grants a burst for each key h owned (by its ring) or
@@ -245,14 +290,57 @@ func (o *oracle) spreadRace(h *host) {
 	if w.opt.Strict || !w.spreading(h) {
 		return
 	}
-	v := h.node.view.Load()
 	o.knownSpread++
 	for k, key := range w.keys {
-		if h.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(key.name)) == h.id) {
+		if o.heldBy(h, k) {
 			o.allow[k] += float64(key.lim.Capacity())
 		}
 	}
 	w.loop.rec('R', idx(h.id), 0, 0, func() string { return fmt.Sprintf("known limit: %s stops while a restart or join spreads", h.id) })
+}
+
+// deathRace grants a burst for each key a killed node d owned (by its
+// ring) or decided, when x boots (a restart or a join) before every
+// running node has declared d dead: a known limit (docs/design.md,
+// "Simulator bounds"). x's ring still has d; its pull asks d, which
+// never answers, and settles from x's own copies (none after a restart)
+// while a replica holds d's copies (seed 138 of 3 nodes: n3 restarted
+// 0.3 s after n1's death, cold13 from a full bucket).
+func (o *oracle) deathRace(x *host) {
+	w := o.w
+	if w.opt.Strict {
+		return
+	}
+	for _, did := range w.order {
+		d := w.hosts[did]
+		if d == x || d.up || d.left || d.node == nil || !o.undetected(d, x) {
+			continue
+		}
+		o.knownSpread++
+		for k, key := range w.keys {
+			if o.heldBy(d, k) {
+				o.allow[k] += float64(key.lim.Capacity())
+			}
+		}
+	}
+}
+
+// heldBy: h decided key k in this incarnation, or owns it by its ring.
+func (o *oracle) heldBy(h *host, k int) bool {
+	v := h.node.view.Load()
+	return h.adm[k] > 0 || (v != nil && v.ring.PartitionOwner(v.ring.Partition(o.w.keys[k].name)) == h.id)
+}
+
+// undetected: some running node other than x still has d alive.
+func (o *oracle) undetected(d, x *host) bool {
+	for _, yid := range o.w.order {
+		if y := o.w.hosts[yid]; y != x && y.up {
+			if m, ok := y.seen[d.id]; ok && m.Boot == d.boot {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // waitedOut grants b + r·(Grace + Settle) for each key of parts, asked of
@@ -462,9 +550,152 @@ func (o *oracle) acked(h *host, k int) int64 {
 	return o.leastAcked(h, k, func(r *host) []int64 { return r.acked[h.id] })
 }
 
+// episode is a fault that may split the deciding, of duration d from
+// now: the admissions it may cost are those decided from episodeBefore
+// before it to D after it.
+type episode struct {
+	from, to time.Duration
+	d        time.Duration
+	// pulls: RPC down or message loss, which cost only the keys of a
+	// pull ask that went unanswered in the window (unanswered).
+	pulls bool
+}
+
+// episodeBefore: admissions decided this long before an episode may not
+// have reached the replicas when it starts (a flush every replInterval,
+// a message 2 ms and the fault's delay).
+const episodeBefore = time.Second
+
 func (o *oracle) episode(d time.Duration) {
-	o.episodes++
-	o.episodeS += (d + D).Seconds()
+	now := o.w.loop.now
+	o.episodes = append(o.episodes, episode{from: now - episodeBefore, to: now + d + D, d: d})
+}
+
+// pullEpisode is an RPC-down or message-loss episode: the known limit
+// is a pull whose asks go unanswered and that settles from the copies
+// it has while the holder keeps the counters (known-rpc-pull.txt,
+// known-lost-asks.txt), so it grants only the keys of such asks.
+func (o *oracle) pullEpisode(d time.Duration) {
+	o.episode(d)
+	o.episodes[len(o.episodes)-1].pulls = true
+}
+
+// unanswered records that a's pull ask for parts got no answer in time
+// (the holder may have left meanwhile: seed 651 of 3 nodes, a leave
+// under RPC down): pullEpisode grants their keys. The caller leaves
+// out take-backs (pending with their puller named): one waits for a
+// holder that does not answer (takeback-unreachable is the defect of
+// settling without it).
+func (o *oracle) unanswered(a *host, parts []uint32) {
+	w := o.w
+	v := a.node.view.Load()
+	if v == nil || len(parts) == 0 {
+		return
+	}
+	for k, key := range w.keys {
+		if slices.Contains(parts, v.ring.Partition(key.name)) {
+			o.unansweredAt[k] = append(o.unansweredAt[k], w.loop.now)
+		}
+	}
+}
+
+// stateWords names a counter state by its words; 0 words: no counter.
+type stateWords struct {
+	id      uint64
+	a, b, c int64
+}
+
+// counter is the words of key k's counter at h (zero: none, or fresh).
+func (o *oracle) counter(h *host, k int, p uint32) stateWords {
+	states, err := h.node.engine.Export(o.w.ctx, []uint32{p})
+	if err != nil {
+		o.w.fail(err)
+		return stateWords{}
+	}
+	for _, st := range states {
+		if st.ID == o.w.keys[k].id && !st.Fresh() {
+			return stateWords{st.ID, st.A, st.B, st.C}
+		}
+	}
+	return stateWords{}
+}
+
+// descend records the lineage of the counter a decision of key k at h
+// left: the one it was decided on (pre), and the admission if allowed.
+func (o *oracle) descend(h *host, k int, p uint32, pre stateWords, allowed, released bool) {
+	post := o.counter(h, k, p)
+	bits := o.lineage[pre].saw
+	if allowed {
+		n := len(o.admAt[k])
+		o.admAt[k] = append(o.admAt[k], o.w.loop.now)
+		o.admReleased[k] = append(o.admReleased[k], released)
+		bits = slices.Clone(bits)
+		for len(bits) <= n/64 {
+			bits = append(bits, 0)
+		}
+		bits[n/64] |= 1 << (n % 64)
+	}
+	if _, ok := o.lineage[post]; !ok && post != (stateWords{}) {
+		o.lineage[post] = lineage{saw: bits, parent: pre, at: o.w.loop.now}
+	}
+}
+
+// episodeGrant is InvSplitAllowance for key k whose owner's counter at
+// quiescence is last: each admission that counter did not see counts
+// once against an episode whose window meets the time from its decision
+// to the next decision of the counter's line without it, or to now if
+// there was none (a side that gave way decided it, or a side went on
+// from counters that lack it: its own, copies, or none), up to
+// b + r·(d + D) an episode. A lost admission decided on counters held
+// released (a stale moved mark, known-released.txt) counts whole.
+func (o *oracle) episodeGrant(k int, last stateWords) float64 {
+	var steps []time.Duration // when the owner's counter's line was decided, oldest first
+	for x := last; x != (stateWords{}); {
+		l, ok := o.lineage[x]
+		if !ok {
+			break
+		}
+		steps = append(steps, l.at)
+		x = l.parent
+	}
+	slices.Reverse(steps)
+	saw := o.lineage[last].saw
+	b := float64(o.w.keys[k].lim.Capacity())
+	used := make([]float64, len(o.episodes))
+	grant := 0.0
+	for n, at := range o.admAt[k] {
+		if n/64 < len(saw) && saw[n/64]&(1<<(n%64)) != 0 {
+			continue
+		}
+		next := o.w.loop.now // the line never decided since: lost by now
+		if i, _ := slices.BinarySearch(steps, at+1); i < len(steps) {
+			next = steps[i]
+		}
+		if o.admReleased[k][n] && !o.w.opt.Strict {
+			grant++ // decided on released counters (known-released.txt)
+			continue
+		}
+		need := 1.0
+		for i, e := range o.episodes {
+			if e.pulls && !slices.ContainsFunc(o.unansweredAt[k], func(t time.Duration) bool { return t >= e.from && t <= e.to }) {
+				continue
+			}
+			if need > 0 && e.from <= next && e.to >= at {
+				g := max(0, min(need, b+o.rate(k)*(e.d+D).Seconds()-used[i]))
+				used[i] += g
+				grant += g
+				need -= g
+			}
+		}
+	}
+	return grant
+}
+
+// lineage is what the oracle knows of one counter state.
+type lineage struct {
+	saw    []uint64   // the admissions it carries (bit n: key's admission n)
+	parent stateWords // the state it was decided from
+	at     time.Duration
 }
 
 // jumped: a forward jump j of a deciding node's clock gives every key up
@@ -476,11 +707,11 @@ func (o *oracle) jumped(j time.Duration) {
 }
 
 // allowance is what the faults before the quiet window grant key k, in
-// tokens: InvSplitAllowance (b + r·(d + D) per episode) plus the kill
-// and lost hand-off grants (InvKillAllowance).
-func (o *oracle) allowance(k int) float64 {
-	l := o.w.keys[k].lim
-	return o.allow[k] + float64(o.episodes)*float64(l.Capacity()) + o.rate(k)*o.episodeS
+// tokens, whose owner's counter is last: InvSplitAllowance
+// (episodeGrant) plus the kill and lost hand-off grants
+// (InvKillAllowance).
+func (o *oracle) allowance(k int, last stateWords) float64 {
+	return o.allow[k] + o.episodeGrant(k, last)
 }
 
 // rebase starts the quiet window: InvAdmissible is judged with what the
@@ -512,9 +743,11 @@ func (o *oracle) rebase() {
 			return
 		}
 		var real bucket.State
+		var last stateWords
 		for _, st := range states {
 			if st.ID == key.id {
 				real = bucket.State{A: st.A, B: st.B, C: st.C}
+				last = stateWords{st.ID, st.A, st.B, st.C}
 			}
 		}
 		ownerNow := w.loop.clock.Now().Add(owner.skew).UnixNano()
@@ -527,7 +760,7 @@ func (o *oracle) rebase() {
 		}
 		_, ref := bucket.Decide(o.ref[k], key.lim, 0, w.loop.clock.Now().Add(ahead).UnixNano())
 		latent := max(0, got.Remaining-ref.Remaining)
-		if a := o.allowance(k); float64(o.excess[k]+latent) > a+1e-9 {
+		if a := o.allowance(k, last); float64(o.excess[k]+latent) > a+1e-9 {
 			o.violate("InvAdmissible", "%s: %d admitted beyond the reference bucket and %d more its owner %s would admit at quiescence, allowance %.1f",
 				key.name, o.excess[k], latent, owner.id, a)
 		}

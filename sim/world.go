@@ -168,6 +168,10 @@ type host struct {
 	// this host a copy of it and the tokens that copy gives (copiesArrived).
 	copyAt     map[uint64]time.Duration
 	copyTokens map[uint64]int64
+	// movedTo: per partition this incarnation owned by its ring, the
+	// puller it handed the counters to anyway (a take-back later asks
+	// it: unanswered).
+	movedTo map[uint32]string
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -248,6 +252,7 @@ func (w *World) boot(h *host) {
 		}
 	}
 	h.deadSeenBy = map[string]bool{}
+	w.oracle.deathRace(h)
 	if h.restartUnseen && !w.opt.Strict {
 		// Known limit (docs/design.md): restarted before it was declared
 		// dead, it settles what it owned from the base owners' copies,
@@ -264,6 +269,7 @@ func (w *World) boot(h *host) {
 	h.ver, h.importVer = make([]int64, len(w.keys)), make([]int64, len(w.keys))
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
 	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
+	h.movedTo = map[uint32]string{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -799,6 +805,12 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		return replication.HandoffReply{}, fmt.Errorf("%w: no node %s", ErrSim, addr)
 	}
 	dl, _ := ctx.Deadline()
+	var pulls []uint32 // the asked partitions that are not take-backs
+	for _, p := range req.Parts {
+		if a.movedTo[p] != b.id {
+			pulls = append(pulls, p)
+		}
+	}
 	v, err := w.loop.await(ctx, func(answer func(any, error)) {
 		w.send(a, b, false, func() {
 			var serve func()
@@ -818,6 +830,17 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 				sctx, cancel := w.loop.clock.WithTimeout(w.ctx, dl.Sub(w.loop.clock.Now()))
 				reply, err := b.node.handoff.Serve(sctx, req)
 				cancel()
+				if v := b.node.view.Load(); v != nil {
+					for _, p := range reply.Held {
+						// Handed to a on a's ring while b's own still has b
+						// the owner: b will take it back (Partitions.tick).
+						if v.ring.PartitionOwner(p) == b.id {
+							b.movedTo[p] = a.id
+						} else {
+							delete(b.movedTo, p)
+						}
+					}
+				}
 				w.loop.rec('H', idx(b.id), idx(a.id), int64(len(reply.Held)), func() string {
 					return fmt.Sprintf("%s serves %s parts %v: held %v moved %d err %v", b.id, a.id, req.Parts, reply.Held, len(reply.Moved), err)
 				})
@@ -848,9 +871,15 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		})
 	})
 	if err != nil {
+		if a.up && !w.opt.Strict {
+			w.oracle.unanswered(a, pulls)
+		}
 		return replication.HandoffReply{}, err
 	}
 	reply := v.(replication.HandoffReply)
+	for _, p := range req.Parts {
+		delete(a.movedTo, p) // answered: a holds it again, or learns where it is
+	}
 	if !w.opt.Strict {
 		w.oracle.copiesArrived(a, reply.Copies)
 	}
@@ -930,6 +959,10 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 			st, _ := h.node.handoff.Routes().State(p)
 			k := w.keys[c.key]
 			out := make([]shard.Result, 1)
+			var pre stateWords
+			if !w.oracle.inQuiet(w.loop.now) {
+				pre = w.oracle.counter(h, c.key, p)
+			}
 			w.deciding = true
 			err := h.node.engine.Check(w.ctx, []shard.Item{{ID: k.id, Partition: p, Limit: k.lim, Cost: 1}}, out)
 			w.deciding = false
@@ -938,7 +971,7 @@ func (w *World) checkAt(h *host, c *check, via replication.Via, hops int) {
 				w.fail(fmt.Errorf("decide at %s: %w", h.id, err))
 				return
 			}
-			w.oracle.decided(h, c, p, st, out[0].Allowed, out[0].Remaining, hops)
+			w.oracle.decided(h, c, p, st, out[0].Allowed, out[0].Remaining, hops, pre)
 			w.answer(h, c, true, "")
 			return
 		}
