@@ -439,6 +439,9 @@ func TestRunExitsOnCancel(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	r.Enqueue([]State{st(0, 1, 1)})
 	testwait.Until(t, "send to hung in flight", func() bool { return l.attemptsTo("hung") == 1 })
+	// a's copy acknowledged (acks are asked for every AckInterval): only
+	// the hung send is left to fail at the cancel.
+	testwait.Until(t, "a's copy acknowledged", func() bool { return r.Stats().Sent == 1 })
 	if err := r.Run(ctx); !errors.Is(err, ErrRunning) {
 		t.Errorf("second Run: %v, want ErrRunning", err)
 	}
