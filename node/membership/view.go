@@ -138,9 +138,6 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 		Leaving: c.leaving.Load(),
 		Joining: len(c.cfg.Join) > 0 && !c.joined.Load(),
 	}
-	if !in.Joining {
-		out = members
-	}
 	in.Restoring = c.deps.Restorer.Restoring(func(id string) bool { _, ok := members[id]; return ok }, c.view.Load() != nil)
 	old := c.view.Load()
 	if old != nil {
@@ -149,11 +146,11 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	// The settle counts real time, not the policy's clock: gossip finds
 	// members in real time (a test's clock may run 50 times slower).
 	in.Settling = old == nil && !in.Joining && settle != nil && settle.Settling(time.Now().UnixNano(), members)
-	if in.Settling {
-		// Nor is the Raft group bootstrapped from a partial list: nodes
-		// that see different members would bootstrap different groups
-		// (8 started at once with --bootstrap-expect 3).
-		out = nil
+	// Nor is the Raft group bootstrapped from a partial list while the
+	// members settle: nodes that see different members would bootstrap
+	// different groups (8 started at once with --bootstrap-expect 3).
+	if !in.Joining && !in.Settling {
+		out = members
 	}
 	ch, ok, err := policy.Step(in)
 	if err != nil {
@@ -164,9 +161,10 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 		return out
 	}
 	var peers [][]string
+	replicated := false
 	if ch.Rebuilt {
 		peers = replicaPeers(ch.Ring, c.cfg.ID)
-		if anyPeers(peers) {
+		if replicated = anyPeers(peers); replicated {
 			// Before the hand-off reads counters for new replicas: from
 			// here on every change is shipped (see Replicated).
 			c.replicated.Store(true)
@@ -191,7 +189,7 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	r := ch.Ring
 	v := &View{Version: ringVersion(r), Ring: r, Members: ch.Members, Peers: peers}
 	c.view.Store(v)
-	c.replicated.Store(anyPeers(peers))
+	c.replicated.Store(replicated)
 	c.met.published(v, c.cfg.ID)
 	if c.deps.Published != nil {
 		c.deps.Published(v)
