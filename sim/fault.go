@@ -245,7 +245,7 @@ const targetedShare = 400
 //     whose second kill lands while the restarted node's pull asks on
 //     (see recutDelay), three draws in five. Left out of the CI mix: 4
 //     of the 155 seeds of its double-pull search fail with every switch
-//     off (one admission over, not traced: docs/benchmarks.md).
+//     off (one admission over: docs/benchmarks.md).
 func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 	r := rand.New(rand.NewPCG(seed, 2))
 	if r.IntN(1000) >= targetedShare {
