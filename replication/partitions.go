@@ -335,6 +335,15 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 				r.From = append(r.From, id)
 			}
 		}
+		if o := old[r.Partition].Owner; r.Gone != "" && o != r.Gone && slices.Contains(gain[i].From, o) {
+			// The ring's previous owner is alive and not the gone
+			// puller: the puller may have handed the counters on to
+			// it, and it decides them still. It is asked first, not
+			// replaced by the copies the puller sent here, older then
+			// (sim/testdata/fixed-dropped-mark-owner.txt).
+			r.From = append([]string{o}, slices.DeleteFunc(r.From, func(id string) bool { return id == o })...)
+			r.Gone = ""
+		}
 		gain[i] = r
 	}
 	var resync []uint32

@@ -166,6 +166,7 @@ func aimed(o *sim.Options) {
 	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != "0"
 	o.RecutJoin = os.Getenv("WEIR_SIM_RECUT_JOIN") != ""
 	o.JoinLeave = os.Getenv("WEIR_SIM_JOIN_LEAVE") != ""
+	o.RecutDelay = os.Getenv("WEIR_SIM_RECUT_DELAY") != ""
 }
 
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set

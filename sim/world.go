@@ -65,6 +65,10 @@ type Options struct {
 	// targeted): a search's option (WEIR_SIM_JOIN_LEAVE=1) for the
 	// two-pulls switch, not the CI mix's (docs/benchmarks.md).
 	JoinLeave bool
+	// RecutDelay adds the recut-delay sequence to the aimed schedules
+	// (see targeted): a search's option (WEIR_SIM_RECUT_DELAY=1) for the
+	// double-pull switch, not the CI mix's (docs/benchmarks.md).
+	RecutDelay bool
 	// Ring is the ring's shape (shape.go); zero: production's default.
 	Ring ring.Config
 }
