@@ -388,6 +388,16 @@ func (w *World) gossipPair(x, y *host) {
 	if x == y || x.pend[y.id] {
 		return
 	}
+	if y.up && y.node.joining {
+		// Nobody hears of a (re)started member before its join's
+		// push/pull (memberlist's Join): that exchange gives it the
+		// member list, and only then does its contact gossip it on
+		// (joinSync). Before, a joiner that left again at once could be
+		// in every other ring while it had none of its own, so its
+		// leave waited for nothing and took with it no counters it had
+		// been given (sim/testdata/fixed-join-leave-cold.txt).
+		return
+	}
 	m, live := w.want(x, y)
 	have, had := x.seen[y.id]
 	if live == had && (!live || have == m) {
@@ -458,12 +468,22 @@ func (w *World) joinSync(x *host) {
 			return
 		}
 		x.syncing = false
-		var got []*host
+		var got, joined []*host
 		for _, id := range w.order {
 			y := w.hosts[id]
 			if _, live := w.want(x, y); live && y != x {
 				got = append(got, y)
+				if !y.node.joining {
+					joined = append(joined, y)
+				}
 			}
+		}
+		if len(joined) > 0 {
+			// Members still joining themselves are heard of once their
+			// own push/pull is done (gossipPair), from no one before;
+			// when every member it reaches is joining (the cluster
+			// starting), they learn of each other here.
+			got = joined
 		}
 		if len(got) == 0 {
 			w.loop.after(time.Second, func() {
@@ -487,6 +507,12 @@ func (w *World) joinSync(x *host) {
 		w.refresh(x)
 		for _, id := range w.order {
 			w.gossipPair(x, w.hosts[id])
+		}
+		// The others hear of it from here on, as gossip spreads it.
+		for _, id := range w.order {
+			if o := w.hosts[id]; o != x && o.up {
+				w.gossipPair(o, x)
+			}
 		}
 	})
 }
