@@ -146,16 +146,20 @@ type host struct {
 	// restartUnseen: this incarnation restarted before every running
 	// host had seen the last one declared dead (they resync nothing).
 	restartUnseen bool
-	seen          map[string]clusterview.Member
-	pend          map[string]bool
-	quorum        clusterview.Quorum
-	knows         bool // knows the Raft leader
-	sampling      bool
-	regained      bool
-	flushing      bool
-	ticking       bool
-	leave         *clusterview.Leave
-	leaveAt       time.Duration
+	// newcomer: a member that joined the running cluster (a join fault),
+	// in its first incarnation: no one hears of it before its join's
+	// push/pull (gossipPair).
+	newcomer bool
+	seen     map[string]clusterview.Member
+	pend     map[string]bool
+	quorum   clusterview.Quorum
+	knows    bool // knows the Raft leader
+	sampling bool
+	regained bool
+	flushing bool
+	ticking  bool
+	leave    *clusterview.Leave
+	leaveAt  time.Duration
 
 	adm []int64 // per key, what this incarnation admitted
 	// ver counts each key's changes here; importVer is the change that
@@ -244,6 +248,7 @@ func (w *World) boot(h *host) {
 	h.leave = nil
 	h.override, h.viewFaulted = nil, false // a new process's gossip view is its own: a view fault ends with the incarnation
 	h.restartUnseen = false
+	h.newcomer = h.inc == 1 && w.loop.now > 0
 	if h.inc > 1 {
 		for _, o := range w.hosts {
 			if o != h && o.up && !h.deadSeenBy[o.id] {
@@ -388,14 +393,13 @@ func (w *World) gossipPair(x, y *host) {
 	if x == y || x.pend[y.id] {
 		return
 	}
-	if y.up && y.node.joining {
-		// Nobody hears of a (re)started member before its join's
-		// push/pull (memberlist's Join): that exchange gives it the
-		// member list, and only then does its contact gossip it on
-		// (joinSync). Before, a joiner that left again at once could be
-		// in every other ring while it had none of its own, so its
-		// leave waited for nothing and took with it no counters it had
-		// been given (sim/testdata/fixed-join-leave-cold.txt).
+	if y.up && y.newcomer && y.node.joining {
+		// Nobody hears of a new member before its join's push/pull
+		// (memberlist's Join): that exchange gives it the member list,
+		// and only then does its contact gossip it on (joinSync).
+		// Before, a joiner that left again at once could be in every
+		// other ring while it had none of its own, so its leave waited
+		// for nothing (sim/testdata/fixed-join-leave-cold.txt).
 		return
 	}
 	m, live := w.want(x, y)
@@ -468,22 +472,14 @@ func (w *World) joinSync(x *host) {
 			return
 		}
 		x.syncing = false
-		var got, joined []*host
+		var got []*host
 		for _, id := range w.order {
 			y := w.hosts[id]
-			if _, live := w.want(x, y); live && y != x {
+			// A new member still joining is known to no one before its
+			// own push/pull (gossipPair), so this one does not learn it.
+			if _, live := w.want(x, y); live && y != x && !(y.newcomer && y.node.joining) {
 				got = append(got, y)
-				if !y.node.joining {
-					joined = append(joined, y)
-				}
 			}
-		}
-		if len(joined) > 0 {
-			// Members still joining themselves are heard of once their
-			// own push/pull is done (gossipPair), from no one before;
-			// when every member it reaches is joining (the cluster
-			// starting), they learn of each other here.
-			got = joined
 		}
 		if len(got) == 0 {
 			w.loop.after(time.Second, func() {
@@ -508,10 +504,12 @@ func (w *World) joinSync(x *host) {
 		for _, id := range w.order {
 			w.gossipPair(x, w.hosts[id])
 		}
-		// The others hear of it from here on, as gossip spreads it.
-		for _, id := range w.order {
-			if o := w.hosts[id]; o != x && o.up {
-				w.gossipPair(o, x)
+		if x.newcomer {
+			// The others hear of it from here on, as gossip spreads it.
+			for _, id := range w.order {
+				if o := w.hosts[id]; o != x && o.up {
+					w.gossipPair(o, x)
+				}
 			}
 		}
 	})
