@@ -327,16 +327,22 @@ type runState struct {
 	measureSteady        bool
 }
 
-func newRunState(cfg Config, sc Scenario, start time.Time) *runState {
-	s := &runState{cfg: cfg, sc: sc, keys: make([]string, sc.Keys), rules: sc.RuleIDs(), start: start}
+func newRunState(cfg Config, sc Scenario) *runState {
+	s := &runState{cfg: cfg, sc: sc, keys: make([]string, sc.Keys), rules: sc.RuleIDs()}
 	for i := range s.keys {
 		s.keys[i] = "apikey:" + cfg.KeyPrefix + strconv.Itoa(i)
 	}
 	s.budget.Store(cfg.Count)
-	epoch := s.epoch()
-	s.steadyFrom, s.steadyTo = epoch.Add(cfg.Settle), epoch.Add(cfg.Duration)
 	s.measureSteady = sc.Accuracy && cfg.Settle > 0 && cfg.Duration > cfg.Settle
 	return s
+}
+
+// begin starts the run's clock: the callers' schedules and the steady
+// window count from start.
+func (s *runState) begin(start time.Time) {
+	s.start = start
+	epoch := s.epoch()
+	s.steadyFrom, s.steadyTo = epoch.Add(s.cfg.Settle), epoch.Add(s.cfg.Duration)
 }
 
 // epoch is when the run's time counts from (Config.Epoch).
@@ -355,13 +361,27 @@ func (s *runState) newCaller() *caller {
 	}
 	if s.measureSteady {
 		c.steady = make([]int64, s.sc.Keys)
-		c.slots = make([]int64, (s.steadyTo.Sub(s.steadyFrom)+SteadySlot-1)/SteadySlot)
+		c.slots = make([]int64, (s.cfg.Duration-s.cfg.Settle+SteadySlot-1)/SteadySlot)
 	}
 	return c
 }
 
 // measure runs the callers against the warmed-up targets and sums up.
 func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*Result, error) {
+	// What the callers need is made before the clock starts: building the
+	// keys takes tens of milliseconds, which an open loop's first checks
+	// would otherwise count as their latency.
+	s := newRunState(cfg, sc)
+	callers := make([]*caller, cfg.Callers)
+	gens := make([]KeyGen, cfg.Callers)
+	for w := range callers {
+		callers[w] = s.newCaller()
+		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
+		if err != nil {
+			return nil, err
+		}
+		gens[w] = gen
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Duration > 0 {
@@ -374,18 +394,12 @@ func measure(ctx context.Context, cfg Config, sc Scenario, targets []Target) (*R
 	meter := newCPUMeter(cfg.Procs, targets)
 	fwd0, fwdErr := readForwards(ctx, cfg)
 	cpu0 := meter.sample()
-	s := newRunState(cfg, sc, time.Now())
-	callers := make([]*caller, cfg.Callers)
+	s.begin(time.Now())
 	var wg sync.WaitGroup
 	for w := range callers {
-		callers[w] = s.newCaller()
-		gen, err := NewKeyGen(sc.Keys, sc.Zipf, cfg.Seed+uint64(w)+1)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return nil, err
-		}
-		wg.Go(func() { s.drive(ctx, runCtx, callers[w], targets[w%cfg.Gateways], gen, newSchedule(cfg, w, s.start)) })
+		wg.Go(func() {
+			s.drive(ctx, runCtx, callers[w], targets[w%cfg.Gateways], gens[w], newSchedule(cfg, w, s.start))
+		})
 	}
 	var midErr error
 	if cfg.Midway != nil && cfg.Duration > 0 {

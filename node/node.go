@@ -247,7 +247,11 @@ func (n *Node) newCounters() (c counterParts, err error) {
 	if c.repl, err = replication.NewReplicator(rcfg, peer.NewTransport(n.fwd, cfg.Now), n.cluster.Replicas); err != nil {
 		return c, fmt.Errorf("node: replicator: %w", err)
 	}
-	c.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates})
+	// The copies the durable-counter writer looks at every PersistInterval:
+	// half of SnapshotMinIdle away or more when applied (the half leaves
+	// room for the clock stepping back), not every copy held.
+	longFrom := func() int64 { return cfg.Now() + int64(sc.SnapshotMinIdle/2) }
+	c.replicas = replication.NewBoundedStore(replication.StoreLimits{Partitions: uint32(cfg.Ring.PartitionCount), MaxStates: maxReplicaStates, LongFrom: longFrom})
 	hc := replication.DefaultHandoffConfig(cfg.ID, cfg.Ring.PartitionCount)
 	hc.ResyncRetry = cfg.ReplicationInterval
 	hc.Now = cfg.Now

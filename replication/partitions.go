@@ -133,11 +133,14 @@ type RingChanged struct {
 	// without this node, given on this node's first ring (nil when it has
 	// no other member) and when this node comes back from the smaller side
 	// of a network split. Partitions this node takes over are pulled from
-	// their owners there. Coming back from a split, this node also lets go
-	// of every partition it holds but does not own now, and of its moved
-	// marks: the larger side served those partitions meanwhile, and its
-	// counters win (the smaller side's decisions during the split are the
-	// over-admission docs/design.md states for a split).
+	// their owners there. Coming back from a split, this node also gives
+	// way on every partition it holds but does not own now (it keeps them,
+	// released, as provisional counters: passed on only as copies) and lets
+	// go of its moved marks: the larger side may have served those
+	// partitions meanwhile, and a holder's counters win (the smaller side's
+	// decisions during the split are the over-admission docs/design.md
+	// states for a split); where no other node holds them, nobody served
+	// them, and this node's counters are the only ones there are.
 	Base []Assignment
 }
 
@@ -305,14 +308,13 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	newMembers := set(e.Members)
 	m.departed = set(e.Departed)
 	m.place, m.members = e.Place, newMembers
-	var forget []uint32
 	adopt := old != nil && e.Base != nil
 	switch {
 	case old == nil && e.Base == nil:
 		m.firstRing(e)
 		return nil
 	case e.Base != nil:
-		forget = m.forgetForBase(e)
+		m.giveWay(e)
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
 	alive := func(id string) bool { _, ok := e.Live[id]; return ok }
@@ -358,9 +360,6 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 	}
 	gain, held := m.startPulls(gain, e.Base == nil)
 	var out []Effect
-	if len(forget) > 0 {
-		out = append(out, DropCounters{Parts: forget})
-	}
 	if len(gain) > 0 {
 		out = append(out, Pull{Gain: gain, Keep: adopt, Held: held})
 	}
@@ -379,25 +378,34 @@ func (m *Partitions) firstRing(e RingChanged) {
 	}
 }
 
-// forgetForBase lets go of what this node holds of the others' partitions
-// by a ring with a base and returns the partitions whose counters it lets
-// go. A cluster that went on without this node (it is new, or it comes back
-// from the smaller side of a split) is compared with the ring it had:
+// giveWay gives way to the others' counters by a ring with a base: a
+// cluster that went on without this node (it is new, or it comes back from
+// the smaller side of a split) is compared with the ring it had, and
 // partitions this node takes over are pulled from their owners there
-// before it answers for them, and what this node holds of the others'
-// partitions is let go.
-func (m *Partitions) forgetForBase(e RingChanged) (forget []uint32) {
+// before it answers for them (Pull.Keep). What this node holds of the
+// others' partitions stays here, released, as provisional counters: asked
+// for, it passes them on as replica copies, which the puller uses only
+// when no other live node holds the partition. So where the others served
+// a partition meanwhile, their counters win; where nobody did, these are
+// the only counters there are. Letting them go lost them: a node that
+// lost its Raft leader while members joined it, and whose probe went
+// unanswered, counted a quorum regained, and its joiners, which had held
+// nothing, pulled nothing (TestClusterBackToBackJoinsKeepCounters,
+// sim/testdata/fixed-regained-joiner.txt). Its moved marks are dropped.
+func (m *Partitions) giveWay(e RingChanged) {
 	for p := range m.parts {
 		pt := &m.parts[p]
 		switch {
 		case pt.state.Holds() && e.Place[p].Owner != m.self:
-			*pt = partition{}
-			forget = append(forget, uint32(p))
+			since := e.Now
+			if pt.state == PartReleased {
+				since = pt.since // the grace runs from the release
+			}
+			*pt = partition{state: PartReleased, since: since, copies: true}
 		case pt.state == PartMoved:
 			*pt = partition{}
 		}
 	}
-	return forget
 }
 
 // dropStaleMarks drops the moved marks this ring makes stale and returns

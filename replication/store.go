@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 )
@@ -20,8 +21,17 @@ type Store struct {
 	lim   StoreLimits
 }
 
-// StoreLimits bound what a Store takes from the wire (0: unbounded).
+// StoreLimits bound what a Store takes from the wire (0: unbounded), and
+// say which copies it indexes as long-lived.
 type StoreLimits struct {
+	// LongFrom, if set, returns the idle deadline from which an applied
+	// copy is long-lived (now plus about an hour: the durable counters a
+	// node writes to its data dir). Select then looks at those copies
+	// only, not at every copy held, which on a loaded node are mostly
+	// counters idling out within seconds. A copy's deadline changes only
+	// when it is applied again, so one that was short when applied stays
+	// short while LongFrom moves on.
+	LongFrom func() int64
 	// Partitions is the ring's partition count: a state of a partition
 	// at or beyond it is refused (no ring change would ever drop it).
 	Partitions uint32
@@ -36,6 +46,7 @@ var ErrRefused = errors.New("replica states refused")
 type replicaPart struct {
 	from   string // the sender of the latest Apply
 	states map[uint64]State
+	long   map[uint64]struct{} // ids of the long-lived states (StoreLimits.LongFrom)
 }
 
 // NewStore returns an empty Store.
@@ -63,12 +74,17 @@ func (s *Store) Apply(from string, states []State) error {
 		}
 	}
 	over := 0
+	longFrom := int64(math.MaxInt64)
+	if s.lim.LongFrom != nil {
+		longFrom = s.lim.LongFrom()
+	}
 	for i := range states {
 		st := states[i]
 		if st.Fresh() {
 			if p := s.parts[st.Partition]; p != nil {
 				if _, ok := p.states[st.ID]; ok {
 					delete(p.states, st.ID)
+					delete(p.long, st.ID)
 					s.n--
 				}
 				if len(p.states) == 0 {
@@ -95,6 +111,15 @@ func (s *Store) Apply(from string, states []State) error {
 		}
 		p.from = from
 		p.states[st.ID] = st
+		switch {
+		case st.Idle >= longFrom:
+			if p.long == nil {
+				p.long = make(map[uint64]struct{})
+			}
+			p.long[st.ID] = struct{}{}
+		case p.long != nil:
+			delete(p.long, st.ID)
+		}
 	}
 	if over > 0 {
 		return fmt.Errorf("%w: %d new counters over the cap of %d copies", ErrRefused, over, s.lim.MaxStates)
@@ -186,19 +211,29 @@ func appendSorted(out []State, m map[uint64]State, copyLogs bool) []State {
 }
 
 // Select returns copies of the states held that keep reports true for
-// (their Log and Permits slices copied too), in no particular order: the durable copies a
-// node writes to its data dir. keep runs under the Store's mutex and must
-// not call the Store.
+// (their Log and Permits slices copied too), in no particular order: the
+// durable copies a node writes to its data dir. With StoreLimits.LongFrom
+// it looks at the long-lived copies only. keep runs under the Store's
+// mutex and must not call the Store.
 func (s *Store) Select(keep func(*State) bool) []State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []State
+	add := func(st State) {
+		if keep(&st) {
+			st.own()
+			out = append(out, st)
+		}
+	}
 	for _, p := range s.parts {
-		for _, st := range p.states {
-			if keep(&st) {
-				st.own()
-				out = append(out, st)
+		if s.lim.LongFrom == nil {
+			for _, st := range p.states {
+				add(st)
 			}
+			continue
+		}
+		for id := range p.long {
+			add(p.states[id])
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/weirlimit/weir/internal/testwait"
@@ -144,5 +145,83 @@ func TestBoundedStore(t *testing.T) {
 	s.Drop([]uint32{7})
 	if err := s.Apply("n1", []State{st(3, 30, 1)}); err != nil || s.Len() != 3 {
 		t.Errorf("after a drop: err %v, Len %d; want room for one", err, s.Len())
+	}
+}
+
+// TestStoreSelectLooksAtLongCopiesOnly: with LongFrom, Select sees the
+// copies whose idle deadline was long-lived when applied, follows each
+// copy's latest state (shortened, idled out, re-applied) and forgets the
+// partitions taken or dropped.
+func TestStoreSelectLooksAtLongCopiesOnly(t *testing.T) {
+	longFrom := int64(1000)
+	s := NewBoundedStore(StoreLimits{LongFrom: func() int64 { return longFrom }})
+	mk := func(part uint32, id uint64, idle int64) State {
+		return State{Partition: part, ID: id, A: 1, Idle: idle}
+	}
+	all := func(*State) bool { return true }
+	ids := func() []uint64 {
+		var out []uint64
+		for _, st := range s.Select(all) {
+			out = append(out, st.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	s.Apply("n1", []State{mk(1, 10, 500), mk(1, 11, 2000), mk(2, 20, 1000), mk(3, 30, 5000)})
+	if got, want := ids(), []uint64{11, 20, 30}; !slices.Equal(got, want) {
+		t.Fatalf("Select = %v, want the long-lived %v", got, want)
+	}
+	s.Apply("n1", []State{mk(1, 11, 600), mk(1, 10, 3000)}) // 11 now short, 10 now long
+	if got, want := ids(), []uint64{10, 20, 30}; !slices.Equal(got, want) {
+		t.Fatalf("after re-applying: Select = %v, want %v", got, want)
+	}
+	s.Apply("n1", []State{{Partition: 2, ID: 20}}) // idled out
+	s.Take([]uint32{3})
+	if got, want := ids(), []uint64{10}; !slices.Equal(got, want) {
+		t.Fatalf("after a fresh state and a take: Select = %v, want %v", got, want)
+	}
+	longFrom = 4000 // time moved on: a copy is judged when applied
+	s.Apply("n1", []State{mk(4, 40, 3500)})
+	if got, want := ids(), []uint64{10}; !slices.Equal(got, want) {
+		t.Fatalf("Select = %v, want %v", got, want)
+	}
+	s.Drop([]uint32{1})
+	if got := ids(); len(got) != 0 {
+		t.Fatalf("after Drop: Select = %v, want none", got)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len %d, want 1 (partition 4's short copy)", s.Len())
+	}
+}
+
+// BenchmarkStoreSelect: a node's durable-counter write every second looks
+// at its replica copies, on a loaded node mostly short-lived (100,000 here)
+// beside a few long-lived ones (100): all of them without LongFrom, the
+// long ones with it.
+func BenchmarkStoreSelect(b *testing.B) {
+	for _, indexed := range []bool{false, true} {
+		b.Run(map[bool]string{false: "scan", true: "indexed"}[indexed], func(b *testing.B) {
+			var lim StoreLimits
+			if indexed {
+				lim.LongFrom = func() int64 { return 1 << 40 }
+			}
+			s := NewBoundedStore(lim)
+			states := make([]State, 0, 100_100)
+			for i := range 100_100 { // i%1001 == 0 for 100 of them
+				idle := int64(1 << 30)
+				if i%1001 == 0 {
+					idle = 1 << 41
+				}
+				states = append(states, State{Partition: uint32(i % 271), ID: uint64(i), A: 1, Idle: idle})
+			}
+			s.Apply("n1", states)
+			durable := func(st *State) bool { return st.Idle >= 1<<40 }
+			b.ResetTimer()
+			for b.Loop() {
+				if got := len(s.Select(durable)); got != 100 {
+					b.Fatalf("%d durable copies, want 100", got)
+				}
+			}
+		})
 	}
 }

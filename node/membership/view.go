@@ -172,9 +172,9 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	}
 	switch ch.Base {
 	case clusterview.BaseRegained:
-		c.log.Warn("a Raft leader again after a long time without one: taking the counters the others served meanwhile", "base", ch.BaseOf)
+		c.log.Warn("a Raft leader again after a long time without one: giving way to the counters the others hold", "base", ch.BaseOf)
 	case clusterview.BaseSplit:
-		c.log.Warn("back from a network split on the side without a Raft quorum: taking the other side's counters", "base", ch.BaseOf)
+		c.log.Warn("back from a network split on the side without a Raft quorum: giving way to the counters the other side holds", "base", ch.BaseOf)
 	}
 	if err := c.deps.Handoff.ChangeRing(ctx, ch.Event); err != nil {
 		if ctx.Err() == nil {
