@@ -20,6 +20,7 @@ var caughtBy = map[string][]string{
 	bug.FlapLeftovers:       {"TestPartitionScenarios/flap.txt", "TestFlapLeftoversPassOnlyAsCopies/flap"},
 	bug.DroppedMovedMark:    {"TestPartitionScenarios/reclaim.txt"},
 	bug.TakebackUnreachable: {"TestTakeBackWaitsForAnUnreachableHolder"},
+	bug.GainedMoved:         {"TestPartitionScenarios/gainedmoved.txt"},
 }
 
 // TestSwitchesBreakTheirTests runs this test binary again for each switch,

@@ -318,7 +318,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		old, oldMembers = e.Base, membersOf(e.Base)
 	}
 	alive := func(id string) bool { _, ok := e.Live[id]; return ok }
-	reclaim := m.dropStaleMarks(e, oldMembers, newMembers, alive)
+	reclaim := m.dropStaleMarks(e, old, oldMembers, newMembers, alive)
 	moves := Diff(old, e.Place)
 	gain, lose, dropReplica := PlanHandoff(m.self, moves, alive)
 	for _, r := range reclaim {
@@ -346,6 +346,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 		}
 		gain[i] = r
 	}
+	gain = m.gainedMoved(gain, alive)
 	var resync []uint32
 	for _, p := range PlanResync(m.self, moves) {
 		if m.parts[p].state == PartReady {
@@ -418,7 +419,7 @@ func (m *Partitions) giveWay(e RingChanged) {
 
 // dropStaleMarks drops the moved marks this ring makes stale and returns
 // the partitions of dropped marks this node takes back at once.
-func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[string]bool, alive func(string) bool) []Source {
+func (m *Partitions) dropStaleMarks(e RingChanged, old []Assignment, oldMembers, newMembers map[string]bool, alive func(string) bool) []Source {
 	departed := m.departed
 	// While members only join, every node that handed a partition on keeps
 	// a moved mark to the next holder, so a chain of marks leads to the
@@ -445,7 +446,8 @@ func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[st
 	// none would start every key of it from a full bucket. It is pulled
 	// from the puller if alive, else from the copies the other replicas of
 	// this ring hold, or this node's own if the gone puller sent them
-	// (takeBackFrom: its own are older than the counters it handed over).
+	// (takeBackFrom: its own are older than the counters it handed over)
+	// and this node was its replica by the last ring (freshCopies).
 	var reclaim []Source
 	for p := range m.parts {
 		pt := &m.parts[p]
@@ -460,7 +462,7 @@ func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[st
 		if pt.peer == "" || stale || (shrank && known && e.Place[p].Owner != pt.peer) {
 			if e.Place[p].Owner == m.self && e.Base == nil && !bug.On(bug.DroppedMovedMark) {
 				src := Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), pt.peer, alive)}
-				if !alive(pt.peer) {
+				if !alive(pt.peer) && m.freshCopies(old, uint32(p)) {
 					src.Gone = pt.peer
 				}
 				reclaim = append(reclaim, src)
@@ -469,6 +471,31 @@ func (m *Partitions) dropStaleMarks(e RingChanged, oldMembers, newMembers map[st
 		}
 	}
 	return reclaim
+}
+
+// gainedMoved returns gain with the partitions still moved (their marks
+// survived dropStaleMarks) pulled from their puller first: the counters
+// are there, and the ring's old owner and replicas may never have had
+// them (the puller took them on a ring this node did not have). One whose
+// puller this node's gossip does not have alive (it restarted and pulled
+// before this node saw it back, or pulled on a newer ring) is left to the
+// mark: asked of the others, it was settled from copies beside the
+// puller's counters, two ready holders (the simulator's join-leave
+// sequence, sim/testdata/fixed-gained-moved.txt). Items go to the puller
+// meanwhile; once gossip has it back the mark is an ordinary one, taken
+// back after Settle if this node still owns the partition (Tick).
+func (m *Partitions) gainedMoved(gain []Source, alive func(string) bool) []Source {
+	out := gain[:0]
+	for _, g := range gain {
+		if pt := m.parts[g.Partition]; pt.state == PartMoved && !bug.On(bug.GainedMoved) {
+			if !alive(pt.peer) {
+				continue
+			}
+			g.From = append([]string{pt.peer}, slices.DeleteFunc(g.From, func(id string) bool { return id == pt.peer })...)
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // startPulls marks the gained partitions pending (fresh: a ring without a
@@ -590,7 +617,11 @@ func (m *Partitions) tick(now int64) []Effect {
 			*pt = partition{}
 			if m.Owner(uint32(p)) == m.self {
 				alive := func(id string) bool { return m.members[id] && !m.departed[id] }
-				reclaim = append(reclaim, Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), peer, alive), Gone: peer})
+				src := Source{Partition: uint32(p), From: m.takeBackFrom(uint32(p), peer, alive)}
+				if m.freshCopies(m.place, uint32(p)) {
+					src.Gone = peer
+				}
+				reclaim = append(reclaim, src)
 				m.parts[p] = partition{state: PartPending}
 			}
 		case pt.state == PartMoved && pt.since+m.settle < now && m.Owner(uint32(p)) == m.self && m.members[pt.peer]:
@@ -635,6 +666,20 @@ func (m *Partitions) tick(now int64) []Effect {
 func (m *Partitions) takeBackFrom(p uint32, peer string, alive func(string) bool) []string {
 	others := slices.DeleteFunc(slices.Clone(m.place[p].Replicas), func(id string) bool { return id == m.self })
 	return sources(m.self, Move{Partition: p, OldOwner: peer, NewOwner: m.self, OldReplicas: others}, alive)
+}
+
+// freshCopies reports whether the copies a gone puller of p sent this
+// node are the freshest there are: this node is a replica of p by place
+// (the ring the puller replicated by, as far as this node knows). A node
+// no longer placed there keeps older copies for Grace, while the puller
+// replicated to that ring's replicas since: promoted, they started keys
+// from what the puller had decided a while before (the simulator,
+// sim/testdata/fixed-takeback-copies.txt, once its gossip heard of a
+// member only after its join: n2 took p52 back from n1's copies of
+// before n5 joined, while n3 held n1's last ones). Then the take-back
+// asks the others (Source.From, and every live member after them).
+func (m *Partitions) freshCopies(place []Assignment, p uint32) bool {
+	return place != nil && slices.Contains(place[p].Replicas, m.self)
 }
 
 // Diff lists the partitions whose owner or replicas differ between two

@@ -150,16 +150,20 @@ type host struct {
 	// restartUnseen: this incarnation restarted before every running
 	// host had seen the last one declared dead (they resync nothing).
 	restartUnseen bool
-	seen          map[string]clusterview.Member
-	pend          map[string]bool
-	quorum        clusterview.Quorum
-	knows         bool // knows the Raft leader
-	sampling      bool
-	regained      bool
-	flushing      bool
-	ticking       bool
-	leave         *clusterview.Leave
-	leaveAt       time.Duration
+	// newcomer: a member that joined the running cluster (a join fault),
+	// in its first incarnation: no one hears of it before its join's
+	// push/pull (gossipPair).
+	newcomer bool
+	seen     map[string]clusterview.Member
+	pend     map[string]bool
+	quorum   clusterview.Quorum
+	knows    bool // knows the Raft leader
+	sampling bool
+	regained bool
+	flushing bool
+	ticking  bool
+	leave    *clusterview.Leave
+	leaveAt  time.Duration
 
 	adm []int64 // per key, what this incarnation admitted
 	// ver counts each key's changes here; importVer is the change that
@@ -248,6 +252,7 @@ func (w *World) boot(h *host) {
 	h.leave = nil
 	h.override, h.viewFaulted = nil, false // a new process's gossip view is its own: a view fault ends with the incarnation
 	h.restartUnseen = false
+	h.newcomer = h.inc == 1 && w.loop.now > 0
 	if h.inc > 1 {
 		for _, o := range w.hosts {
 			if o != h && o.up && !h.deadSeenBy[o.id] {
@@ -392,6 +397,15 @@ func (w *World) gossipPair(x, y *host) {
 	if x == y || x.pend[y.id] {
 		return
 	}
+	if y.up && y.newcomer && y.node.joining {
+		// Nobody hears of a new member before its join's push/pull
+		// (memberlist's Join): that exchange gives it the member list,
+		// and only then does its contact gossip it on (joinSync).
+		// Before, a joiner that left again at once could be in every
+		// other ring while it had none of its own, so its leave waited
+		// for nothing (sim/testdata/fixed-join-leave-cold.txt).
+		return
+	}
 	m, live := w.want(x, y)
 	have, had := x.seen[y.id]
 	if live == had && (!live || have == m) {
@@ -465,7 +479,9 @@ func (w *World) joinSync(x *host) {
 		var got []*host
 		for _, id := range w.order {
 			y := w.hosts[id]
-			if _, live := w.want(x, y); live && y != x {
+			// A new member still joining is known to no one before its
+			// own push/pull (gossipPair), so this one does not learn it.
+			if _, live := w.want(x, y); live && y != x && !(y.newcomer && y.node.joining) {
 				got = append(got, y)
 			}
 		}
@@ -491,6 +507,14 @@ func (w *World) joinSync(x *host) {
 		w.refresh(x)
 		for _, id := range w.order {
 			w.gossipPair(x, w.hosts[id])
+		}
+		if x.newcomer {
+			// The others hear of it from here on, as gossip spreads it.
+			for _, id := range w.order {
+				if o := w.hosts[id]; o != x && o.up {
+					w.gossipPair(o, x)
+				}
+			}
 		}
 	})
 }

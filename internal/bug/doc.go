@@ -37,6 +37,10 @@ const (
 	// TakebackUnreachable: a take-back whose holder does not answer
 	// settles the partition here without its counters (fixed in 2618420).
 	TakebackUnreachable = "takeback-unreachable"
+	// GainedMoved: a gained partition this node still marks moved to its
+	// puller is pulled from the ring's old owner and replicas, not the
+	// puller (fixed with the simulator's join-leave sequence).
+	GainedMoved = "gained-moved"
 )
 
 // Env is the environment variable a weirbugs build reads the switches from.
@@ -44,5 +48,5 @@ const Env = "WEIR_SIM_BUG"
 
 // Names lists every switch.
 func Names() []string {
-	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable}
+	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved}
 }
