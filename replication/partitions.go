@@ -341,7 +341,7 @@ func (m *Partitions) ringChanged(e RingChanged) []Effect {
 			// it, and it decides them still. It is asked first, not
 			// replaced by the copies the puller sent here, older then
 			// (sim/testdata/fixed-dropped-mark-owner.txt).
-			r.From = append([]string{o}, slices.DeleteFunc(r.From, func(id string) bool { return id == o })...)
+			r.From = askFirst(r.From, o)
 			r.Gone = ""
 		}
 		gain[i] = r
@@ -491,11 +491,16 @@ func (m *Partitions) gainedMoved(gain []Source, alive func(string) bool) []Sourc
 			if !alive(pt.peer) {
 				continue
 			}
-			g.From = append([]string{pt.peer}, slices.DeleteFunc(g.From, func(id string) bool { return id == pt.peer })...)
+			g.From = askFirst(g.From, pt.peer)
 		}
 		out = append(out, g)
 	}
 	return out
+}
+
+// askFirst returns from with id first (and nowhere else).
+func askFirst(from []string, id string) []string {
+	return append([]string{id}, slices.DeleteFunc(from, func(f string) bool { return f == id })...)
 }
 
 // startPulls marks the gained partitions pending (fresh: a ring without a

@@ -106,7 +106,7 @@ type aims struct{ twoRings, recutJoin, joinLeave, recutDelay bool }
 // schedules.
 func generate(seed uint64, n int, d time.Duration, a aims) []Fault {
 	r := rand.New(rand.NewPCG(seed, 1))
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	dur := durIn(r)
 	pick := func() string { return nodeID(1 + r.IntN(n)) }
 	var out []Fault
 	// Clock skew at boot for about half the nodes.
@@ -252,7 +252,7 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 	if r.IntN(1000) >= targetedShare {
 		return nil
 	}
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	dur := durIn(r)
 	pick := func() string { return nodeID(1 + r.IntN(n)) }
 	// restart is after detection (at most 3 s) and the ring change.
 	restart := func() time.Duration { return dur(3500*time.Millisecond, 7*time.Second) }
@@ -341,7 +341,7 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 // must take it back; dropped-moved-mark, takeback-unreachable), 1.5–4 s
 // after it otherwise (its pulls done, its restart seen: double-pull).
 func recut(r *rand.Rand, x string, at time.Duration, budget *int, end time.Duration) ([]Fault, time.Duration) {
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	dur := durIn(r)
 	var out []Fault
 	for range 1 + r.IntN(3) {
 		f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3500*time.Millisecond, 7*time.Second)}
@@ -372,7 +372,7 @@ func recut(r *rand.Rand, x string, at time.Duration, budget *int, end time.Durat
 // ringChanged, for partitions its own ring never gave x: it must take
 // them back (dropped-moved-mark: decided on no counters instead).
 func recutJoin(r *rand.Rand, x, y string, at time.Duration, budget *int, end time.Duration) ([]Fault, time.Duration) {
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	dur := durIn(r)
 	f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3500*time.Millisecond, 7*time.Second)}
 	back := at + f.For
 	g := Fault{At: back + dur(100*time.Millisecond, 300*time.Millisecond), Kind: "kill", Nodes: []string{x}}
@@ -395,7 +395,7 @@ func recutJoin(r *rand.Rand, x, y string, at time.Duration, budget *int, end tim
 // then takes the partition back (double-pull). x restarts 5–8 s later,
 // or is gone for good (the last sequence).
 func recutDelay(r *rand.Rand, x string, at time.Duration, budget *int, end time.Duration) ([]Fault, time.Duration) {
-	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	dur := durIn(r)
 	f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3200*time.Millisecond, 5*time.Second)}
 	back := at + f.For
 	n := int64(60 + r.IntN(141))
@@ -407,6 +407,11 @@ func recutDelay(r *rand.Rand, x string, at time.Duration, budget *int, end time.
 	}
 	g.For = dur(5*time.Second, 8*time.Second)
 	return []Fault{f, d, g}, g.At + g.For
+}
+
+// durIn returns a draw from r of a duration in [lo, hi].
+func durIn(r *rand.Rand) func(lo, hi time.Duration) time.Duration {
+	return func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 }
 
 // apply schedules f on w.

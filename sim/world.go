@@ -389,6 +389,10 @@ func (w *World) gossip() {
 	}
 }
 
+// unheard: a new member still joining, which no one has heard of before
+// its join's push/pull.
+func (h *host) unheard() bool { return h.newcomer && h.node.joining }
+
 func (w *World) gossipPair(x, y *host) {
 	if x.node.joining {
 		w.joinSync(x)
@@ -397,7 +401,7 @@ func (w *World) gossipPair(x, y *host) {
 	if x == y || x.pend[y.id] {
 		return
 	}
-	if y.up && y.newcomer && y.node.joining {
+	if y.up && y.unheard() {
 		// Nobody hears of a new member before its join's push/pull
 		// (memberlist's Join): that exchange gives it the member list,
 		// and only then does its contact gossip it on (joinSync).
@@ -481,7 +485,7 @@ func (w *World) joinSync(x *host) {
 			y := w.hosts[id]
 			// A new member still joining is known to no one before its
 			// own push/pull (gossipPair), so this one does not learn it.
-			if _, live := w.want(x, y); live && y != x && !(y.newcomer && y.node.joining) {
+			if _, live := w.want(x, y); live && y != x && !y.unheard() {
 				got = append(got, y)
 			}
 		}
