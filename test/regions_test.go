@@ -193,9 +193,31 @@ func (rs *regionSet) explainLimits(rule, key string, base bucket.Limit) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			kl, err := n.GetLimits(ctx, key)
 			cancel()
-			rs.t.Logf("%s/%s: scaled limit %d per %v burst %d; limits read: %+v %v", name, n.ID(), l.Rate, l.Period, l.Burst, kl, err)
+			rs.t.Logf("%s/%s: scaled limit %d per %v burst %d; %s; limits read: %+v %v", name, n.ID(), l.Rate, l.Period, l.Burst, forwardedItems(n.HTTPAddr()), kl, err)
 		}
 	}
+}
+
+// forwardedItems reads how many items a node forwarded to their owner
+// (its weir_forwarded_items_total): whether a node's checks were decided
+// where the test expects.
+func forwardedItems(httpAddr string) string {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "weir_forwarded_items_total ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return "weir_forwarded_items_total not found"
 }
 
 // rings lists the ring version every live node of every region sees.
