@@ -703,7 +703,7 @@ func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, erro
 // they are, installs them and steps Arrived.
 func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	bySource := map[string][]uint32{}
-	var local []uint32
+	var local, kept []uint32 // kept: this node's own counters stayed (Keep)
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
 		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
@@ -747,9 +747,9 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 			// Only what a holder handed over replaces this node's counters;
 			// the ones it keeps are provisional (as below).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
-			kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
-			h.arrived(ctx, parts, kept, func() error { return h.install(ctx, got, f.handed) })
-			h.resyncKept(ctx, kept)
+			own := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
+			h.arrived(ctx, parts, own, func() error { return h.install(ctx, got, f.handed) })
+			kept = append(kept, own...)
 			continue
 		}
 		states, orphans := f.states(), f.orphans(parts)
@@ -783,7 +783,7 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		// (sim/testdata/fixed-regained-alone.txt: 1.6 s between the two
 		// members, a cold key 2 over 26 s later).
 		h.arrived(ctx, local, local, nil)
-		h.resyncKept(ctx, local)
+		kept = append(kept, local...)
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
@@ -791,17 +791,14 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
 	}
-}
-
-// resyncKept sends the counters a pull with Keep kept here (no holder
-// handed any over) to the partitions' replicas: nothing was installed, so
-// nothing was shipped, and a replica by this ring may hold no copy (it
-// promoted its copies while it was cut off, or it was not a replica by
-// the ring this node had; sim/testdata/fixed-restart-mark.txt once both
-// sides of a split came back with a base).
-func (h *Handoff) resyncKept(ctx context.Context, parts []uint32) {
-	if h.resync != nil && len(parts) > 0 {
-		h.resyncReplicas(ctx, parts)
+	if len(kept) > 0 && h.resync != nil {
+		// Nothing was installed for these, so nothing was shipped, and a
+		// replica by this ring may hold no copy (it promoted its copies
+		// while it was cut off, or it was not a replica by the ring this
+		// node had: sim/testdata/fixed-restart-mark.txt once both sides of
+		// its split came back with a base). Sent once every source was
+		// asked, not between two sources' asks.
+		h.resyncReplicas(ctx, kept)
 	}
 }
 
