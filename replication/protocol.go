@@ -730,8 +730,14 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		}
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters.
+			// The ones it keeps are provisional, as copies settled here
+			// are: no holder handed them over, and the owner this node
+			// gave way to may have served the partition all along
+			// without being asked (its gossip had not come back yet).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
-			h.arrived(ctx, parts, nil, func() error { return h.install(ctx, got, f.handed) })
+			kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
+			h.arrived(ctx, parts, kept, func() error { return h.install(ctx, got, f.handed) })
+			h.resyncKept(ctx, kept)
 			continue
 		}
 		states, orphans := f.states(), f.orphans(parts)
@@ -756,13 +762,26 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	switch {
 	case len(local) == 0:
 	case pl.Keep:
-		h.arrived(ctx, local, nil, nil) // nobody else holds them: this node's counters stay
+		h.arrived(ctx, local, local, nil) // nobody else holds them: this node's counters stay, provisional
+		h.resyncKept(ctx, local)
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
+	}
+}
+
+// resyncKept sends the counters a Keep pull left in place to the
+// partitions' replicas by this ring: nothing was installed, so nothing
+// reported them to the replication stream, and the ring's resync skipped
+// them while they were pending. Their replicas could lack them for good
+// (the simulator's sim/testdata/fixed-restart-mark.txt once both sides of
+// a split gave way: a key decided during it had no copy).
+func (h *Handoff) resyncKept(ctx context.Context, parts []uint32) {
+	if h.resync != nil && len(parts) > 0 {
+		h.resyncReplicas(ctx, parts)
 	}
 }
 

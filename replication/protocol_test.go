@@ -447,3 +447,64 @@ func changeRing(t *testing.T, h *Handoff, e RingChanged, ids ...string) {
 		t.Fatal(err)
 	}
 }
+
+// recordResync is a Resyncer that sends what it is given on got.
+type recordResync struct{ got chan []State }
+
+func (r recordResync) Resync(ctx context.Context, export func(context.Context) ([]State, error)) (int, error) {
+	st, err := export(ctx)
+	r.got <- st
+	return len(st), err
+}
+
+// A node back from a split (a ring with a base) whose base owner does not
+// answer keeps its own counters (Pull.Keep). They are provisional, as
+// copies settled here are: the base owner may have served the partition
+// all along (the simulator's seed 13000139 of 3 nodes: its leftovers,
+// released, went to a later puller as a holder's counters and won over
+// the live line's copies). And they go to the replicas of the new ring,
+// which nothing else sends them to.
+func TestKeptCountersAreProvisionalAndResynced(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	ca := newMemCounters()
+	mine := State{ID: 7, Partition: 0, A: 1, B: 3}
+	rec := recordResync{got: make(chan []State, 1)}
+	a, err := NewHandoff(DefaultHandoffConfig("a", 1), ca, direct, NewStore(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := startHandoff(t, "c", 1, newMemCounters(), direct)
+	direct.nodes["a"], direct.nodes["c"] = a, c
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a"}}}, Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Import(ctx, []State{mine}); err != nil {
+		t.Fatal(err)
+	}
+	// Back from a split: b owned p0 on the other side and is not back in
+	// a's gossip yet.
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}}, Members: []string{"a", "c"},
+		Live: map[string]string{"a": "a", "c": "c"}, Base: []Assignment{{Owner: "b", Replicas: []string{"b", "c"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-rec.got:
+		if len(got) != 1 || got[0].B != mine.B {
+			t.Errorf("resynced to the replicas: %v, want a's kept counter %v", got, mine)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's kept counter was not resynced to its replicas")
+	}
+	r, err := a.Serve(ctx, HandoffRequest{To: "c", Parts: []uint32{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Held) != 0 || len(r.Copies) != 1 || r.Copies[0].B != mine.B {
+		t.Errorf("a's reply within Settle: held %v copies %v, want its kept counter as a copy", r.Held, r.Copies)
+	}
+}

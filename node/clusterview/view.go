@@ -119,7 +119,12 @@ func (p *Policy) Step(in Input) (c Change, ok bool, err error) {
 		m.Leaving = true
 		members[p.Self] = m
 	}
-	regained := p.Leader.TakeRegained()
+	// A quorum regained while this node's ring has no other member (Raft
+	// heard from the leader before gossip saw anyone back) is left for the
+	// first ring that has: taken here, it gave no base, and by then the
+	// leader was known, so splitBase gave none either, and this node never
+	// gave way (the simulator, sim/testdata/fixed-regained-alone.txt).
+	regained := len(RingMembers(members, p.Self)) > 0 && p.Leader.TakeRegained()
 	if in.Ring != nil && sameRing(in.Published, members) {
 		// Metadata-only changes (addresses) still need a new view.
 		if sameMeta(in.Published, members) && !regained {
