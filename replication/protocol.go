@@ -883,6 +883,13 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	empty := map[uint32][]string{} // who answered nothing for the partition
+	// mine: a mark names this node itself, so the counters went to an
+	// earlier incarnation of it and died with it. A holder the asks to
+	// every member find then holds counters that were never on that
+	// chain (leftovers a view fault or a split left released, which their
+	// owner never pulled: it kept serving): they count as copies, after
+	// the copies of the earlier incarnation's line already got.
+	mine := map[uint32]bool{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
 	var states, copies []State
@@ -906,14 +913,25 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 				continue
 			}
 			reached[dest] = true
-			for _, p := range resp.Held {
-				held[p] = true
-			}
-			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
+			for _, p := range resp.Held {
+				if !mine[p] {
+					held[p] = true
+				}
+			}
+			for _, st := range resp.States {
+				if mine[st.Partition] {
+					copies = append(copies, st)
+				} else {
+					states = append(states, st)
+				}
+			}
 			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
 				p := m.Partition
+				if m.To == h.cfg.Self && !held[p] {
+					mine[p] = true
+				}
 				moved[p] = true
 				again := slices.Contains(empty[p], m.To) // it pulled p since
 				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {
