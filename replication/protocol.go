@@ -729,11 +729,8 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 			}
 		}
 		if pl.Keep {
-			// Only what a holder handed over replaces this node's counters.
-			// The ones it keeps are provisional, as copies settled here
-			// are: no holder handed them over, and the owner this node
-			// gave way to may have served the partition all along
-			// without being asked (its gossip had not come back yet).
+			// Only what a holder handed over replaces this node's counters;
+			// the ones it keeps are provisional (as below).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
 			kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
 			h.arrived(ctx, parts, kept, func() error { return h.install(ctx, got, f.handed) })
@@ -762,7 +759,15 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	switch {
 	case len(local) == 0:
 	case pl.Keep:
-		h.arrived(ctx, local, local, nil) // nobody else holds them: this node's counters stay, provisional
+		// Nobody else holds them: this node's counters stay, provisional.
+		// They are its side's of a split, and a base ring lists only the
+		// members this node sees again: one the others kept serving may
+		// come back into its view a ring later (gossip brings them back
+		// one by one), and its counters are the ones that count. Held as
+		// a holder's, these went to a later puller over fresher ones
+		// (sim/testdata/fixed-regained-alone.txt: 1.6 s between the two
+		// members, a cold key 2 over 26 s later).
+		h.arrived(ctx, local, local, nil)
 		h.resyncKept(ctx, local)
 	default:
 		// Promote this node's replica copies (no live node holds them).
@@ -773,12 +778,12 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	}
 }
 
-// resyncKept sends the counters a Keep pull left in place to the
-// partitions' replicas by this ring: nothing was installed, so nothing
-// reported them to the replication stream, and the ring's resync skipped
-// them while they were pending. Their replicas could lack them for good
-// (the simulator's sim/testdata/fixed-restart-mark.txt once both sides of
-// a split gave way: a key decided during it had no copy).
+// resyncKept sends the counters a pull with Keep kept here (no holder
+// handed any over) to the partitions' replicas: nothing was installed, so
+// nothing was shipped, and a replica by this ring may hold no copy (it
+// promoted its copies while it was cut off, or it was not a replica by
+// the ring this node had; sim/testdata/fixed-restart-mark.txt once both
+// sides of a split came back with a base).
 func (h *Handoff) resyncKept(ctx context.Context, parts []uint32) {
 	if h.resync != nil && len(parts) > 0 {
 		h.resyncReplicas(ctx, parts)
