@@ -169,3 +169,54 @@ func TestPullTakesLeftoversAsCopiesAfterItsOwnMark(t *testing.T) {
 		t.Errorf("a's p0: %v, want b's copy of the live line %v", got, spent)
 	}
 }
+
+// A mark naming the puller is not always an earlier incarnation's: a
+// puller that handed the partition on itself (to c) and lost its own mark
+// (a ring with a base drops them) is named by its source, b, and c, found
+// by the asks to every member, is the next holder on the chain: its
+// counters win, not b's older copy.
+func TestPullFollowsItsOwnHandOnAfterItsOwnMark(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	live := State{ID: 7, Partition: 0, A: 1, B: 3}
+	older := State{ID: 7, Partition: 0, A: 1, B: 9}
+	ca, cc := newMemCounters(), newMemCounters()
+	storeB := NewStore()
+	if err := storeB.Apply("a", []State{older}); err != nil {
+		t.Fatal(err)
+	}
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, NewStore())
+	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeB)
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
+	direct.nodes["a"], direct.nodes["b"], direct.nodes["c"] = a, b, c
+	all := map[string]string{"a": "a", "b": "b", "c": "c"}
+	for _, x := range []struct {
+		h  *Handoff
+		id string
+	}{{a, "a"}, {b, "b"}, {c, "c"}} {
+		if err := x.h.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: x.id, Replicas: []string{x.id}}}, Members: []string{x.id}, Live: all}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b handed p0 to a, and a handed it on to c, which holds its counters.
+	for _, x := range []struct {
+		from *Handoff
+		to   string
+	}{{b, "a"}, {a, "c"}} {
+		if r, err := x.from.Serve(ctx, HandoffRequest{To: x.to, Parts: []uint32{0}}); err != nil || len(r.Held) != 1 {
+			t.Fatalf("hand-off to %s: %+v, %v", x.to, r, err)
+		}
+	}
+	if err := cc.Import(ctx, []State{live}); err != nil {
+		t.Fatal(err)
+	}
+	// Back from a split, a takes p0 over from b, the owner by the base.
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}}, Members: []string{"a", "b", "c"}, Live: all,
+		Base: []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != live.B {
+		t.Errorf("a's p0: %v, want c's counters %v", got, live)
+	}
+}
