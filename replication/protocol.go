@@ -177,6 +177,10 @@ type Handoff struct {
 	}
 
 	handedOff, promoted, resynced, unreached atomic.Uint64
+
+	// passedOn[p]: this process has handed p's counters to a puller
+	// (Serve), so a mark naming this node may be its own (see fetch).
+	passedOn []atomic.Bool
 }
 
 // fence is one partition's pin lock, padded to a cache line of its own so
@@ -274,6 +278,8 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 		reqs:    make(chan request),
 		fence:   make([]fence, cfg.Partitions),
 		stopped: make(chan struct{}),
+
+		passedOn: make([]atomic.Bool, cfg.Partitions),
 	}
 	if cfg.Inline {
 		h.life, h.end = context.WithCancel(context.Background())
@@ -579,6 +585,9 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
 		return HandoffReply{}, err
+	}
+	for _, p := range slices.Concat(reply.Held, reply.Copies) {
+		h.passedOn[p].Store(true)
 	}
 	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "provisional", reply.Copies, "moved", reply.Moved)
 	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
@@ -900,6 +909,16 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	empty := map[uint32][]string{} // who answered nothing for the partition
+	// mine: a mark names this node itself, and this process never handed
+	// the partition on, so the counters went to an earlier incarnation of
+	// it and died with it. A holder the asks to every member find then
+	// holds counters that were never on that chain (leftovers a view
+	// fault or a split left released, which their owner never pulled: it
+	// kept serving): they count as copies, after the copies of the
+	// earlier incarnation's line already got. (Had this process handed
+	// the partition on, and forgotten the mark, the holder found is the
+	// next on its chain.)
+	mine := map[uint32]bool{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
 	retried := map[string]bool{} // asked again after a timeout
@@ -934,14 +953,25 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 				continue
 			}
 			reached[dest] = true
-			for _, p := range resp.Held {
-				held[p] = true
-			}
-			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
+			for _, p := range resp.Held {
+				if !mine[p] {
+					held[p] = true
+				}
+			}
+			for _, st := range resp.States {
+				if mine[st.Partition] {
+					copies = append(copies, st)
+				} else {
+					states = append(states, st)
+				}
+			}
 			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
 				p := m.Partition
+				if m.To == h.cfg.Self && !held[p] && !h.passedOn[p].Load() {
+					mine[p] = true
+				}
 				moved[p] = true
 				again := slices.Contains(empty[p], m.To) // it pulled p since
 				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {
