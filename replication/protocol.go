@@ -177,6 +177,10 @@ type Handoff struct {
 	}
 
 	handedOff, promoted, resynced, unreached atomic.Uint64
+
+	// passedOn[p]: this process has handed p's counters to a puller
+	// (Serve), so a mark naming this node may be its own (see fetch).
+	passedOn []atomic.Bool
 }
 
 // fence is one partition's pin lock, padded to a cache line of its own so
@@ -274,6 +278,8 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 		reqs:    make(chan request),
 		fence:   make([]fence, cfg.Partitions),
 		stopped: make(chan struct{}),
+
+		passedOn: make([]atomic.Bool, cfg.Partitions),
 	}
 	if cfg.Inline {
 		h.life, h.end = context.WithCancel(context.Background())
@@ -573,9 +579,15 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, ErrClosed
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return HandoffReply{}, err // the asker gave up: hand nothing over
+	}
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
 		return HandoffReply{}, err
+	}
+	for _, p := range slices.Concat(reply.Held, reply.Copies) {
+		h.passedOn[p].Store(true)
 	}
 	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "provisional", reply.Copies, "moved", reply.Moved)
 	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
@@ -586,6 +598,18 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	out.Copies = h.replicas.Peek(req.Parts)
 	if passed := slices.Concat(reply.Held, reply.Copies); len(passed) > 0 {
 		states, err := h.exportHeld(ctx, passed)
+		if err == nil && ctx.Err() != nil {
+			// The asker gave up while the counters were exported (its
+			// deadline passed on a loaded machine): the reply would go
+			// nowhere and take them along. Keep them, as if never asked;
+			// the asker asks again (fetch).
+			ictx, cancel := h.cfg.Sched.WithTimeout(context.WithoutCancel(ctx), h.cfg.InstallTimeout)
+			err = h.counters.Import(ictx, states)
+			cancel()
+			if err == nil {
+				err = ctx.Err()
+			}
+		}
 		if err != nil {
 			// The puller installs nothing: hold the partitions again.
 			if _, berr := h.step(context.WithoutCancel(ctx), HandBack{Now: h.cfg.Now(), To: req.To, Parts: passed}); berr != nil {
@@ -688,7 +712,7 @@ func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, erro
 // they are, installs them and steps Arrived.
 func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	bySource := map[string][]uint32{}
-	var local []uint32
+	var local, kept []uint32 // kept: this node's own counters stayed (Keep)
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
 		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
@@ -736,9 +760,12 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 			}
 		}
 		if pl.Keep {
-			// Only what a holder handed over replaces this node's counters.
+			// Only what a holder handed over replaces this node's counters;
+			// the ones it keeps are provisional (as below).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
-			h.arrived(ctx, parts, nil, func() error { return h.install(ctx, got, f.handed) })
+			own := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
+			h.arrived(ctx, parts, own, func() error { return h.install(ctx, got, f.handed) })
+			kept = append(kept, own...)
 			continue
 		}
 		states, orphans := f.states(), f.orphans(parts)
@@ -763,13 +790,31 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	switch {
 	case len(local) == 0:
 	case pl.Keep:
-		h.arrived(ctx, local, nil, nil) // nobody else holds them: this node's counters stay
+		// Nobody else holds them: this node's counters stay, provisional.
+		// They are its side's of a split, and a base ring lists only the
+		// members this node sees again: one the others kept serving may
+		// come back into its view a ring later (gossip brings them back
+		// one by one), and its counters are the ones that count. Held as
+		// a holder's, these went to a later puller over fresher ones
+		// (sim/testdata/fixed-regained-alone.txt: 1.6 s between the two
+		// members, a cold key 2 over 26 s later).
+		h.arrived(ctx, local, local, nil)
+		kept = append(kept, local...)
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
+	}
+	if len(kept) > 0 && h.resync != nil {
+		// Nothing was installed for these, so nothing was shipped, and a
+		// replica by this ring may hold no copy (it promoted its copies
+		// while it was cut off, or it was not a replica by the ring this
+		// node had: sim/testdata/fixed-restart-mark.txt once both sides of
+		// its split came back with a base). Sent once every source was
+		// asked, not between two sources' asks.
+		h.resyncReplicas(ctx, kept)
 	}
 }
 
@@ -871,8 +916,19 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	empty := map[uint32][]string{} // who answered nothing for the partition
+	// mine: a mark names this node itself, and this process never handed
+	// the partition on, so the counters went to an earlier incarnation of
+	// it and died with it. A holder the asks to every member find then
+	// holds counters that were never on that chain (leftovers a view
+	// fault or a split left released, which their owner never pulled: it
+	// kept serving): they count as copies, after the copies of the
+	// earlier incarnation's line already got. (Had this process handed
+	// the partition on, and forgotten the mark, the holder found is the
+	// next on its chain.)
+	mine := map[uint32]bool{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
+	retried := map[string]bool{} // asked again after a timeout
 	var states, copies []State
 	ask := map[string][]uint32{src: parts}
 	var unnamed []uint32 // asked, and nobody has said where they are
@@ -890,18 +946,39 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 			h.asking(waiting, "")
 			if err != nil {
 				h.cfg.Logger.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
+				if errors.Is(err, errAskTimedOut) && !retried[dest] {
+					// A live member that did not answer in time (a loaded
+					// machine, or it waited for its own pull) still holds
+					// what it holds: Serve hands nothing over once the
+					// asker's deadline passed. Ask it once more rather
+					// than settle from copies while it keeps the counters.
+					retried[dest] = true
+					next[dest] = append(next[dest], ps...)
+					continue
+				}
 				unnamed = append(unnamed, ps...)
 				continue
 			}
 			reached[dest] = true
-			for _, p := range resp.Held {
-				held[p] = true
-			}
-			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
+			for _, p := range resp.Held {
+				if !mine[p] {
+					held[p] = true
+				}
+			}
+			for _, st := range resp.States {
+				if mine[st.Partition] {
+					copies = append(copies, st)
+				} else {
+					states = append(states, st)
+				}
+			}
 			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
 				p := m.Partition
+				if m.To == h.cfg.Self && !held[p] && !h.passedOn[p].Load() {
+					mine[p] = true
+				}
 				moved[p] = true
 				again := slices.Contains(empty[p], m.To) // it pulled p since
 				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {
@@ -945,10 +1022,17 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	if !ok || addr == "" {
 		return HandoffReply{}, fmt.Errorf("member %q is not live", id)
 	}
-	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
+	actx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
 	defer cancel()
-	return h.peers.Handoff(ctx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
+	r, err := h.peers.Handoff(actx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w: %w", errAskTimedOut, err)
+	}
+	return r, err
 }
+
+// errAskTimedOut marks an ask that got no answer within AskTimeout.
+var errAskTimedOut = errors.New("no answer within the ask's deadline")
 
 // install drops the counters of parts (whatever the engine still holds for
 // them is from an earlier time this node served them, and older than what

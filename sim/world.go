@@ -192,6 +192,11 @@ type host struct {
 	// (InvTakeBackWaits).
 	takingBack     map[uint32]string
 	backUnanswered map[uint32]*host
+	// handed: per partition, the keys whose counters a hand-off reply
+	// that reached this incarnation carried away from their holder (its
+	// exported ones, not its replica copies), each with its ver then:
+	// until the pull installs them they are nowhere else (replyArrived).
+	handed map[uint32]map[int]int64
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -292,6 +297,7 @@ func (w *World) boot(h *host) {
 	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
 	h.movedTo = map[uint32]string{}
 	h.takingBack, h.backUnanswered = map[uint32]string{}, map[uint32]*host{}
+	h.handed = map[uint32]map[int]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -903,8 +909,10 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					return fmt.Sprintf("%s serves %s parts %v: held %v moved %d err %v", b.id, a.id, req.Parts, reply.Held, len(reply.Moved), err)
 				})
 				delivered := false
+				passed := w.oracle.passed(b, req.Parts, reply)
 				w.send(b, a, false, func() {
 					delivered = true
+					w.oracle.replyArrived(a, passed)
 					answer(reply, err)
 				})
 				if !delivered && (len(reply.Held) > 0 || waited) {

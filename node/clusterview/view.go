@@ -119,7 +119,14 @@ func (p *Policy) Step(in Input) (c Change, ok bool, err error) {
 		m.Leaving = true
 		members[p.Self] = m
 	}
-	regained := p.Leader.TakeRegained()
+	// A quorum regained counts on the first view with another member in
+	// it: Raft's leader is often known again before gossip has any member
+	// back (a heal is seen on a rejoin, up to seconds later), and a view
+	// of this node alone has nobody to give way to. Taken then, it was
+	// lost, and the view that brought the others back had a leader known
+	// already, so no base either (splitBase): the node kept its split
+	// counters as a holder's (sim/testdata/fixed-regained-alone.txt).
+	regained := len(RingMembers(members, p.Self)) > 0 && p.Leader.TakeRegained()
 	if in.Ring != nil && sameRing(in.Published, members) {
 		// Metadata-only changes (addresses) still need a new view.
 		if sameMeta(in.Published, members) && !regained {
