@@ -433,10 +433,11 @@ func recutDelay(r *rand.Rand, x string, at time.Duration, budget *int, end time.
 // members that stay, so the holder, whose ring without x still owns it,
 // marks it moved to a puller its ring names a member and takes it back
 // Settle (3 s) after its mark, at its next tick (Partitions.tick): 3–4.5
-// s after x's restart. From 2.8–3.3 s after the restart 400–900 per mille
-// of the messages are lost for 1.5–3 s, so a take-back's ask or its
-// answer is lost while the puller runs and holds the counters
-// (takeback-unreachable; up to 10 members no partition moves between
+// s after x's restart. From 2.8–3.3 s after the restart 500–900 per
+// mille of the messages are lost for 5–6.5 s, so a take-back's ask or
+// its answer is lost, and so is the ask once more that a live holder
+// gets AskTimeout (3 s) later (Handoff.fetch), while the puller runs
+// and holds the counters (takeback-unreachable; up to 10 members no partition moves between
 // two that stay, and a take-back needs a view fault, a flap, a split or
 // a pause: sim/shape_test.go). x restarts 5–8 s after its second kill,
 // or is gone for good (the last sequence).
@@ -445,7 +446,7 @@ func recutLoss(r *rand.Rand, x string, at time.Duration, budget *int, end time.D
 	f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3500*time.Millisecond, 7*time.Second)}
 	back := at + f.For
 	g := Fault{At: back + dur(200*time.Millisecond, time.Second), Kind: "kill", Nodes: []string{x}}
-	l := Fault{At: back + dur(2800*time.Millisecond, 3300*time.Millisecond), Kind: "loss", For: dur(1500*time.Millisecond, 3*time.Second), N: int64(400 + r.IntN(501))}
+	l := Fault{At: back + dur(2800*time.Millisecond, 3300*time.Millisecond), Kind: "loss", For: dur(5*time.Second, 6500*time.Millisecond), N: int64(800 + r.IntN(151))}
 	if *budget > 0 && r.IntN(3) == 0 {
 		*budget--
 		return []Fault{f, g, l}, end // x is gone: the last sequence
