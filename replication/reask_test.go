@@ -91,15 +91,8 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	ctx := context.Background()
 	direct := &directPeers{nodes: map[string]*Handoff{}}
 	ca := newMemCounters()
-	storeA, storeC := NewStore(), NewStore()
-	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
-	older := State{ID: 7, Partition: 0, A: 1, B: 9}
-	if err := storeA.Apply("b", []State{spent}); err != nil {
-		t.Fatal(err)
-	}
-	if err := storeC.Apply("d", []State{older}); err != nil {
-		t.Fatal(err)
-	}
+	spent := spentState
+	storeA, storeC := storeWith(t, "b", spent), storeWith(t, "d", olderState)
 	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, storeA)
 	c := runHandoff(t, DefaultHandoffConfig("c", 1), newMemCounters(), direct, storeC)
 	direct.nodes["a"], direct.nodes["c"] = a, c // b is dead: its asks fail
@@ -116,6 +109,23 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	}
 }
 
+// spentState and olderState are one counter's state and an older one of
+// it (more tokens left): which of them a pull installs tells whose it took.
+var (
+	spentState = State{ID: 7, Partition: 0, A: 1, B: 3}
+	olderState = State{ID: 7, Partition: 0, A: 1, B: 9}
+)
+
+// storeWith returns a replica store holding st as a copy sent by from.
+func storeWith(t *testing.T, from string, st State) *Store {
+	t.Helper()
+	s := NewStore()
+	if err := s.Apply(from, []State{st}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // The simulator's seed 19000062 of 3 nodes: a restarted puller a asks b,
 // whose mark names a itself (b handed the counters to a's earlier
 // incarnation, and keeps that incarnation's replica copies). Nobody else
@@ -127,13 +137,9 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 func TestPullTakesLeftoversAsCopiesAfterItsOwnMark(t *testing.T) {
 	ctx := context.Background()
 	direct := &directPeers{nodes: map[string]*Handoff{}}
-	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
-	stale := State{ID: 7, Partition: 0, A: 1, B: 9}
+	spent, stale := spentState, olderState
 	ca, cc := newMemCounters(), newMemCounters()
-	storeB := NewStore()
-	if err := storeB.Apply("a", []State{spent}); err != nil {
-		t.Fatal(err)
-	}
+	storeB := storeWith(t, "a", spent)
 	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeB)
 	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
 	direct.nodes["b"], direct.nodes["c"] = b, c
@@ -178,13 +184,9 @@ func TestPullTakesLeftoversAsCopiesAfterItsOwnMark(t *testing.T) {
 func TestPullFollowsItsOwnHandOnAfterItsOwnMark(t *testing.T) {
 	ctx := context.Background()
 	direct := &directPeers{nodes: map[string]*Handoff{}}
-	live := State{ID: 7, Partition: 0, A: 1, B: 3}
-	older := State{ID: 7, Partition: 0, A: 1, B: 9}
+	live := spentState
 	ca, cc := newMemCounters(), newMemCounters()
-	storeB := NewStore()
-	if err := storeB.Apply("a", []State{older}); err != nil {
-		t.Fatal(err)
-	}
+	storeB := storeWith(t, "a", olderState)
 	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, NewStore())
 	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeB)
 	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
