@@ -573,8 +573,8 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, ErrClosed
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return HandoffReply{}, err // the asker gave up: hand nothing over
+	if err := h.tooLate(ctx); err != nil {
+		return HandoffReply{}, err // the asker gives up before a reply arrives: hand nothing over
 	}
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
@@ -589,16 +589,17 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	out.Copies = h.replicas.Peek(req.Parts)
 	if passed := slices.Concat(reply.Held, reply.Copies); len(passed) > 0 {
 		states, err := h.exportHeld(ctx, passed)
-		if err == nil && ctx.Err() != nil {
-			// The asker gave up while the counters were exported (its
-			// deadline passed on a loaded machine): the reply would go
-			// nowhere and take them along. Keep them, as if never asked;
-			// the asker asks again (fetch).
+		if late := h.tooLate(ctx); err == nil && late != nil {
+			// The asker gives up before the reply would reach it: the
+			// counters were exported on a loaded machine, or past the
+			// reply's share of the deadline (see tooLate). The reply
+			// would go nowhere and take them along. Keep them, as if
+			// never asked; the asker asks again (fetch).
 			ictx, cancel := h.cfg.Sched.WithTimeout(context.WithoutCancel(ctx), h.cfg.InstallTimeout)
 			err = h.counters.Import(ictx, states)
 			cancel()
 			if err == nil {
-				err = ctx.Err()
+				err = late
 			}
 		}
 		if err != nil {
@@ -621,6 +622,32 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "provisional", len(reply.Copies), "states", len(out.States), "moved", len(out.Moved))
 	return out, nil
 }
+
+// tooLate returns an error wrapping context.DeadlineExceeded once Serve
+// should hand nothing over: the asker's deadline (ctx's) is less than
+// replyShare away. The holder's deadline is the asker's plus the time the
+// ask took to arrive (gRPC sends what is left of it), so a reply sent
+// just before it reaches an asker that gave up: it took the counters
+// along, the holder had marked the partitions moved, and the asker
+// settled from copies (TestClusterBackToBackJoinsKeepCounters on a
+// loaded machine: n4 answered n3's second ask 20 ms past n3's deadline,
+// after waiting out its own pull, with the only counter of a key).
+// The asker counts an error that late as a timeout and asks again
+// (askPeer).
+func (h *Handoff) tooLate(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !h.cfg.Sched.Now().Before(dl.Add(-h.replyShare())) {
+		return fmt.Errorf("%w: less than %v left for the reply", context.DeadlineExceeded, h.replyShare())
+	}
+	return nil
+}
+
+// replyShare is the part of an ask's deadline left for the reply to
+// travel: a holder answers nothing later (tooLate), and an asker counts an
+// error that comes this close to its deadline as a timeout (askPeer).
+func (h *Handoff) replyShare() time.Duration { return h.cfg.AskTimeout / 4 }
 
 // Waits reports whether Serve would wait before it answers req now: for
 // a partition this node is itself still pulling (see waitsFor). A
@@ -991,7 +1018,9 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	actx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
 	defer cancel()
 	r, err := h.peers.Handoff(actx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
-	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+	// An error within the reply's share of the deadline is the holder's
+	// tooLate (or the deadline itself): it kept what it holds.
+	if err != nil && h.tooLate(actx) != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", errAskTimedOut, err)
 	}
 	return r, err
