@@ -775,7 +775,12 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 			// the ones it keeps are provisional (as below).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
 			kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
-			h.arrived(ctx, parts, kept, func() error { return h.install(ctx, got, f.handed) })
+			h.arrived(ctx, parts, kept, func() error {
+				if err := h.install(ctx, got, f.handed); err != nil {
+					return err
+				}
+				return h.fillIn(ctx, kept, f.copies)
+			})
 			h.resyncKept(ctx, kept)
 			continue
 		}
@@ -818,6 +823,24 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
 	}
+}
+
+// fillIn imports the copies of the partitions a pull with Keep kept for
+// the keys this node has no counter of (Import keeps a counter it finds,
+// so this node's own stay). A holder that gave way itself passes its
+// counters as copies and drops them: dropped here too, a key whose only
+// counter it was came back from a full bucket (traced 2026-12-02,
+// TestClusterBackToBackJoinsKeepCounters at load 10: n1 passed
+// apikey:j7's counter to n2, which had given way and pulled with Keep).
+func (h *Handoff) fillIn(ctx context.Context, kept []uint32, copies []State) error {
+	in := set32(kept)
+	states := slices.DeleteFunc(slices.Clone(copies), func(st State) bool { return !in[st.Partition] })
+	if len(states) == 0 {
+		return nil
+	}
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
+	defer cancel()
+	return h.counters.Import(ctx, states)
 }
 
 // resyncKept sends the counters a pull with Keep kept here (no holder
