@@ -177,6 +177,10 @@ type Handoff struct {
 	}
 
 	handedOff, promoted, resynced, unreached atomic.Uint64
+
+	// passedOn[p]: this process has handed p's counters to a puller
+	// (Serve), so a mark naming this node may be its own (see fetch).
+	passedOn []atomic.Bool
 }
 
 // fence is one partition's pin lock, padded to a cache line of its own so
@@ -274,6 +278,8 @@ func NewHandoff(cfg HandoffConfig, counters Counters, peers Peers, replicas *Sto
 		reqs:    make(chan request),
 		fence:   make([]fence, cfg.Partitions),
 		stopped: make(chan struct{}),
+
+		passedOn: make([]atomic.Bool, cfg.Partitions),
 	}
 	if cfg.Inline {
 		h.life, h.end = context.WithCancel(context.Background())
@@ -580,6 +586,9 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	if err != nil {
 		return HandoffReply{}, err
 	}
+	for _, p := range slices.Concat(reply.Held, reply.Copies) {
+		h.passedOn[p].Store(true)
+	}
 	h.cfg.Logger.Debug("asked for partitions", "by", req.To, "parts", req.Parts, "held", reply.Held, "provisional", reply.Copies, "moved", reply.Moved)
 	out := HandoffReply{Held: reply.Held, Moved: reply.Moved}
 	// The replica copies first: the asker keeps the first state it gets of
@@ -730,7 +739,7 @@ func (h *Handoff) exportHeld(ctx context.Context, parts []uint32) ([]State, erro
 // they are, installs them and steps Arrived.
 func (h *Handoff) pull(ctx context.Context, pl Pull) {
 	bySource := map[string][]uint32{}
-	var local []uint32
+	var local, kept []uint32 // kept: this node's own counters stayed (Keep)
 	for _, g := range pl.Gain {
 		src := firstSource(h.cfg.Self, g.From)
 		if from, ok := h.replicas.From(g.Partition); ok && g.Gone != "" && from == g.Gone {
@@ -772,16 +781,17 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		}
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters;
-			// the ones it keeps are provisional (as below).
+			// the ones it keeps are provisional (as below), and the copies
+			// fill in the keys it has no counter of (fillIn).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
-			kept := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
-			h.arrived(ctx, parts, kept, func() error {
+			own := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
+			h.arrived(ctx, parts, own, func() error {
 				if err := h.install(ctx, got, f.handed); err != nil {
 					return err
 				}
-				return h.fillIn(ctx, kept, f.copies)
+				return h.fillIn(ctx, own, f.copies)
 			})
-			h.resyncKept(ctx, kept)
+			kept = append(kept, own...)
 			continue
 		}
 		states, orphans := f.states(), f.orphans(parts)
@@ -815,13 +825,22 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		// (sim/testdata/fixed-regained-alone.txt: 1.6 s between the two
 		// members, a cold key 2 over 26 s later).
 		h.arrived(ctx, local, local, nil)
-		h.resyncKept(ctx, local)
+		kept = append(kept, local...)
 	default:
 		// Promote this node's replica copies (no live node holds them).
 		states := h.replicas.Take(local)
 		h.cfg.Logger.Debug("promoted replica copies", "parts", local, "states", len(states))
 		h.promoted.Add(uint64(len(states)))
 		h.arrived(ctx, local, local, func() error { return h.installPulled(ctx, pl, local, nil, states) })
+	}
+	if len(kept) > 0 && h.resync != nil {
+		// Nothing was installed for these, so nothing was shipped, and a
+		// replica by this ring may hold no copy (it promoted its copies
+		// while it was cut off, or it was not a replica by the ring this
+		// node had: sim/testdata/fixed-restart-mark.txt once both sides of
+		// its split came back with a base). Sent once every source was
+		// asked, not between two sources' asks.
+		h.resyncReplicas(ctx, kept)
 	}
 }
 
@@ -841,18 +860,6 @@ func (h *Handoff) fillIn(ctx context.Context, kept []uint32, copies []State) err
 	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
 	defer cancel()
 	return h.counters.Import(ctx, states)
-}
-
-// resyncKept sends the counters a pull with Keep kept here (no holder
-// handed any over) to the partitions' replicas: nothing was installed, so
-// nothing was shipped, and a replica by this ring may hold no copy (it
-// promoted its copies while it was cut off, or it was not a replica by
-// the ring this node had; sim/testdata/fixed-restart-mark.txt once both
-// sides of a split came back with a base).
-func (h *Handoff) resyncKept(ctx context.Context, parts []uint32) {
-	if h.resync != nil && len(parts) > 0 {
-		h.resyncReplicas(ctx, parts)
-	}
 }
 
 // hasCounters reports whether this node may have counters of p while it
@@ -953,6 +960,16 @@ func (f fetched) orphans(parts []uint32) []uint32 {
 func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here func(uint32) bool) fetched {
 	asked := map[uint32][]string{}
 	empty := map[uint32][]string{} // who answered nothing for the partition
+	// mine: a mark names this node itself, and this process never handed
+	// the partition on, so the counters went to an earlier incarnation of
+	// it and died with it. A holder the asks to every member find then
+	// holds counters that were never on that chain (leftovers a view
+	// fault or a split left released, which their owner never pulled: it
+	// kept serving): they count as copies, after the copies of the
+	// earlier incarnation's line already got. (Had this process handed
+	// the partition on, and forgotten the mark, the holder found is the
+	// next on its chain.)
+	mine := map[uint32]bool{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
 	retried := map[string]bool{} // asked again after a timeout
@@ -987,14 +1004,25 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 				continue
 			}
 			reached[dest] = true
-			for _, p := range resp.Held {
-				held[p] = true
-			}
-			states = append(states, resp.States...)
 			copies = append(copies, resp.Copies...)
+			for _, p := range resp.Held {
+				if !mine[p] {
+					held[p] = true
+				}
+			}
+			for _, st := range resp.States {
+				if mine[st.Partition] {
+					copies = append(copies, st)
+				} else {
+					states = append(states, st)
+				}
+			}
 			named, moved := map[uint32]bool{}, map[uint32]bool{}
 			for _, m := range resp.Moved {
 				p := m.Partition
+				if m.To == h.cfg.Self && !held[p] && !h.passedOn[p].Load() {
+					mine[p] = true
+				}
 				moved[p] = true
 				again := slices.Contains(empty[p], m.To) // it pulled p since
 				if m.To != h.cfg.Self && (again || !slices.Contains(asked[p], m.To)) && len(asked[p]) < h.cfg.MaxAsks {

@@ -91,15 +91,8 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	ctx := context.Background()
 	direct := &directPeers{nodes: map[string]*Handoff{}}
 	ca := newMemCounters()
-	storeA, storeC := NewStore(), NewStore()
-	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
-	older := State{ID: 7, Partition: 0, A: 1, B: 9}
-	if err := storeA.Apply("b", []State{spent}); err != nil {
-		t.Fatal(err)
-	}
-	if err := storeC.Apply("d", []State{older}); err != nil {
-		t.Fatal(err)
-	}
+	spent := spentState
+	storeA, storeC := storeWith(t, "b", spent), storeWith(t, "d", olderState)
 	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, storeA)
 	c := runHandoff(t, DefaultHandoffConfig("c", 1), newMemCounters(), direct, storeC)
 	direct.nodes["a"], direct.nodes["c"] = a, c // b is dead: its asks fail
@@ -113,5 +106,119 @@ func TestPullPrefersCopiesFromItsSource(t *testing.T) {
 	waitState(t, a, 0, PartReady)
 	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
 		t.Errorf("a's p0: %v, want b's own last state %v", got, spent)
+	}
+}
+
+// spentState and olderState are one counter's state and an older one of
+// it (more tokens left): which of them a pull installs tells whose it took.
+var (
+	spentState = State{ID: 7, Partition: 0, A: 1, B: 3}
+	olderState = State{ID: 7, Partition: 0, A: 1, B: 9}
+)
+
+// storeWith returns a replica store holding st as a copy sent by from.
+func storeWith(t *testing.T, from string, st State) *Store {
+	t.Helper()
+	s := NewStore()
+	if err := s.Apply(from, []State{st}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The simulator's seed 19000062 of 3 nodes: a restarted puller a asks b,
+// whose mark names a itself (b handed the counters to a's earlier
+// incarnation, and keeps that incarnation's replica copies). Nobody else
+// was named, so a asked every member, and c handed over the counters a
+// view fault had left it, released and never pulled (their owner b never
+// stopped serving the partition): they won as a holder's over b's copies
+// of the live line, and a spent key came back with tokens. A holder found
+// after a mark names this node now counts as copies, after the others.
+func TestPullTakesLeftoversAsCopiesAfterItsOwnMark(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	spent, stale := spentState, olderState
+	ca, cc := newMemCounters(), newMemCounters()
+	storeB := storeWith(t, "a", spent)
+	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeB)
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
+	direct.nodes["b"], direct.nodes["c"] = b, c
+	all := map[string]string{"a": "a", "b": "b", "c": "c"}
+	byB := []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}
+	byC := []Assignment{{Owner: "c", Replicas: []string{"c"}}}
+	if err := b.ChangeRing(ctx, RingChanged{Place: byB, Members: []string{"b"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	// a's earlier incarnation pulled p0 from b.
+	if r, err := b.Serve(ctx, HandoffRequest{To: "a", Parts: []uint32{0}}); err != nil || len(r.Held) != 1 {
+		t.Fatalf("b's hand-off to a: %+v, %v", r, err)
+	}
+	// c served p0 alone for a while (a view without b) and gave it back.
+	if err := c.ChangeRing(ctx, RingChanged{Place: byC, Members: []string{"c"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Import(ctx, []State{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ChangeRing(ctx, RingChanged{Place: byB, Members: []string{"b", "c"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, 0, PartReleased)
+	// a restarted: its first ring takes p0 from b.
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, NewStore())
+	direct.nodes["a"] = a
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}}, Members: []string{"a", "b", "c"}, Live: all, Base: byB}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
+		t.Errorf("a's p0: %v, want b's copy of the live line %v", got, spent)
+	}
+}
+
+// A mark naming the puller is not always an earlier incarnation's: a
+// puller that handed the partition on itself (to c) and lost its own mark
+// (a ring with a base drops them) is named by its source, b, and c, found
+// by the asks to every member, is the next holder on the chain: its
+// counters win, not b's older copy.
+func TestPullFollowsItsOwnHandOnAfterItsOwnMark(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	live := spentState
+	ca, cc := newMemCounters(), newMemCounters()
+	storeB := storeWith(t, "a", olderState)
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, NewStore())
+	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeB)
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
+	direct.nodes["a"], direct.nodes["b"], direct.nodes["c"] = a, b, c
+	all := map[string]string{"a": "a", "b": "b", "c": "c"}
+	for _, x := range []struct {
+		h  *Handoff
+		id string
+	}{{a, "a"}, {b, "b"}, {c, "c"}} {
+		if err := x.h.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: x.id, Replicas: []string{x.id}}}, Members: []string{x.id}, Live: all}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b handed p0 to a, and a handed it on to c, which holds its counters.
+	for _, x := range []struct {
+		from *Handoff
+		to   string
+	}{{b, "a"}, {a, "c"}} {
+		if r, err := x.from.Serve(ctx, HandoffRequest{To: x.to, Parts: []uint32{0}}); err != nil || len(r.Held) != 1 {
+			t.Fatalf("hand-off to %s: %+v, %v", x.to, r, err)
+		}
+	}
+	if err := cc.Import(ctx, []State{live}); err != nil {
+		t.Fatal(err)
+	}
+	// Back from a split, a takes p0 over from b, the owner by the base.
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}}, Members: []string{"a", "b", "c"}, Live: all,
+		Base: []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != live.B {
+		t.Errorf("a's p0: %v, want c's counters %v", got, live)
 	}
 }

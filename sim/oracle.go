@@ -245,6 +245,61 @@ func (o *oracle) killed(h *host) {
 	o.lastHolder(h)
 	o.spreadRace(h)
 	o.flappedCopies(h)
+	o.uninstalled(h)
+}
+
+// passed returns the counters a hand-off reply of holder b takes from it,
+// by partition: the held ones and the provisional ones passed as copies
+// (b exported and dropped both), not b's replica copies, which it keeps.
+func (o *oracle) passed(b *host, parts []uint32, reply replication.HandoffReply) map[uint32][]uint64 {
+	kept := map[uint64]bool{}
+	for _, st := range b.node.replicas.Peek(parts) {
+		kept[st.ID] = true
+	}
+	out := map[uint32][]uint64{}
+	for _, st := range slices.Concat(reply.States, reply.Copies) {
+		if !kept[st.ID] {
+			out[st.Partition] = append(out[st.Partition], st.ID)
+		}
+	}
+	return out
+}
+
+// replyArrived notes the counters a hand-off reply brought a (passed),
+// with each key's ver at a then.
+func (o *oracle) replyArrived(a *host, passed map[uint32][]uint64) {
+	for p, ids := range passed {
+		keys := map[int]int64{}
+		for _, id := range ids {
+			if k, ok := o.w.keyOf[id]; ok {
+				keys[k] = a.ver[k]
+			}
+		}
+		a.handed[p] = keys
+	}
+}
+
+// uninstalled grants a burst for each key whose counter a hand-off reply
+// brought h, killed while that partition is still pending and the key
+// unchanged here since (not installed, not decided): its pull had the
+// counters and had not installed them (it was still asking others), and
+// the holder let them go when it answered: the same loss as a reply lost
+// in flight (lostHandoff). Installed ones are the kill grant's (importVer).
+// (Seed 16000107 of 3 nodes: n1, restarted, got n3's provisional counters
+// of p1585 and p1357 and was killed 0.8 s later while its pull still
+// waited on n4; cold9 and cold53 started again from a full bucket.)
+func (o *oracle) uninstalled(h *host) {
+	r := h.node.handoff.Routes()
+	for p, keys := range h.handed {
+		if st, _ := r.State(p); st != replication.PartPending {
+			continue
+		}
+		for k, ver := range keys {
+			if h.ver[k] == ver {
+				o.allow[k] += float64(o.w.keys[k].lim.Capacity())
+			}
+		}
+	}
 }
 
 // flappedCopies grants a burst for each key h owned (by its ring) or

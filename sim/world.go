@@ -180,6 +180,11 @@ type host struct {
 	// puller it handed the counters to anyway (a take-back later asks
 	// it: unanswered).
 	movedTo map[uint32]string
+	// handed: per partition, the keys whose counters a hand-off reply
+	// that reached this incarnation carried away from their holder (its
+	// exported ones, not its replica copies), each with its ver then:
+	// until the pull installs them they are nowhere else (replyArrived).
+	handed map[uint32]map[int]int64
 }
 
 func (h *host) paused() bool { return h.pausedUntil > h.w.loop.now }
@@ -279,6 +284,7 @@ func (w *World) boot(h *host) {
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
 	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
 	h.movedTo = map[uint32]string{}
+	h.handed = map[uint32]map[int]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
 		sched:  hs,
@@ -877,8 +883,10 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 					return fmt.Sprintf("%s serves %s parts %v: held %v moved %d err %v", b.id, a.id, req.Parts, reply.Held, len(reply.Moved), err)
 				})
 				delivered := false
+				passed := w.oracle.passed(b, req.Parts, reply)
 				w.send(b, a, false, func() {
 					delivered = true
+					w.oracle.replyArrived(a, passed)
 					answer(reply, err)
 				})
 				if !delivered && (len(reply.Held) > 0 || waited) {

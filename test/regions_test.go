@@ -193,15 +193,17 @@ func (rs *regionSet) explainLimits(rule, key string, base bucket.Limit) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			kl, err := n.GetLimits(ctx, key)
 			cancel()
-			rs.t.Logf("%s/%s: scaled limit %d per %v burst %d; %s; limits read: %+v %v", name, n.ID(), l.Rate, l.Period, l.Burst, forwardedItems(n.HTTPAddr()), kl, err)
+			rs.t.Logf("%s/%s: scaled limit %d per %v burst %d; %s; limits read: %+v %v", name, n.ID(), l.Rate, l.Period, l.Burst, nodeMetrics(n.HTTPAddr(), "weir_forwarded_items_total", "weir_partitions_handed_off_total", "weir_replica_states_promoted_total"), kl, err)
 		}
 	}
 }
 
-// forwardedItems reads how many items a node forwarded to their owner
-// (its weir_forwarded_items_total): whether a node's checks were decided
-// where the test expects.
-func forwardedItems(httpAddr string) string {
+// nodeMetrics reads a node's metrics of the given names (unlabelled
+// samples): how many items it forwarded to their owner, and how often it
+// handed partitions on or promoted copies (each move of a counter between
+// nodes shifts its times by the time in flight, node/peer onOurClock):
+// whether a node's checks were decided where the test expects.
+func nodeMetrics(httpAddr string, names ...string) string {
 	c := http.Client{Timeout: time.Second}
 	resp, err := c.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
@@ -212,12 +214,15 @@ func forwardedItems(httpAddr string) string {
 	if err != nil {
 		return err.Error()
 	}
+	var out []string
 	for line := range strings.Lines(string(b)) {
-		if strings.HasPrefix(line, "weir_forwarded_items_total ") {
-			return strings.TrimSpace(line)
+		for _, name := range names {
+			if strings.HasPrefix(line, name+" ") {
+				out = append(out, strings.TrimSpace(line))
+			}
 		}
 	}
-	return "weir_forwarded_items_total not found"
+	return strings.Join(out, ", ")
 }
 
 // rings lists the ring version every live node of every region sees.
