@@ -176,6 +176,13 @@ type Handoff struct {
 		changed chan struct{}
 	}
 
+	// serving: the Serves that passed counters on and have not returned
+	// (see askOnce).
+	serving struct {
+		sync.Mutex
+		now []*inFlight
+	}
+
 	handedOff, promoted, resynced, unreached atomic.Uint64
 
 	// passedOn[p]: this process has handed p's counters to a puller
@@ -579,13 +586,11 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, ErrClosed
 		}
 	}
-	if err := h.tooLate(ctx); err != nil {
-		return HandoffReply{}, err // the asker gives up before a reply arrives: hand nothing over
-	}
-	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
+	reply, done, err := h.askOnce(ctx, req)
 	if err != nil {
 		return HandoffReply{}, err
 	}
+	defer done()
 	for _, p := range slices.Concat(reply.Held, reply.Copies) {
 		h.passedOn[p].Store(true)
 	}
@@ -630,6 +635,64 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	h.handedOff.Add(uint64(len(out.Held) + len(reply.Copies)))
 	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "provisional", len(reply.Copies), "states", len(out.States), "moved", len(out.Moved))
 	return out, nil
+}
+
+// inFlight is a Serve under way that passed the counters of parts to
+// to; done is closed when it returned.
+type inFlight struct {
+	to    string
+	parts map[uint32]bool
+	done  chan struct{}
+}
+
+// askOnce steps Ask for req once no earlier Serve that passed any of its
+// partitions to the same asker is still under way, and returns the
+// reply and a func to call when this Serve returns. The asker asks once
+// more after a timeout (fetch), and the second ask can come while the
+// first is still exporting, past the deadline, about to hand the
+// partitions back: stepped then, it found them marked moved to the asker
+// itself and named the asker, which settled from copies while this node
+// kept the counters, released (seen under load, 2026-12-02: p1338,
+// apikey:j6). Waiting, the second ask finds them held again.
+func (h *Handoff) askOnce(ctx context.Context, req HandoffRequest) (Reply, func(), error) {
+	for {
+		h.serving.Lock()
+		i := slices.IndexFunc(h.serving.now, func(f *inFlight) bool {
+			return f.to == req.To && slices.ContainsFunc(req.Parts, func(p uint32) bool { return f.parts[p] })
+		})
+		if i >= 0 {
+			done := h.serving.now[i].done
+			h.serving.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return Reply{}, nil, ctx.Err()
+			case <-h.stopped:
+				return Reply{}, nil, ErrClosed
+			}
+		}
+		if err := h.tooLate(ctx); err != nil {
+			h.serving.Unlock()
+			return Reply{}, nil, err // the asker gives up before a reply arrives: hand nothing over
+		}
+		// Stepped under the lock: a Serve that checks after this one
+		// stepped sees it.
+		reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
+		if err != nil {
+			h.serving.Unlock()
+			return Reply{}, nil, err
+		}
+		f := &inFlight{to: req.To, parts: set32(slices.Concat(reply.Held, reply.Copies)), done: make(chan struct{})}
+		h.serving.now = append(h.serving.now, f)
+		h.serving.Unlock()
+		return reply, func() {
+			h.serving.Lock()
+			h.serving.now = slices.DeleteFunc(h.serving.now, func(x *inFlight) bool { return x == f })
+			h.serving.Unlock()
+			close(f.done)
+		}, nil
+	}
 }
 
 // tooLate returns an error wrapping context.DeadlineExceeded once Serve
