@@ -221,10 +221,21 @@ func (p *Policy) splitBase(side []string, ev replication.RingChanged) []string {
 		return nil
 	}
 	rejoined := p.Departures.TakeRejoined()
-	if !slices.ContainsFunc(other, func(id string) bool { return rejoined[id] }) {
+	back := 0
+	for _, id := range other {
+		if rejoined[id] {
+			back++
+		}
+	}
+	if back == 0 {
 		return nil // members that joined or restarted: an ordinary ring change
 	}
-	if p.Leader.LeaderlessFor() < QuorumLostAfter {
+	// A side no larger than what comes back of the other was not the
+	// quorum side, even with a Raft leader known: a gossip view of this
+	// node alone (UDP lost, Raft's connections up) promoted the others'
+	// partitions while they served them, and the counters it decided
+	// there are the fork (sim/testdata/fixed-view-alone.txt).
+	if p.Leader.LeaderlessFor() < QuorumLostAfter && 2*len(side) > len(side)+back {
 		return nil // this side has a Raft leader: it keeps its counters
 	}
 	return p.allButSelf(ev.Members)
