@@ -93,10 +93,21 @@ func TestSpawnClusterReportsTheNodeThatExited(t *testing.T) {
 	taken := holdPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := spawnCluster(ctx, bin, 3, nil, SpawnOptions{pick: racePicker(taken.Addr().String(), spawnAttempts)}, nil, "")
-	if err == nil {
-		s.Close()
-		t.Fatal("spawn succeeded with node b2's port taken in every attempt")
+	var err error
+	// Another process may also take a fresh port picked for b1 or b3 (CI
+	// runs packages side by side): the error then rightly names that
+	// node, and the scenario is run again.
+	for try := 1; ; try++ {
+		var s *Spawned
+		s, err = spawnCluster(ctx, bin, 3, nil, SpawnOptions{pick: racePicker(taken.Addr().String(), spawnAttempts)}, nil, "")
+		if err == nil {
+			s.Close()
+			t.Fatal("spawn succeeded with node b2's port taken in every attempt")
+		}
+		if strings.Contains(err.Error(), "node b2 exited") || try == 3 {
+			break
+		}
+		t.Logf("try %d: another node lost a port race of its own: %v", try, err)
 	}
 	if !errors.Is(err, ErrSpawn) || !errors.Is(err, errPortTaken) {
 		t.Fatalf("error %v: want ErrSpawn and errPortTaken", err)
