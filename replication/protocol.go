@@ -833,6 +833,13 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 				unreached = append(unreached, p)
 				return true
 			})
+			// Their replica copies stay out of the install: the partitions
+			// go back to moved to src, and copies imported here would be
+			// counters of a partition this node does not hold, replicated
+			// as its own (the simulator's InvInstallPending,
+			// sim/testdata/fixed-takeback-unreached-copies.txt).
+			gone := set32(unreached)
+			f.copies = slices.DeleteFunc(f.copies, func(st State) bool { return gone[st.Partition] })
 			h.unreached.Add(uint64(len(unreached)))
 			h.cfg.Logger.Warn("take-back: the holder did not answer; the partitions stay with it and are asked for again later", "holder", src, "partitions", len(unreached))
 			if _, err := h.step(ctx, Unreached{Now: h.cfg.Now(), Peer: src, Parts: unreached}); err != nil && ctx.Err() == nil {

@@ -330,6 +330,67 @@ func TestTakeBackWaitsForAnUnreachableHolder(t *testing.T) {
 	}
 }
 
+// A take-back whose holder does not answer leaves that holder's
+// partitions out of the install, replica copies included: b pulled p0
+// and p1 from a on a ring a never agreed with and handed p0 on to c; b
+// then does not answer a's take-back, whose broadcast finds p0 held by c
+// and a replica copy of p1 at c. p0 comes home; p1 goes back to moved to
+// b, and a installs no counter of it (it imported the copy with p0's
+// install, counters of a partition it did not hold: the simulator's
+// sim/testdata/fixed-takeback-unreached-copies.txt).
+func TestTakeBackLeavesUnreachedCopiesOut(t *testing.T) {
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	peers := &directPeers{nodes: map[string]*Handoff{}}
+	ca, cb, cc := newMemCounters(), newMemCounters(), newMemCounters()
+	storeC := NewStore()
+	a := startQuick(t, "a", 2, ca, peers, NewStore(), clock.Load)
+	b := startQuick(t, "b", 2, cb, peers, NewStore(), nil)
+	c := startQuick(t, "c", 2, cc, peers, storeC, nil)
+	peers.nodes["a"], peers.nodes["b"], peers.nodes["c"] = a, b, c
+	live := map[string]string{"a": "a", "b": "b", "c": "c"}
+	members := []string{"a", "b", "c"}
+	placeA := []Assignment{{Owner: "a", Replicas: []string{"a", "c"}}, {Owner: "a", Replicas: []string{"a", "c"}}}
+	if err := a.ChangeRing(ctx, RingChanged{Place: placeA, Members: members, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	ca.parts[0] = []State{{ID: 1, Partition: 0, A: 1, B: 2}}
+	ca.parts[1] = []State{{ID: 2, Partition: 1, A: 1, B: 5}}
+	placeB := []Assignment{{Owner: "b", Replicas: []string{"b", "a"}}, {Owner: "b", Replicas: []string{"b", "a"}}}
+	if err := b.ChangeRing(ctx, RingChanged{Place: placeB, Members: members, Live: live, Base: placeA}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, 0, PartReady)
+	waitState(t, b, 1, PartReady)
+	placeC := []Assignment{{Owner: "c", Replicas: []string{"c", "b"}}, placeB[1]}
+	if err := c.ChangeRing(ctx, RingChanged{Place: placeC, Members: members, Live: live, Base: placeB}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, 0, PartReady)
+	stale := State{ID: 2, Partition: 1, A: 1, B: 1}
+	if err := storeC.Apply("b", []State{stale}); err != nil {
+		t.Fatal(err)
+	}
+	peers.mu.Lock()
+	delete(peers.nodes, "b") // and now b does not answer
+	peers.mu.Unlock()
+	clock.Add(int64(time.Second)) // Settle passes: a takes p0 and p1 back from b
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].ID != 1 {
+		t.Fatalf("a's p0 after the take-back: %v, want c's counter", got)
+	}
+	for a.Stats().Unreached < 1 {
+		time.Sleep(5 * time.Millisecond) // poll
+	}
+	if st, peer := a.Routes().State(1); st != PartMoved || peer != "b" {
+		t.Fatalf("a's p1: %s %q, want moved to b", st, peer)
+	}
+	if got := ca.get(1); len(got) != 0 {
+		t.Fatalf("a installed %v for p1, which it does not hold (moved to b)", got)
+	}
+}
+
 // The repeated-cut defect of the chaos suite (issue 13): b's gossip view
 // flaps to b alone for a moment, b promotes its replica copy of p0 (which
 // c never stopped serving) and holds it, released, once its view is back.

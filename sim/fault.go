@@ -97,10 +97,10 @@ func nodeID(i int) string { return "n" + strconv.Itoa(i) }
 func Generate(seed uint64, n int, d time.Duration) []Fault { return generate(seed, n, d, aims{}) }
 
 // aims adds sequences to the aimed schedules (targeted): two-rings
-// (Options.TwoRings, on in the CI mix), and two the mix leaves out:
-// recut-join (Options.RecutJoin), join-leave (Options.JoinLeave) and
-// recut-delay (Options.RecutDelay).
-type aims struct{ twoRings, recutJoin, joinLeave, recutDelay bool }
+// (Options.TwoRings, on in the CI mix), and those the mix leaves out:
+// recut-join (Options.RecutJoin), join-leave (Options.JoinLeave),
+// recut-delay (Options.RecutDelay) and recut-loss (Options.RecutLoss).
+type aims struct{ twoRings, recutJoin, joinLeave, recutDelay, recutLoss bool }
 
 // generate is Generate, with the sequences a adds among the aimed
 // schedules.
@@ -210,10 +210,11 @@ const targetedShare = 400
 // targeted draws, from a stream of its own (so the other seeds' schedules
 // do not change), for about targetedShare/1000 of the seeds a schedule
 // aimed at the defect classes that once broke the hand-off: nil for the
-// others. Its faults are kills, restarts, joins and message delay only,
-// whose grants are measured (InvKillAllowance), not the split grant of a
-// view fault, so a defect that starts a key from a full bucket shows as
-// excess. The sequences:
+// others. Its faults are kills, restarts, joins and message delay
+// (recut-loss adds message loss, granted only for the keys of pull asks
+// that went unanswered, never a take-back's), whose grants are measured
+// (InvKillAllowance), not the split grant of a view fault, so a defect
+// that starts a key from a full bucket shows as excess. The sequences:
 //
 //   - recut: a node killed, restarted after it was declared dead, and
 //     killed again 0.2–1 s (before the holders it pulled from saw it
@@ -238,7 +239,8 @@ const targetedShare = 400
 //     later that leaves again 100–200 ms after its join, under 30–120 ms
 //     of message delay: the join's ring takes partitions the restarted
 //     node is still pulling and the leave's gives them back, so its ring
-//     gains a partition still pending (two-pulls, gained-moved). Left
+//     gains a partition still pending (two-pulls, seen by
+//     InvInstallPending; gained-moved). Left
 //     out of the CI mix, which it would change; its seeds that failed
 //     with every switch off are fixed (sim/testdata/fixed-join-leave-cold.txt,
 //     fixed-gained-moved.txt; docs/benchmarks.md);
@@ -246,7 +248,14 @@ const targetedShare = 400
 //     whose second kill lands while the restarted node's pull asks on
 //     (see recutDelay), three draws in five. Left out of the CI mix: 17
 //     of 1,000 seeds with it fail with every switch off (one admission
-//     over: docs/benchmarks.md).
+//     over: docs/benchmarks.md);
+//   - recut-loss (with a.recutLoss only): a recut whose second kill
+//     comes before every holder saw the restart, then message loss
+//     while the holders take back what they handed the restarted node's
+//     early pullers (see recutLoss): takeback-unreachable, on rings
+//     that move partitions between members that stay (production's
+//     from 11 members). Left out of the CI mix, whose schedules it
+//     would change.
 func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 	r := rand.New(rand.NewPCG(seed, 2))
 	if r.IntN(1000) >= targetedShare {
@@ -272,6 +281,9 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 		}
 		if a.recutDelay { // three in five draws, as recut-join
 			seqs = append(seqs, "recut-delay", "recut-delay", "recut-delay")
+		}
+		if a.recutLoss { // three in five draws, as recut-join
+			seqs = append(seqs, "recut-loss", "recut-loss", "recut-loss")
 		}
 		switch seqs[r.IntN(len(seqs))] {
 		case "recut":
@@ -305,6 +317,10 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 		case "recut-delay":
 			var f []Fault
 			f, at = recutDelay(r, pick(), at, &budget, end)
+			out = append(out, f...)
+		case "recut-loss":
+			var f []Fault
+			f, at = recutLoss(r, pick(), at, &budget, end)
 			out = append(out, f...)
 		case "join-leave":
 			f := Fault{At: at, Kind: "kill", Nodes: []string{pick()}, For: restart()}
@@ -407,6 +423,36 @@ func recutDelay(r *rand.Rand, x string, at time.Duration, budget *int, end time.
 	}
 	g.For = dur(5*time.Second, 8*time.Second)
 	return []Fault{f, d, g}, g.At + g.For
+}
+
+// recutLoss draws a recut of x whose holders' take-backs meet a lossy
+// network: x killed, restarted 3.5–7 s later (after it was declared
+// dead), and killed again 0.2–1 s after its restart. A node that saw x
+// back before its second death pulled what its ring with x gave it; from
+// 11 members production's ring (its load cap) moves some of that between
+// members that stay, so the holder, whose ring without x still owns it,
+// marks it moved to a puller its ring names a member and takes it back
+// Settle (3 s) after its mark, at its next tick (Partitions.tick): 3–4.5
+// s after x's restart. From 2.8–3.3 s after the restart 800–950 per
+// mille of the messages are lost for 5–6.5 s, so a take-back's ask or
+// its answer is lost, and so is the ask once more that a live holder
+// gets AskTimeout (3 s) later (Handoff.fetch), while the puller runs
+// and holds the counters (takeback-unreachable; up to 10 members no
+// partition moves between two that stay, and a take-back needs a view
+// fault, a flap, a split or a pause: sim/shape_test.go). x restarts 5–8
+// s after its second kill, or is gone for good (the last sequence).
+func recutLoss(r *rand.Rand, x string, at time.Duration, budget *int, end time.Duration) ([]Fault, time.Duration) {
+	dur := durIn(r)
+	f := Fault{At: at, Kind: "kill", Nodes: []string{x}, For: dur(3500*time.Millisecond, 7*time.Second)}
+	back := at + f.For
+	g := Fault{At: back + dur(200*time.Millisecond, time.Second), Kind: "kill", Nodes: []string{x}}
+	l := Fault{At: back + dur(2800*time.Millisecond, 3300*time.Millisecond), Kind: "loss", For: dur(5*time.Second, 6500*time.Millisecond), N: int64(800 + r.IntN(151))}
+	if *budget > 0 && r.IntN(3) == 0 {
+		*budget--
+		return []Fault{f, g, l}, end // x is gone: the last sequence
+	}
+	g.For = dur(5*time.Second, 8*time.Second)
+	return []Fault{f, g, l}, max(l.At+l.For, g.At+g.For)
 }
 
 // durIn returns a draw from r of a duration in [lo, hi].

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -84,12 +85,14 @@ type oracle struct {
 	knownSpread, knownWaits int
 	// knownFirstCopy counts the grants of copiesArrived.
 	knownFirstCopy int
-	checks         int
-	admitted       int
-	refused        int
-	unavail        int
-	late           int
-	violation      []Violation
+	// overInstalls: where InvInstallPending reported an install.
+	overInstalls map[hostPart]bool
+	checks       int
+	admitted     int
+	refused      int
+	unavail      int
+	late         int
+	violation    []Violation
 }
 
 func (o *oracle) init(w *World) {
@@ -101,6 +104,7 @@ func (o *oracle) init(w *World) {
 	o.twoHolders = make([]bool, n)
 	o.lineage, o.admAt, o.admReleased = map[stateWords]lineage{}, make([][]time.Duration, n), make([][]bool, n)
 	o.unansweredAt = make([][]time.Duration, n)
+	o.overInstalls = map[hostPart]bool{}
 }
 
 func (o *oracle) inQuiet(t time.Duration) bool { return t >= o.quietFrom }
@@ -652,6 +656,66 @@ func (o *oracle) unanswered(a *host, parts []uint32) {
 			o.unansweredAt[k] = append(o.unansweredAt[k], w.loop.now)
 		}
 	}
+}
+
+// installed is InvInstallPending for key k's counter that a pull (or a
+// promotion) installed at h in partition p: a node installs counters
+// only into a partition it has pending, whose items wait or go to the
+// holder meanwhile. One it has ready (or released, deciding what a mark
+// forwards to it) has checks decided on the counters the install drops,
+// and one it has moved has a holder elsewhere that the install makes a
+// second: the hand-off pulls a partition once at a time and settles it
+// on arrival (Partitions.startPulls). A second pull of a partition still
+// pending (bug.TwoPulls) lands on the one before it; what that costs in
+// admissions is seldom seen (the four hot keys never move with a joiner
+// of three nodes, a cold key admits one check in 20 s), so the install
+// is judged itself. Reported once per node and partition.
+func (o *oracle) installed(h *host, k int, p uint32) {
+	st, peer := h.node.handoff.Routes().State(p)
+	at := hostPart{h.id, p}
+	if st == replication.PartPending || o.overInstalls[at] {
+		return
+	}
+	o.overInstalls[at] = true
+	o.violate("InvInstallPending", "%s installed pulled counters of p%d (%s) while it had the partition %s %s, not pending",
+		h.id, p, o.w.keys[k].name, st, peer)
+}
+
+// takeBackWaits is InvTakeBackWaits at h's tick: a take-back whose
+// holder did not answer leaves the partition moved to the holder
+// (Partitions' Unreached), asked for again after Settle; it is settled
+// here only with the holder's answer (or a node's it handed the counters
+// on to), or once gossip declared the holder gone. Ready here while the
+// holder runs, is not departed in h's gossip and still holds it (ready,
+// or released), it is a second holder, settled from copies that may
+// miss what the holder decided (bug.TakebackUnreachable). What that
+// costs in admissions is seldom seen (a take-back moves a few
+// partitions, seldom one with a key), so the state is judged.
+func (o *oracle) takeBackWaits(h *host) {
+	for _, p := range slices.Sorted(maps.Keys(h.backUnanswered)) {
+		b := h.backUnanswered[p]
+		st, _ := h.node.handoff.Routes().State(p)
+		if h.node.book.IsDeparted(b.id) {
+			delete(h.backUnanswered, p) // the copies may settle it: nobody else answers for it
+			continue
+		}
+		if st == replication.PartPending {
+			continue // the take-back still runs
+		}
+		delete(h.backUnanswered, p)
+		if st != replication.PartReady || !b.up {
+			continue
+		}
+		if bs, _ := b.node.handoff.Routes().State(p); bs.Holds() {
+			o.violate("InvTakeBackWaits", "%s has p%d ready after its take-back from %s went unanswered, while %s runs and holds it (%s)", h.id, p, b.id, b.id, bs)
+		}
+	}
+}
+
+// hostPart is one node's partition.
+type hostPart struct {
+	id string
+	p  uint32
 }
 
 // stateWords names a counter state by its words; 0 words: no counter.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -69,6 +70,11 @@ type Options struct {
 	// (see targeted): a search's option (WEIR_SIM_RECUT_DELAY=1) for the
 	// double-pull switch, not the CI mix's (docs/benchmarks.md).
 	RecutDelay bool
+	// RecutLoss adds the recut-loss sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_RECUT_LOSS=1) for the
+	// takeback-unreachable switch, on 11 or more nodes, not the CI mix's
+	// (docs/design.md, "Simulator bounds").
+	RecutLoss bool
 	// Ring is the ring's shape (shape.go); zero: production's default.
 	Ring ring.Config
 }
@@ -180,6 +186,12 @@ type host struct {
 	// puller it handed the counters to anyway (a take-back later asks
 	// it: unanswered).
 	movedTo map[uint32]string
+	// takingBack: the partitions of movedTo its tick took back (pending
+	// from the puller: Partitions.tick), and the puller; backUnanswered:
+	// those whose take-back the puller did not answer, and the puller
+	// (InvTakeBackWaits).
+	takingBack     map[uint32]string
+	backUnanswered map[uint32]*host
 	// handed: per partition, the keys whose counters a hand-off reply
 	// that reached this incarnation carried away from their holder (its
 	// exported ones, not its replica copies), each with its ver then:
@@ -284,6 +296,7 @@ func (w *World) boot(h *host) {
 	h.acked, h.ackedVer, h.fromInc = map[string][]int64{}, map[string][]int64{}, map[string]int{}
 	h.copyAt, h.copyTokens = map[uint64]time.Duration{}, map[uint64]int64{}
 	h.movedTo = map[uint32]string{}
+	h.takingBack, h.backUnanswered = map[uint32]string{}, map[uint32]*host{}
 	h.handed = map[uint32]map[int]int64{}
 	hs := hostSched{Sim: w.loop.clock, h: h}
 	n, err := build(h.id, env{
@@ -301,6 +314,7 @@ func (w *World) boot(h *host) {
 					h.ver[k]++
 					if !w.deciding && !st.Fresh() {
 						h.importVer[k] = h.ver[k] // installed: pulled or promoted counters
+						w.oracle.installed(h, k, st.Partition)
 					}
 				}
 			}
@@ -698,8 +712,20 @@ func (w *World) startTicks(h *host) {
 			return
 		}
 		if !h.paused() {
+			w.oracle.takeBackWaits(h)
+			var marks []uint32 // moved to a puller while this node's ring owns them
+			for _, p := range slices.Sorted(maps.Keys(h.movedTo)) {
+				if st, _ := h.node.handoff.Routes().State(p); st == replication.PartMoved {
+					marks = append(marks, p)
+				}
+			}
 			if err := h.node.handoff.Tick(w.ctx); err != nil {
 				w.fail(fmt.Errorf("tick %s: %w", h.id, err))
+			}
+			for _, p := range marks {
+				if st, peer := h.node.handoff.Routes().State(p); st == replication.PartPending && peer == h.movedTo[p] {
+					h.takingBack[p] = peer
+				}
 			}
 			if err := h.node.engine.Tick(); err != nil {
 				w.fail(fmt.Errorf("sweep %s: %w", h.id, err))
@@ -914,11 +940,22 @@ func (p worldPeers) Handoff(ctx context.Context, addr string, req replication.Ha
 		if a.up && !w.opt.Strict {
 			w.oracle.unanswered(a, pulls)
 		}
+		for _, p := range req.Parts {
+			// Read now, not when the ask was sent: the take-back's pull
+			// asks b within a's Tick, before startTicks records it.
+			if a.up && a.takingBack[p] == b.id && !a.node.book.IsDeparted(b.id) {
+				a.backUnanswered[p] = b
+			}
+		}
 		return replication.HandoffReply{}, err
 	}
 	reply := v.(replication.HandoffReply)
 	for _, p := range req.Parts {
 		delete(a.movedTo, p) // answered: a holds it again, or learns where it is
+		delete(a.takingBack, p)
+	}
+	for _, p := range reply.Held {
+		delete(a.backUnanswered, p) // a holder's counters after all (InvTakeBackWaits)
 	}
 	if !w.opt.Strict {
 		w.oracle.copiesArrived(a, reply.Copies)
