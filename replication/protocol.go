@@ -176,13 +176,6 @@ type Handoff struct {
 		changed chan struct{}
 	}
 
-	// serving: the Serves that passed counters on and have not returned
-	// (see askOnce).
-	serving struct {
-		sync.Mutex
-		now []*inFlight
-	}
-
 	handedOff, promoted, resynced, unreached atomic.Uint64
 
 	// passedOn[p]: this process has handed p's counters to a puller
@@ -586,11 +579,13 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, ErrClosed
 		}
 	}
-	reply, done, err := h.askOnce(ctx, req)
+	if err := ctx.Err(); err != nil {
+		return HandoffReply{}, err // the asker gave up: hand nothing over
+	}
+	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
 		return HandoffReply{}, err
 	}
-	defer done()
 	for _, p := range slices.Concat(reply.Held, reply.Copies) {
 		h.passedOn[p].Store(true)
 	}
@@ -603,17 +598,16 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	out.Copies = h.replicas.Peek(req.Parts)
 	if passed := slices.Concat(reply.Held, reply.Copies); len(passed) > 0 {
 		states, err := h.exportHeld(ctx, passed)
-		if late := h.tooLate(ctx); err == nil && late != nil {
-			// The asker gives up before the reply would reach it: the
-			// counters were exported on a loaded machine, or past the
-			// reply's share of the deadline (see tooLate). The reply
-			// would go nowhere and take them along. Keep them, as if
-			// never asked; the asker asks again (fetch).
+		if err == nil && ctx.Err() != nil {
+			// The asker gave up while the counters were exported (its
+			// deadline passed on a loaded machine): the reply would go
+			// nowhere and take them along. Keep them, as if never asked;
+			// the asker asks again (fetch).
 			ictx, cancel := h.cfg.Sched.WithTimeout(context.WithoutCancel(ctx), h.cfg.InstallTimeout)
 			err = h.counters.Import(ictx, states)
 			cancel()
 			if err == nil {
-				err = late
+				err = ctx.Err()
 			}
 		}
 		if err != nil {
@@ -636,90 +630,6 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	h.cfg.Logger.Info("handed off partitions", "to", req.To, "partitions", len(out.Held), "provisional", len(reply.Copies), "states", len(out.States), "moved", len(out.Moved))
 	return out, nil
 }
-
-// inFlight is a Serve under way that passed the counters of parts to
-// to; done is closed when it returned.
-type inFlight struct {
-	to    string
-	parts map[uint32]bool
-	done  chan struct{}
-}
-
-// askOnce steps Ask for req once no earlier Serve that passed any of its
-// partitions to the same asker is still under way, and returns the
-// reply and a func to call when this Serve returns. The asker asks once
-// more after a timeout (fetch), and the second ask can come while the
-// first is still exporting, past the deadline, about to hand the
-// partitions back: stepped then, it found them marked moved to the asker
-// itself and named the asker, which settled from copies while this node
-// kept the counters, released (seen under load, 2026-12-02: p1338,
-// apikey:j6). Waiting, the second ask finds them held again.
-func (h *Handoff) askOnce(ctx context.Context, req HandoffRequest) (Reply, func(), error) {
-	for {
-		h.serving.Lock()
-		i := slices.IndexFunc(h.serving.now, func(f *inFlight) bool {
-			return f.to == req.To && slices.ContainsFunc(req.Parts, func(p uint32) bool { return f.parts[p] })
-		})
-		if i >= 0 {
-			done := h.serving.now[i].done
-			h.serving.Unlock()
-			select {
-			case <-done:
-				continue
-			case <-ctx.Done():
-				return Reply{}, nil, ctx.Err()
-			case <-h.stopped:
-				return Reply{}, nil, ErrClosed
-			}
-		}
-		if err := h.tooLate(ctx); err != nil {
-			h.serving.Unlock()
-			return Reply{}, nil, err // the asker gives up before a reply arrives: hand nothing over
-		}
-		// Stepped under the lock: a Serve that checks after this one
-		// stepped sees it.
-		reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
-		if err != nil {
-			h.serving.Unlock()
-			return Reply{}, nil, err
-		}
-		f := &inFlight{to: req.To, parts: set32(slices.Concat(reply.Held, reply.Copies)), done: make(chan struct{})}
-		h.serving.now = append(h.serving.now, f)
-		h.serving.Unlock()
-		return reply, func() {
-			h.serving.Lock()
-			h.serving.now = slices.DeleteFunc(h.serving.now, func(x *inFlight) bool { return x == f })
-			h.serving.Unlock()
-			close(f.done)
-		}, nil
-	}
-}
-
-// tooLate returns an error wrapping context.DeadlineExceeded once Serve
-// should hand nothing over: the asker's deadline (ctx's) is less than
-// replyShare away. The holder's deadline is the asker's plus the time the
-// ask took to arrive (gRPC sends what is left of it), so a reply sent
-// just before it reaches an asker that gave up: it took the counters
-// along, the holder had marked the partitions moved, and the asker
-// settled from copies (TestClusterBackToBackJoinsKeepCounters on a
-// loaded machine: n4 answered n3's second ask 20 ms past n3's deadline,
-// after waiting out its own pull, with the only counter of a key).
-// The asker counts an error that late as a timeout and asks again
-// (askPeer).
-func (h *Handoff) tooLate(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && !h.cfg.Sched.Now().Before(dl.Add(-h.replyShare())) {
-		return fmt.Errorf("%w: less than %v left for the reply", context.DeadlineExceeded, h.replyShare())
-	}
-	return nil
-}
-
-// replyShare is the part of an ask's deadline left for the reply to
-// travel: a holder answers nothing later (tooLate), and an asker counts an
-// error that comes this close to its deadline as a timeout (askPeer).
-func (h *Handoff) replyShare() time.Duration { return h.cfg.AskTimeout / 4 }
 
 // Waits reports whether Serve would wait before it answers req now: for
 // a partition this node is itself still pulling (see waitsFor). A
@@ -851,16 +761,10 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		}
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters;
-			// the ones it keeps are provisional (as below), and the copies
-			// fill in the keys it has no counter of (fillIn).
+			// the ones it keeps are provisional (as below).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
 			own := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
-			h.arrived(ctx, parts, own, func() error {
-				if err := h.install(ctx, got, f.handed); err != nil {
-					return err
-				}
-				return h.fillIn(ctx, own, f.copies)
-			})
+			h.arrived(ctx, parts, own, func() error { return h.install(ctx, got, f.handed) })
 			kept = append(kept, own...)
 			continue
 		}
@@ -912,24 +816,6 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		// asked, not between two sources' asks.
 		h.resyncReplicas(ctx, kept)
 	}
-}
-
-// fillIn imports the copies of the partitions a pull with Keep kept for
-// the keys this node has no counter of (Import keeps a counter it finds,
-// so this node's own stay). A holder that gave way itself passes its
-// counters as copies and drops them: dropped here too, a key whose only
-// counter it was came back from a full bucket (traced 2026-12-02,
-// TestClusterBackToBackJoinsKeepCounters at load 10: n1 passed
-// apikey:j7's counter to n2, which had given way and pulled with Keep).
-func (h *Handoff) fillIn(ctx context.Context, kept []uint32, copies []State) error {
-	in := set32(kept)
-	states := slices.DeleteFunc(slices.Clone(copies), func(st State) bool { return !in[st.Partition] })
-	if len(states) == 0 {
-		return nil
-	}
-	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
-	defer cancel()
-	return h.counters.Import(ctx, states)
 }
 
 // hasCounters reports whether this node may have counters of p while it
@@ -1139,9 +1025,7 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	actx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
 	defer cancel()
 	r, err := h.peers.Handoff(actx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
-	// An error within the reply's share of the deadline is the holder's
-	// tooLate (or the deadline itself): it kept what it holds.
-	if err != nil && h.tooLate(actx) != nil && ctx.Err() == nil {
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", errAskTimedOut, err)
 	}
 	return r, err
