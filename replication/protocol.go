@@ -579,9 +579,6 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 			return HandoffReply{}, ErrClosed
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return HandoffReply{}, err // the asker gave up: hand nothing over
-	}
 	reply, err := h.step(ctx, Ask{Now: h.cfg.Now(), To: req.To, Parts: req.Parts})
 	if err != nil {
 		return HandoffReply{}, err
@@ -598,18 +595,6 @@ func (h *Handoff) Serve(ctx context.Context, req HandoffRequest) (HandoffReply, 
 	out.Copies = h.replicas.Peek(req.Parts)
 	if passed := slices.Concat(reply.Held, reply.Copies); len(passed) > 0 {
 		states, err := h.exportHeld(ctx, passed)
-		if err == nil && ctx.Err() != nil {
-			// The asker gave up while the counters were exported (its
-			// deadline passed on a loaded machine): the reply would go
-			// nowhere and take them along. Keep them, as if never asked;
-			// the asker asks again (fetch).
-			ictx, cancel := h.cfg.Sched.WithTimeout(context.WithoutCancel(ctx), h.cfg.InstallTimeout)
-			err = h.counters.Import(ictx, states)
-			cancel()
-			if err == nil {
-				err = ctx.Err()
-			}
-		}
 		if err != nil {
 			// The puller installs nothing: hold the partitions again.
 			if _, berr := h.step(context.WithoutCancel(ctx), HandBack{Now: h.cfg.Now(), To: req.To, Parts: passed}); berr != nil {
@@ -928,7 +913,6 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 	mine := map[uint32]bool{}
 	held := map[uint32]bool{}
 	reached := map[string]bool{}
-	retried := map[string]bool{} // asked again after a timeout
 	var states, copies []State
 	ask := map[string][]uint32{src: parts}
 	var unnamed []uint32 // asked, and nobody has said where they are
@@ -946,16 +930,6 @@ func (h *Handoff) fetch(ctx context.Context, src string, parts []uint32, here fu
 			h.asking(waiting, "")
 			if err != nil {
 				h.cfg.Logger.Warn("hand-off request failed", "from", dest, "partitions", len(ps), "err", err)
-				if errors.Is(err, errAskTimedOut) && !retried[dest] {
-					// A live member that did not answer in time (a loaded
-					// machine, or it waited for its own pull) still holds
-					// what it holds: Serve hands nothing over once the
-					// asker's deadline passed. Ask it once more rather
-					// than settle from copies while it keeps the counters.
-					retried[dest] = true
-					next[dest] = append(next[dest], ps...)
-					continue
-				}
 				unnamed = append(unnamed, ps...)
 				continue
 			}
@@ -1022,17 +996,10 @@ func (h *Handoff) askPeer(ctx context.Context, id string, parts []uint32) (Hando
 	if !ok || addr == "" {
 		return HandoffReply{}, fmt.Errorf("member %q is not live", id)
 	}
-	actx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.AskTimeout)
 	defer cancel()
-	r, err := h.peers.Handoff(actx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
-	if err != nil && actx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("%w: %w", errAskTimedOut, err)
-	}
-	return r, err
+	return h.peers.Handoff(ctx, addr, HandoffRequest{To: h.cfg.Self, Parts: parts})
 }
-
-// errAskTimedOut marks an ask that got no answer within AskTimeout.
-var errAskTimedOut = errors.New("no answer within the ask's deadline")
 
 // install drops the counters of parts (whatever the engine still holds for
 // them is from an earlier time this node served them, and older than what
