@@ -435,8 +435,8 @@ func recutDelay(r *rand.Rand, x string, at time.Duration, budget *int, end time.
 // Settle (3 s) after its mark, at its next tick (Partitions.tick): 3–4.5
 // s after x's restart. From 2.8–3.3 s after the restart 800–950 per
 // mille of the messages are lost for 5–6.5 s, so a take-back's ask or
-// its answer is lost, and so is the ask once more that a live holder
-// gets AskTimeout (3 s) later (Handoff.fetch), while the puller runs
+// its answer is lost (the loss is long enough for a second ask
+// AskTimeout later too; one was tried and reverted), while the puller runs
 // and holds the counters (takeback-unreachable; up to 10 members no
 // partition moves between two that stay, and a take-back needs a view
 // fault, a flap, a split or a pause: sim/shape_test.go). x restarts 5–8
