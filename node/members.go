@@ -29,7 +29,7 @@ func (n *Node) newCluster(keyring *memberlist.Keyring) *membership.Cluster {
 		Logger: n.log, Now: cfg.Now, Registry: cfg.Registry,
 	}, membership.Deps{
 		Prover: memberSecurity{n}, Admitter: memberSecurity{n}, Gateways: memberParts{n},
-		Handoff: memberParts{n}, Restorer: memberParts{n}, Raft: memberParts{n}, Dialer: memberParts{n},
+		Handoff: memberParts{n}, Replicator: memberParts{n}, Restorer: memberParts{n}, Raft: memberParts{n}, Dialer: memberParts{n},
 		Published: n.ringPublished,
 	})
 }
@@ -53,7 +53,8 @@ func (p memberParts) Gateways() uint32 { return p.n.api.Gateways() }
 func (p memberParts) ChangeRing(ctx context.Context, ev replication.RingChanged) error {
 	return p.n.counters.handoff.ChangeRing(ctx, ev)
 }
-func (p memberParts) Routes() *replication.Routes { return p.n.counters.handoff.Routes() }
+func (p memberParts) Routes() *replication.Routes      { return p.n.counters.handoff.Routes() }
+func (p memberParts) Seal(place replication.Placement) { p.n.counters.repl.Seal(place) }
 func (p memberParts) Restoring(live func(string) bool, haveRing bool) bool {
 	return p.n.counters.durable.Restoring(live, haveRing)
 }

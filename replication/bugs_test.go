@@ -21,6 +21,8 @@ var caughtBy = map[string][]string{
 	bug.DroppedMovedMark:    {"TestPartitionScenarios/reclaim.txt"},
 	bug.TakebackUnreachable: {"TestTakeBackWaitsForAnUnreachableHolder"},
 	bug.GainedMoved:         {"TestPartitionScenarios/gainedmoved.txt"},
+	bug.RecutChange:         {"TestSealShipsToTheRingDecidedOn"},
+	bug.OffChainHolder:      {"TestPullTakesBroadcastHolderAsCopiesAfterCopies"},
 }
 
 // TestSwitchesBreakTheirTests runs this test binary again for each switch,

@@ -221,3 +221,41 @@ func TestFlushNeedsInline(t *testing.T) {
 		t.Fatalf("Flush without Inline = %v, want ErrRunning", err)
 	}
 }
+
+// A change queued before a ring change goes to the replicas of the ring
+// it was decided on (Seal), and a later change of the same counter to
+// those of the ring the flush reads. Without Seal both went to the new
+// ring's replicas, and a take-back from the old ones, when the new owner
+// died before it installed the hand-off, missed the first (the
+// simulator's recut-delay sequence, sim/testdata/fixed-recut-change.txt).
+func TestSealShipsToTheRingDecidedOn(t *testing.T) {
+	ctx := context.Background()
+	sim := schedtest.New(1, simStart)
+	sim.SetGo(schedtest.Inline)
+	cfg := testConfig()
+	cfg.Sched, cfg.Inline = sim, true
+	l := newLink()
+	p := &places{m: map[uint32][]string{}}
+	p.set(0, "self", "b") // the old ring: b is p0's replica
+	r := newTestReplicator(t, cfg, l, p)
+	r.Enqueue([]State{st(0, 1, 1)})
+	old := map[uint32][]string{0: {"self", "b"}}
+	r.Seal(func(part uint32) []string { return old[part] })
+	p.set(0, "c", "self") // the new ring: c owns p0, self is its replica
+	r.Enqueue([]State{st(0, 1, 2)})
+	if s := r.Stats(); s.Pending != 2 {
+		t.Errorf("before the flush: %d pending, want 2 (the counter's change in the sealed inbox and the later one)", s.Pending)
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.latest("b"); got[1].A != 1 {
+		t.Errorf("b, the old ring's replica, holds %+v for counter 1, want the change decided on that ring (A 1)", got[1])
+	}
+	if got := l.latest("c"); len(got) != 1 || got[1].A != 2 {
+		t.Errorf("c, the new ring's owner, holds %+v, want only the later change (A 2)", got)
+	}
+	if s := r.Stats(); s.Pending != 0 || s.Sent != 2 {
+		t.Errorf("after the flush: %+v, want nothing pending and 2 sent", s)
+	}
+}

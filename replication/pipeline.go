@@ -112,7 +112,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 				arm(r.cfg.Interval) // a change waits at most Interval
 			}
 			r.mu.Lock()
-			full := r.cur.n >= r.cfg.MaxBatch
+			full := r.waitingLocked() >= r.cfg.MaxBatch
 			r.mu.Unlock()
 			if full {
 				r.ship(ctx)
@@ -156,7 +156,7 @@ func (r *Replicator) next() int {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cur.n > 0 {
+	if r.waitingLocked() > 0 {
 		return shipAgain
 	}
 	r.active = false

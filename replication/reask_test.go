@@ -222,3 +222,47 @@ func TestPullFollowsItsOwnHandOnAfterItsOwnMark(t *testing.T) {
 		t.Errorf("a's p0: %v, want c's counters %v", got, live)
 	}
 }
+
+// The simulator's fixed-view-leftovers schedule once the replicator
+// shipped changes by the ring they were decided on: a puller a asks its
+// source b, which passes p0's counters as copies (here a replica's copy of
+// the dead owner d's line), and nobody says where else p0 is, so a asks
+// every member. c holds p0 released: leftovers a view fault left it, which
+// their owner never pulled. As a holder's they won over b's copies of the
+// live line; found by the asks to every member after copies came, they
+// count as copies, after those.
+func TestPullTakesBroadcastHolderAsCopiesAfterCopies(t *testing.T) {
+	ctx := context.Background()
+	direct := &directPeers{nodes: map[string]*Handoff{}}
+	spent, stale := spentState, olderState
+	ca, cc := newMemCounters(), newMemCounters()
+	b := runHandoff(t, DefaultHandoffConfig("b", 1), newMemCounters(), direct, storeWith(t, "d", spent))
+	c := runHandoff(t, DefaultHandoffConfig("c", 1), cc, direct, NewStore())
+	direct.nodes["b"], direct.nodes["c"] = b, c // d is dead: its asks fail
+	all := map[string]string{"a": "a", "b": "b", "c": "c"}
+	byD := []Assignment{{Owner: "d", Replicas: []string{"d", "b"}}}
+	// c served p0 alone for a while (a view without d) and gave it back.
+	if err := c.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "c", Replicas: []string{"c"}}}, Members: []string{"c"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.Import(ctx, []State{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ChangeRing(ctx, RingChanged{Place: byD, Members: []string{"b", "c", "d"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, 0, PartReleased)
+	// d died; a's ring gives a p0, whose replica was b.
+	a := runHandoff(t, DefaultHandoffConfig("a", 1), ca, direct, NewStore())
+	direct.nodes["a"] = a
+	if err := a.ChangeRing(ctx, RingChanged{Place: byD, Members: []string{"a", "b", "c", "d"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ChangeRing(ctx, RingChanged{Place: []Assignment{{Owner: "a", Replicas: []string{"a", "b"}}}, Members: []string{"a", "b", "c"}, Live: all}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReady)
+	if got := ca.get(0); len(got) != 1 || got[0].B != spent.B {
+		t.Errorf("a's p0: %v, want b's copy of the live line %v", got, spent)
+	}
+}

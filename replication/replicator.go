@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirlimit/weir/internal/bug"
 	"github.com/weirlimit/weir/internal/sched"
 )
 
@@ -66,8 +67,12 @@ type Replicator struct {
 	// false), or MaxBatch changes waiting.
 	kick chan struct{}
 
-	mu  sync.Mutex // guards cur and active; held for O(batch) in Enqueue, O(1) in flush and Stats
+	mu  sync.Mutex // guards cur, sealed and active; held for O(batch) in Enqueue, O(1) in flush and Stats
 	cur *inbox
+	// sealed are earlier generations of the inbox, each bound to the
+	// placement of the ring its changes were decided on (Seal), oldest
+	// first.
+	sealed []sealedInbox
 	// active is set by the change that finds Run quiet (its timer not
 	// armed) and cleared by Run when it disarms: only that change wakes Run.
 	active bool
@@ -99,6 +104,13 @@ type Replicator struct {
 	wg      sync.WaitGroup
 	events  chan event // Run's streams: opens done, acknowledgements, failures
 	live    int        // Run's openers and stream readers not yet joined
+}
+
+// sealedInbox is an inbox generation shipped by the placement it was
+// sealed with.
+type sealedInbox struct {
+	b     *inbox
+	place Placement
 }
 
 // dest is one destination's queue; owned by Run.
@@ -205,9 +217,43 @@ func (r *Replicator) Enqueue(states []State) {
 // queuedLocked notes that changes were queued (mu held) and reports whether
 // Run must be woken: it is quiet, or MaxBatch changes are waiting.
 func (r *Replicator) queuedLocked() bool {
-	wake := !r.active || r.cur.n >= r.cfg.MaxBatch
+	wake := !r.active || r.waitingLocked() >= r.cfg.MaxBatch
 	r.active = true
 	return wake
+}
+
+// waitingLocked counts the changes in the inbox, sealed generations
+// included (mu held).
+func (r *Replicator) waitingLocked() int {
+	n := r.cur.n
+	for _, s := range r.sealed {
+		n += s.b.n
+	}
+	return n
+}
+
+// Seal binds the changes queued so far to place, the placement of the
+// ring they were decided on: the next flush ships them to its replicas,
+// not to those of the ring it reads then. A node calls it with its old
+// ring's placement before it publishes a new ring. Without it a change
+// decided just before a ring change went to the new ring's replicas (the
+// new owner among them), and the old ones, which a take-back asks when
+// the new owner dies before it installed the hand-off, lacked it (the
+// simulator, sim/testdata/fixed-recut-change.txt). Changes decided after
+// the swap go by the placement of the flush, as before: the new owner
+// pulls the partition's counters anyway, and the new ring's replicas get
+// its resync.
+func (r *Replicator) Seal(place Placement) {
+	if place == nil || bug.On(bug.RecutChange) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur.n == 0 {
+		return
+	}
+	r.sealed = append(r.sealed, sealedInbox{b: r.cur, place: place})
+	r.cur = newInbox()
 }
 
 func (r *Replicator) wake() {
@@ -316,33 +362,32 @@ func (r *Replicator) intake() int64 {
 	r.mu.Lock()
 	b := r.cur
 	r.cur, r.spare = r.spare, b
-	r.flushOldest.Store(b.oldest())
-	r.flushLen.Store(int64(b.n))
+	sealed := r.sealed
+	r.sealed = nil
+	oldest, n := b.oldest(), b.n
+	for _, s := range sealed {
+		oldest, n = minTime(oldest, s.b.oldest()), n+s.b.n
+	}
+	r.flushOldest.Store(oldest)
+	r.flushLen.Store(int64(n))
 	r.mu.Unlock()
 	r.flushMu.Unlock()
 
 	clear(r.places)
-	var dropped uint64
-	for i := 0; i < b.n; i++ {
-		sl := b.at(i)
-		for _, to := range r.placement(sl.st.Partition) {
-			d := r.dests[to]
-			if d == nil {
-				d = &dest{id: to, at: make(map[uint64]int)}
-				r.dests[to] = d
-				i, _ := slices.BinarySearch(r.ids, to)
-				r.ids = slices.Insert(r.ids, i, to)
+	// Sealed generations first: a change of the same counter that is
+	// newer goes after it in a destination's queue, where the newest wins.
+	for _, s := range sealed {
+		places := map[uint32][]string{}
+		r.queue(s.b, func(p uint32) []string {
+			to, ok := places[p]
+			if !ok {
+				to = r.without(s.place(p))
+				places[p] = to
 			}
-			d.lastActive = now
-			if !d.add(sl.st, sl.since, r.cfg.QueueLen) {
-				dropped++
-			}
-		}
+			return to
+		}, now)
 	}
-	b.reset()
-	if dropped > 0 {
-		r.dropped.Add(dropped)
-	}
+	r.queue(b, r.placement, now)
 
 	kept := r.ids[:0]
 	for _, id := range r.ids {
@@ -365,17 +410,49 @@ func (r *Replicator) intake() int64 {
 	return now
 }
 
+// queue moves the changes of b into the queues of the destinations place
+// gives their partitions, and empties b.
+func (r *Replicator) queue(b *inbox, place func(uint32) []string, now int64) {
+	var dropped uint64
+	for i := 0; i < b.n; i++ {
+		sl := b.at(i)
+		for _, to := range place(sl.st.Partition) {
+			d := r.dests[to]
+			if d == nil {
+				d = &dest{id: to, at: make(map[uint64]int)}
+				r.dests[to] = d
+				i, _ := slices.BinarySearch(r.ids, to)
+				r.ids = slices.Insert(r.ids, i, to)
+			}
+			d.lastActive = now
+			if !d.add(sl.st, sl.since, r.cfg.QueueLen) {
+				dropped++
+			}
+		}
+	}
+	b.reset()
+	if dropped > 0 {
+		r.dropped.Add(dropped)
+	}
+}
+
 // placement returns the partition's destinations without Self, cached for
 // the current flush.
 func (r *Replicator) placement(p uint32) []string {
 	if to, ok := r.places[p]; ok {
 		return to
 	}
-	to := r.place(p)
+	to := r.without(r.place(p))
+	r.places[p] = to
+	return to
+}
+
+// without returns to without Self (and empty ids), to itself if it has
+// neither.
+func (r *Replicator) without(to []string) []string {
 	if slices.ContainsFunc(to, func(id string) bool { return id == r.cfg.Self || id == "" }) {
 		to = slices.DeleteFunc(slices.Clone(to), func(id string) bool { return id == r.cfg.Self || id == "" })
 	}
-	r.places[p] = to
 	return to
 }
 
@@ -484,7 +561,10 @@ func (r *Replicator) publish() {
 // Stats returns a snapshot; safe from any goroutine.
 func (r *Replicator) Stats() ReplStats {
 	r.mu.Lock()
-	n, oldest := r.cur.n, r.cur.oldest()
+	n, oldest := r.waitingLocked(), r.cur.oldest()
+	for _, s := range r.sealed {
+		oldest = minTime(oldest, s.b.oldest())
+	}
 	n += int(r.flushLen.Load())
 	oldest = minTime(oldest, r.flushOldest.Load())
 	r.mu.Unlock()

@@ -145,9 +145,15 @@ func (n *Node) placement(p uint32) []string {
 	if v == nil {
 		return nil
 	}
+	return replicasBy(v.ring, n.ID, p)
+}
+
+// replicasBy lists where partition p's copies go by ring r: its replicas
+// but self.
+func replicasBy(r *ring.Ring, self string, p uint32) []string {
 	var out []string
-	for _, id := range v.ring.PartitionReplicas(p) {
-		if id != n.ID && id != "" {
+	for _, id := range r.PartitionReplicas(p) {
+		if id != self && id != "" {
 			out = append(out, id)
 		}
 	}
@@ -166,6 +172,11 @@ func (n *Node) Refresh(ctx context.Context) error {
 	ch, ok, err := n.policy.Step(in)
 	if err != nil || !ok {
 		return err
+	}
+	if old != nil && ch.Rebuilt {
+		// As membership does: changes decided on the old ring go to its
+		// replicas (Replicator.Seal).
+		n.repl.Seal(func(p uint32) []string { return replicasBy(old.ring, n.ID, p) })
 	}
 	if err := n.handoff.ChangeRing(ctx, ch.Event); err != nil {
 		return err

@@ -41,6 +41,15 @@ const (
 	// puller is pulled from the ring's old owner and replicas, not the
 	// puller (fixed with the simulator's join-leave sequence).
 	GainedMoved = "gained-moved"
+	// RecutChange: a change queued before a ring change is shipped to the
+	// replicas of the ring its flush reads, not of the one it was decided
+	// on (Replicator.Seal does nothing; fixed with the simulator's
+	// recut-delay sequence).
+	RecutChange = "recut-change"
+	// OffChainHolder: a holder a pull's asks to every member find, after
+	// copies of the partition came, hands its counters over as a holder's
+	// (they win over the copies) instead of as copies after them.
+	OffChainHolder = "off-chain-holder"
 )
 
 // Env is the environment variable a weirbugs build reads the switches from.
@@ -48,5 +57,5 @@ const Env = "WEIR_SIM_BUG"
 
 // Names lists every switch.
 func Names() []string {
-	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved}
+	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved, RecutChange, OffChainHolder}
 }

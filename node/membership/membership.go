@@ -88,6 +88,12 @@ type Handoff interface {
 	Routes() *replication.Routes
 }
 
+// Replicator ships counter changes to the replicas of their partitions.
+// Seal binds the changes queued so far to the placement of the ring about
+// to be replaced, so they go to that ring's replicas
+// (replication.Replicator.Seal).
+type Replicator interface{ Seal(replication.Placement) }
+
 // Restorer holds the first ring back while durable counters wait for the
 // members that wrote them (persist.Keeper).
 type Restorer interface {
@@ -115,13 +121,14 @@ type Dialer interface {
 // Deps are the other parts membership calls. Each is called only after
 // Listen (gossip callbacks) or Run (the loops).
 type Deps struct {
-	Prover   Prover
-	Admitter Admitter
-	Gateways Gateways
-	Handoff  Handoff
-	Restorer Restorer
-	Raft     RaftGroup
-	Dialer   Dialer
+	Prover     Prover
+	Admitter   Admitter
+	Gateways   Gateways
+	Handoff    Handoff
+	Replicator Replicator
+	Restorer   Restorer
+	Raft       RaftGroup
+	Dialer     Dialer
 	// Published hears of every view published with a new ring, on the
 	// cluster loop, after the check path sees it (region, forwarders,
 	// metrics). Must not block.

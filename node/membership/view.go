@@ -176,6 +176,11 @@ func (c *Cluster) refreshView(ctx context.Context, policy *clusterview.Policy, s
 	case clusterview.BaseSplit:
 		c.log.Warn("back from a network split on the side without a Raft quorum: giving way to the counters the other side holds", "base", ch.BaseOf)
 	}
+	if ch.Rebuilt && old != nil && c.deps.Replicator != nil {
+		// Changes decided on the old ring go to its replicas; what the
+		// hand-off installs for the new one goes by the new.
+		c.deps.Replicator.Seal(old.replicas)
+	}
 	if err := c.deps.Handoff.ChangeRing(ctx, ch.Event); err != nil {
 		if ctx.Err() == nil {
 			c.log.Error("hand-off did not take the ring", "err", err)
@@ -234,7 +239,15 @@ func (c *Cluster) PeerAddr(id string) (string, error) {
 // Replicas lists where partition p's copies go (not this node) in the
 // published view; shared, read only.
 func (c *Cluster) Replicas(p uint32) []string {
-	if v := c.View(); v != nil && int(p) < len(v.Peers) {
+	if v := c.View(); v != nil {
+		return v.replicas(p)
+	}
+	return nil
+}
+
+// replicas lists where partition p's copies go (not this node) by v.
+func (v *View) replicas(p uint32) []string {
+	if int(p) < len(v.Peers) {
 		return v.Peers[p]
 	}
 	return nil
