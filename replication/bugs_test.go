@@ -23,6 +23,7 @@ var caughtBy = map[string][]string{
 	bug.GainedMoved:         {"TestPartitionScenarios/gainedmoved.txt"},
 	bug.RecutChange:         {"TestSealShipsToTheRingDecidedOn"},
 	bug.OffChainHolder:      {"TestPullTakesBroadcastHolderAsCopiesAfterCopies"},
+	bug.KeepDropsCopies:     {"TestKeepPullFillsInKeysItLacks"},
 }
 
 // TestSwitchesBreakTheirTests runs this test binary again for each switch,

@@ -746,10 +746,16 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		}
 		if pl.Keep {
 			// Only what a holder handed over replaces this node's counters;
-			// the ones it keeps are provisional (as below).
+			// the ones it keeps are provisional (as below), and the copies
+			// fill in the keys it has no counter of (fillIn).
 			got := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !f.held[p] })
 			own := slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return f.held[p] })
-			h.arrived(ctx, parts, own, func() error { return h.install(ctx, got, f.handed) })
+			h.arrived(ctx, parts, own, func() error {
+				if err := h.install(ctx, got, f.handed); err != nil {
+					return err
+				}
+				return h.fillIn(ctx, own, f.copies)
+			})
 			kept = append(kept, own...)
 			continue
 		}
@@ -801,6 +807,29 @@ func (h *Handoff) pull(ctx context.Context, pl Pull) {
 		// asked, not between two sources' asks.
 		h.resyncReplicas(ctx, kept)
 	}
+}
+
+// fillIn imports the copies of the partitions a pull with Keep kept, for
+// the keys this node has no counter of (Import keeps a counter it finds,
+// so this node's own stay). A holder that gave way itself passes its
+// counters as copies and drops them: dropped here too, a key whose only
+// counter it was came back from a full bucket (traced 2026-12-02,
+// TestClusterBackToBackJoinsKeepCounters at load 10: n1 passed
+// apikey:j7's counter to n2, which had given way and pulled with Keep;
+// TestKeepPullFillsInKeysItLacks). A copy older than the line it stands
+// for only refuses more, never admits more, than no counter at all.
+func (h *Handoff) fillIn(ctx context.Context, kept []uint32, copies []State) error {
+	if bug.On(bug.KeepDropsCopies) {
+		return nil
+	}
+	in := set32(kept)
+	states := slices.DeleteFunc(slices.Clone(copies), func(st State) bool { return !in[st.Partition] })
+	if len(states) == 0 {
+		return nil
+	}
+	ctx, cancel := h.cfg.Sched.WithTimeout(ctx, h.cfg.InstallTimeout)
+	defer cancel()
+	return h.counters.Import(ctx, states)
 }
 
 // hasCounters reports whether this node may have counters of p while it

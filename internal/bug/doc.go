@@ -50,6 +50,10 @@ const (
 	// copies of the partition came, hands its counters over as a holder's
 	// (they win over the copies) instead of as copies after them.
 	OffChainHolder = "off-chain-holder"
+	// KeepDropsCopies: a pull with Keep drops the copies it got for the
+	// keys this node has no counter of (a holder that gave way passes its
+	// counters as copies), instead of filling them in.
+	KeepDropsCopies = "keep-drops-copies"
 )
 
 // Env is the environment variable a weirbugs build reads the switches from.
@@ -57,5 +61,5 @@ const Env = "WEIR_SIM_BUG"
 
 // Names lists every switch.
 func Names() []string {
-	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved, RecutChange, OffChainHolder}
+	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved, RecutChange, OffChainHolder, KeepDropsCopies}
 }
