@@ -99,8 +99,9 @@ func Generate(seed uint64, n int, d time.Duration) []Fault { return generate(see
 // aims adds sequences to the aimed schedules (targeted): two-rings
 // (Options.TwoRings, on in the CI mix), and those the mix leaves out:
 // recut-join (Options.RecutJoin), join-leave (Options.JoinLeave),
-// recut-delay (Options.RecutDelay) and recut-loss (Options.RecutLoss).
-type aims struct{ twoRings, recutJoin, joinLeave, recutDelay, recutLoss bool }
+// recut-delay (Options.RecutDelay), recut-loss (Options.RecutLoss) and
+// flap-cut (Options.FlapCut).
+type aims struct{ twoRings, recutJoin, joinLeave, recutDelay, recutLoss, flapCut bool }
 
 // generate is Generate, with the sequences a adds among the aimed
 // schedules.
@@ -246,16 +247,23 @@ const targetedShare = 400
 //     fixed-gained-moved.txt; docs/benchmarks.md);
 //   - recut-delay (with a.recutDelay only): a recut under message delay
 //     whose second kill lands while the restarted node's pull asks on
-//     (see recutDelay), three draws in five. Left out of the CI mix: 17
-//     of 1,000 seeds with it fail with every switch off (one admission
-//     over: docs/benchmarks.md);
+//     (see recutDelay), three draws in five. Left out of the CI mix,
+//     which it would change; its seeds that failed with every switch off
+//     (8 of 1,000) are fixed (sim/testdata/fixed-recut-change.txt;
+//     docs/benchmarks.md);
 //   - recut-loss (with a.recutLoss only): a recut whose second kill
 //     comes before every holder saw the restart, then message loss
 //     while the holders take back what they handed the restarted node's
 //     early pullers (see recutLoss): takeback-unreachable, on rings
 //     that move partitions between members that stay (production's
 //     from 11 members). Left out of the CI mix, whose schedules it
-//     would change.
+//     would change;
+//   - flap-cut (with a.flapCut only): a member cut off alone, another's
+//     view flapping while it is away, and the cut member back seeing only
+//     the flapped one (see flapCut; flap-leftovers). Left out of the CI
+//     mix; it has not found flap-leftovers (0 of 20 streams within 150
+//     seeds), and its switches-off seeds found an oracle gap, since
+//     closed (sim/testdata/bound-takeback-departed.txt).
 func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 	r := rand.New(rand.NewPCG(seed, 2))
 	if r.IntN(1000) >= targetedShare {
@@ -284,6 +292,9 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 		}
 		if a.recutLoss { // three in five draws, as recut-join
 			seqs = append(seqs, "recut-loss", "recut-loss", "recut-loss")
+		}
+		if a.flapCut { // three in five draws, as recut-join
+			seqs = append(seqs, "flap-cut", "flap-cut", "flap-cut")
 		}
 		switch seqs[r.IntN(len(seqs))] {
 		case "recut":
@@ -321,6 +332,10 @@ func targeted(seed uint64, n int, end time.Duration, a aims) []Fault {
 		case "recut-loss":
 			var f []Fault
 			f, at = recutLoss(r, pick(), at, &budget, end)
+			out = append(out, f...)
+		case "flap-cut":
+			var f []Fault
+			f, at = flapCut(r, pick(), n, at)
 			out = append(out, f...)
 		case "join-leave":
 			f := Fault{At: at, Kind: "kill", Nodes: []string{pick()}, For: restart()}
@@ -453,6 +468,28 @@ func recutLoss(r *rand.Rand, x string, at time.Duration, budget *int, end time.D
 	}
 	g.For = dur(5*time.Second, 8*time.Second)
 	return []Fault{f, g, l}, max(l.At+l.For, g.At+g.For)
+}
+
+// flapCut draws a cut of x that another member y's flap meets: x split
+// off alone for 2–6 s (healed in one step), y's view flapping to itself
+// alone for 50–200 ms within it (y promotes its copies of every partition
+// it does not own and holds them, released, once its view is back:
+// provisional leftovers), and x's view, from 0–200 ms before the heal for
+// 0.5–3 s, of x and y only: x, back, pulls the others' partitions from y
+// and gets y's leftovers (flap-leftovers: as a holder's counters, not as
+// copies).
+func flapCut(r *rand.Rand, x string, n int, at time.Duration) ([]Fault, time.Duration) {
+	dur := durIn(r)
+	y := x
+	for y == x {
+		y = nodeID(1 + r.IntN(n))
+	}
+	cut := Fault{At: at, Kind: "split", Nodes: []string{x}, For: dur(2*time.Second, 6*time.Second), Steps: 1}
+	flap := Fault{At: at + dur(500*time.Millisecond, cut.For-300*time.Millisecond), Kind: "flap", Nodes: []string{y}, For: dur(50*time.Millisecond, 200*time.Millisecond)}
+	heal := at + cut.For
+	view := Fault{At: heal - dur(0, 200*time.Millisecond), Kind: "view", Nodes: []string{x}, See: []string{x, y}, For: dur(500*time.Millisecond, 3*time.Second)}
+	slices.Sort(view.See)
+	return []Fault{cut, flap, view}, view.At + view.For
 }
 
 // durIn returns a draw from r of a duration in [lo, hi].

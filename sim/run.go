@@ -63,7 +63,7 @@ func (o Outcome) String() string {
 // quiescence and judges the quiet window and the final state.
 func Run(opt Options) Outcome {
 	if opt.Faults == nil {
-		opt.Faults = generate(opt.Seed, opt.Nodes, opt.Duration, aims{opt.TwoRings, opt.RecutJoin, opt.JoinLeave, opt.RecutDelay, opt.RecutLoss})
+		opt.Faults = generate(opt.Seed, opt.Nodes, opt.Duration, aims{opt.TwoRings, opt.RecutJoin, opt.JoinLeave, opt.RecutDelay, opt.RecutLoss, opt.FlapCut})
 	}
 	w := newWorld(opt)
 	w.rpcAllowance = !opt.Strict

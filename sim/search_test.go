@@ -163,13 +163,15 @@ func TestSimSearch(t *testing.T) {
 // (sim.Options.RecutJoin), WEIR_SIM_JOIN_LEAVE=1 the join-leave one
 // (sim.Options.JoinLeave), WEIR_SIM_RECUT_DELAY=1 the recut-delay one
 // (sim.Options.RecutDelay), WEIR_SIM_RECUT_LOSS=1 the recut-loss one
-// (sim.Options.RecutLoss, for 11 nodes or more).
+// (sim.Options.RecutLoss, for 11 nodes or more), WEIR_SIM_FLAP_CUT=1 the
+// flap-cut one (sim.Options.FlapCut).
 func aimed(o *sim.Options) {
 	o.TwoRings = os.Getenv("WEIR_SIM_TWO_RINGS") != "0"
 	o.RecutJoin = os.Getenv("WEIR_SIM_RECUT_JOIN") != ""
 	o.JoinLeave = os.Getenv("WEIR_SIM_JOIN_LEAVE") != ""
 	o.RecutDelay = os.Getenv("WEIR_SIM_RECUT_DELAY") != ""
 	o.RecutLoss = os.Getenv("WEIR_SIM_RECUT_LOSS") != ""
+	o.FlapCut = os.Getenv("WEIR_SIM_FLAP_CUT") != ""
 }
 
 // ringOverride sets o's ring to WEIR_SIM_RING's shape when it is set
@@ -218,8 +220,8 @@ func replay(t *testing.T, o sim.Options) {
 // median (WEIR_SIM_RING: another ring shape, as for make sim). A seed
 // that fails with every switch off too is no find: the stream goes on.
 // WEIR_SIM_TWO_RINGS=0 leaves the two-rings sequence out;
-// WEIR_SIM_RECUT_JOIN=1, WEIR_SIM_JOIN_LEAVE=1, WEIR_SIM_RECUT_DELAY=1 and
-// WEIR_SIM_RECUT_LOSS=1 add theirs (aimed). It runs only with
+// WEIR_SIM_RECUT_JOIN=1, WEIR_SIM_JOIN_LEAVE=1, WEIR_SIM_RECUT_DELAY=1,
+// WEIR_SIM_RECUT_LOSS=1 and WEIR_SIM_FLAP_CUT=1 add theirs (aimed). It runs only with
 // WEIR_SIM_FIND=1.
 func TestSimSeedsToFind(t *testing.T) {
 	if os.Getenv("WEIR_SIM_FIND") == "" {

@@ -75,6 +75,10 @@ type Options struct {
 	// takeback-unreachable switch, on 11 or more nodes, not the CI mix's
 	// (docs/design.md, "Simulator bounds").
 	RecutLoss bool
+	// FlapCut adds the flap-cut sequence to the aimed schedules (see
+	// targeted): a search's option (WEIR_SIM_FLAP_CUT=1) for the
+	// flap-leftovers switch, not the CI mix's.
+	FlapCut bool
 	// Ring is the ring's shape (shape.go); zero: production's default.
 	Ring ring.Config
 }
@@ -555,6 +559,11 @@ func (w *World) report(x *host, id string, m clusterview.Member) {
 			y.deadSeenBy[x.id] = true
 		}
 		delete(x.seen, id)
+		// A take-back from id may settle from copies now (Partitions'
+		// Unreached with the holder departed), even if gossip has id
+		// back by the time its ask fails (InvTakeBackWaits).
+		maps.DeleteFunc(x.takingBack, func(_ uint32, peer string) bool { return peer == id })
+		maps.DeleteFunc(x.backUnanswered, func(_ uint32, b *host) bool { return b.id == id })
 	}
 	x.node.book.Report(m, w.loop.clock.Now())
 	if x.node.joining && len(x.seen) > 1 {
