@@ -235,7 +235,8 @@ func (r *Replicator) waitingLocked() int {
 // Seal binds the changes queued so far to place, the placement of the
 // ring they were decided on: the next flush ships them to its replicas,
 // not to those of the ring it reads then. A node calls it with its old
-// ring's placement before it publishes a new ring. Without it a change
+// ring's placement before its hand-off takes a new ring (what the
+// hand-off then installs goes by the new one). Without it a change
 // decided just before a ring change went to the new ring's replicas (the
 // new owner among them), and the old ones, which a take-back asks when
 // the new owner dies before it installed the hand-off, lacked it (the
