@@ -24,6 +24,7 @@ var caughtBy = map[string][]string{
 	bug.RecutChange:         {"TestSealShipsToTheRingDecidedOn"},
 	bug.OffChainHolder:      {"TestPullTakesBroadcastHolderAsCopiesAfterCopies"},
 	bug.KeepDropsCopies:     {"TestKeepPullFillsInKeysItLacks"},
+	bug.UnpulledLeftovers:   {"TestUnpulledLeftoversPassOnlyAsCopies"},
 }
 
 // TestSwitchesBreakTheirTests runs this test binary again for each switch,

@@ -563,6 +563,19 @@ func (m *Partitions) provisional(pt *partition, now int64) bool {
 	return pt.copies && (pt.state != PartReady || now-pt.since < m.settle)
 }
 
+// unpulled reports whether pt is a released partition that nobody pulled
+// within the settle time: its owner did not need it (it never stopped
+// serving it, as a node back from a pause whose partitions the others
+// took over meanwhile), so its counters are leftovers, passed on only as
+// copies. Handed over as a holder's, they replaced the owner's live
+// counters when it later pulled the partition after giving way (the
+// chaos suite: a node paused, then flapping alone during another node's
+// cut, took the leftovers of its own partitions back from the node that
+// had served them during the pause; spent keys came back).
+func (m *Partitions) unpulled(pt *partition, now int64) bool {
+	return pt.state == PartReleased && now-pt.since >= m.settle && !bug.On(bug.UnpulledLeftovers)
+}
+
 // ask passes each partition this node holds to e.To (marked moved: later
 // items go there; provisional ones as copies) and names where the others
 // went when this node handed them on earlier. A partition this node is
@@ -573,7 +586,7 @@ func (m *Partitions) ask(e Ask) Reply {
 	for _, p := range e.Parts {
 		pt := &m.parts[p]
 		switch {
-		case pt.state.Holds() && m.provisional(pt, e.Now) && !bug.On(bug.FlapLeftovers):
+		case pt.state.Holds() && (m.provisional(pt, e.Now) || m.unpulled(pt, e.Now)) && !bug.On(bug.FlapLeftovers):
 			*pt = partition{state: PartMoved, peer: e.To, since: e.Now, copies: true, back: m.departed[e.To]}
 			r.Copies = append(r.Copies, p)
 		case pt.state.Holds():

@@ -508,3 +508,47 @@ func changeRing(t *testing.T, h *Handoff, e RingChanged, ids ...string) {
 		t.Fatal(err)
 	}
 }
+
+// A released partition nobody pulled within the settle time passes only
+// as copies. The chaos suite: a node was paused, the others served its
+// partitions meanwhile and released them when it came back, and it never
+// pulled them (its own ring never lost them). During a later cut it
+// flapped alone, gave way, and pulled its partitions back from a node
+// that still held those leftovers: handed over as a holder's counters,
+// they replaced its own, and keys spent since came back with tokens.
+func TestUnpulledLeftoversPassOnlyAsCopies(t *testing.T) {
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(1)
+	peers := &directPeers{nodes: map[string]*Handoff{}}
+	ca, cb := newMemCounters(), newMemCounters()
+	a := startQuick(t, "a", 1, ca, peers, NewStore(), clock.Load)
+	b := startQuick(t, "b", 1, cb, peers, NewStore(), clock.Load)
+	peers.nodes["a"], peers.nodes["b"] = a, b
+	live := map[string]string{"a": "a", "b": "b"}
+	stale := State{ID: 7, Partition: 0, A: 1, B: 9}
+	spent := State{ID: 7, Partition: 0, A: 1, B: 3}
+	// a served p0 while b was away and released it when b came back.
+	if err := a.ChangeRing(ctx, RingChanged{Place: placeAll(1, "a"), Members: []string{"a"}, Live: map[string]string{"a": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	ca.parts[0] = []State{stale}
+	if err := a.ChangeRing(ctx, RingChanged{Place: placeAll(1, "b"), Members: []string{"a", "b"}, Live: live}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, a, 0, PartReleased)
+	// b never lost p0 and spent its key since.
+	if err := b.ChangeRing(ctx, RingChanged{Place: placeAll(1, "b"), Members: []string{"b"}, Live: map[string]string{"b": "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	cb.parts[0] = []State{spent}
+	clock.Add(int64(time.Second)) // past Settle (50 ms): nobody pulled a's leftovers
+	// b gives way (its view flapped alone) and pulls p0 from a.
+	if err := b.ChangeRing(ctx, RingChanged{Place: placeAll(1, "b"), Members: []string{"a", "b"}, Live: live, Base: placeAll(1, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, b, 0, PartReady)
+	if got := cb.get(0); len(got) != 1 || got[0].B != spent.B {
+		t.Errorf("b's p0 after pulling from a: %v, want its own spent counter %v", got, spent)
+	}
+}

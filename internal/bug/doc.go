@@ -54,6 +54,9 @@ const (
 	// keys this node has no counter of (a holder that gave way passes its
 	// counters as copies), instead of filling them in.
 	KeepDropsCopies = "keep-drops-copies"
+	// UnpulledLeftovers: a released partition nobody pulled within the
+	// settle time is handed over as a holder's counters, not as copies.
+	UnpulledLeftovers = "unpulled-leftovers"
 )
 
 // Env is the environment variable a weirbugs build reads the switches from.
@@ -61,5 +64,5 @@ const Env = "WEIR_SIM_BUG"
 
 // Names lists every switch.
 func Names() []string {
-	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved, RecutChange, OffChainHolder, KeepDropsCopies}
+	return []string{DoublePull, TwoPulls, FlapLeftovers, DroppedMovedMark, TakebackUnreachable, GainedMoved, RecutChange, OffChainHolder, KeepDropsCopies, UnpulledLeftovers}
 }
