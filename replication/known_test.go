@@ -133,11 +133,14 @@ func TestKnownPullSkipsAHolderNotLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, b, 0, PartReady)
-	// The view has a back: nothing asks it again.
+	// The view has a back: nothing asks it again (a pull would have made
+	// p0 pending by the time ChangeRing returns).
 	if err := b.ChangeRing(ctx, both); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // a few Settles and ticks: a bounded wait for a pull that does not come
+	if st, _ := b.Routes().State(0); st == PartPending {
+		waitState(t, b, 0, PartReady)
+	}
 	if got := cb.get(0); len(got) != 1 || got[0].B != 7 {
 		t.Errorf("p0 at its owner b: %+v (a still holds %+v), want a's counter (B 7)", got, ca.get(0))
 	}
